@@ -1,0 +1,71 @@
+// swift-tools-version: 6.0
+// SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
+//
+// Layout (dependencies point inward):
+//   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi — each imported by exactly one Swift target
+//   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
+//                   SpeakBridgeDiscovery (avahi), SpeakBridgeSinks (stdout, FIFO, clipboard)
+//   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal)
+//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
+//   wiring          speakbridge (argument parsing only)
+import PackageDescription
+
+let package = Package(
+    name: "SpeakBridge",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "speakbridge", targets: ["speakbridge"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // C leaves
+        .systemLibrary(name: "CSodium", path: "Sources/CSodium",
+                       pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets",
+                       pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
+        .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
+                       pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CAvahi", path: "Sources/CAvahi",
+                       pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+
+        // adapters over the C leaves
+        .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium"]),
+        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets"]),
+        .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
+        .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi"]),
+        .target(name: "SpeakBridgeSinks"),
+
+        // pure protocol core
+        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
+
+        // persistence and roles
+        .target(name: "SpeakBridgeStore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeDaemon", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
+        ]),
+        .target(name: "SpeakBridgeClient", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
+            "SpeakBridgeDiscovery",
+        ]),
+
+        // wiring
+        .executableTarget(name: "speakbridge", dependencies: [
+            "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        // tests
+        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket"]),
+        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR"]),
+        .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery"]),
+        .testTarget(name: "SpeakBridgeStoreTests", dependencies: ["SpeakBridgeStore", "SpeakBridgeProtocol"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
