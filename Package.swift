@@ -58,6 +58,16 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
+        // the generator of Pairing/vectors/ (checked in `make test`)
+        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+                          path: "Sources/VectorGenerator"),
+
+        // examples that always compile
+        .executableTarget(name: "InMemorySession", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+                          path: "Examples/InMemorySession"),
+        .executableTarget(name: "HandshakeWalkthrough", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+                          path: "Examples/HandshakeWalkthrough"),
+
         // tests
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
         .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
@@ -65,7 +75,9 @@ let package = Package(
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: ["SpeakBridgeStore", "SpeakBridgeProtocol"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
+        .testTarget(name: "EndToEndTests", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,62 @@
+# SpeakBridge — two commands do all the set-up on a fresh Debian machine:
+#   make run    install what the daemon needs, build a release binary, start the daemon (stdout sink, pairing QR)
+#   make test   install what the tests need, build, run the whole suite (unit, end-to-end, network namespaces)
+# `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
+
+SWIFT      ?= swift
+SCRATCH    ?= .build
+RUN_ARGS   ?=
+BIN_DEBUG   = $(SCRATCH)/debug/speakbridge
+BIN_RELEASE = $(SCRATCH)/release/speakbridge
+
+# Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, avahi and iproute2 for
+# the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
+DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev pkg-config
+DEB_RUN   = xclip
+DEB_TEST  = xvfb xclip xsel xdotool socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors
+
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+endef
+
+deps-build:
+	$(call apt_install,$(DEB_BUILD))
+
+deps-run: deps-build
+	$(call apt_install,$(DEB_RUN))
+
+deps-test: deps-build
+	$(call apt_install,$(DEB_TEST))
+
+release: deps-build
+	$(SWIFT) build -c release --scratch-path $(SCRATCH)
+
+build: deps-build
+	$(SWIFT) build --scratch-path $(SCRATCH)
+
+run: deps-run release
+	$(BIN_RELEASE) serve $(RUN_ARGS)
+
+# The whole suite: unit and end-to-end tests (real processes, real sockets on loopback, Xvfb), then the tests that
+# need network namespaces (skipped with a one-line reason when they cannot be created).
+test: deps-test
+	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	@$(MAKE) --no-print-directory netns
+
+netns:
+	@bash Tests/netns/run-discovery-tests.sh
+
+bench: deps-test release
+	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/run.sh
+
+clean:
+	rm -rf $(SCRATCH)

@@ -1,0 +1,128 @@
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// `speakbridge join CODE`: pairs this installation with the desktop that showed the code.
+///
+/// Flow: parse and check the code → dial every address in it at once → Noise IKpsk1 with the code's secret
+/// (prologue "speakbridge.v1 pair") → {pair} / {pair-accept} / {pair-confirm} / {paired} → save the desktop
+/// (key, per-pair psk, the address that worked) in peers.json.
+public enum Joiner {
+    public static func join(home: Home, code text: String, name: String, timeout: Double = 15,
+                            extraCandidates: [Candidate] = []) throws(ClientError) -> Peer {
+        let code: PairingCode
+        do {
+            code = try PairingCode.parse(text)
+            try code.checkNotExpired(now: UInt32(Date().timeIntervalSince1970))
+        } catch {
+            throw ClientError("invalid pairing code: \(error.description)", hint: error.hint)
+        }
+        let identity: Identity
+        let peers: PeerStore
+        do {
+            identity = try Identity.loadOrCreate(home)
+            peers = try PeerStore(home: home)
+        } catch {
+            throw ClientError(error.description, hint: error.hint)
+        }
+        guard let desktopKey = try? X25519PublicKey(rawRepresentation: code.publicKey) else {
+            throw ClientError("invalid pairing code: bad desktop key")
+        }
+        guard desktopKey != identity.publicKey else {
+            throw ClientError("this code was issued by this installation itself",
+                              hint: "run `join` on the capture device, or give it a different --home")
+        }
+        let candidates = code.addresses.map { Candidate(host: $0.description, port: Int(code.port), source: "code") }
+            + extraCandidates
+        let session = PairingSession(identity: identity, desktopKey: desktopKey, secret: code.secret, name: name)
+        let (result, address) = try session.run(candidates: candidates, timeout: timeout)
+        let peer = Peer(name: result.desktopName.isEmpty ? "desktop" : result.desktopName, publicKey: desktopKey,
+                        psk: result.sessionPSK, role: .desktop, lastSeen: Date(),
+                        addresses: [address.host] + code.addresses.map(\.description).filter { $0 != address.host },
+                        port: Int(code.port))
+        do {
+            try peers.upsert(peer)
+        } catch {
+            throw ClientError("paired, but the pairing could not be saved: \(error.description)", hint: error.hint)
+        }
+        return peer
+    }
+}
+
+/// One pairing attempt, driven on its own queue; `run` blocks the caller until it ends.
+final class PairingSession: @unchecked Sendable {
+    let identity: Identity
+    let desktopKey: X25519PublicKey
+    let secret: [UInt8]
+    let name: String
+    let queue = DispatchQueue(label: "sb-join")
+    let done = DispatchSemaphore(value: 0)
+    var dialer: Dialer!
+    var machine: InitiatorMachine?
+    var address: Candidate?
+    var outcome: Result<(PairingResult, Candidate), ClientError>?
+
+    init(identity: Identity, desktopKey: X25519PublicKey, secret: [UInt8], name: String) {
+        self.identity = identity
+        self.desktopKey = desktopKey
+        self.secret = secret
+        self.name = name
+    }
+
+    func run(candidates: [Candidate], timeout: Double) throws(ClientError) -> (PairingResult, Candidate) {
+        do {
+            dialer = try Dialer(queue: queue) { [weak self] event in self?.handle(event) }
+        } catch {
+            throw ClientError("cannot start the WebSocket client: \(error)")
+        }
+        queue.async { self.dialer.dial(candidates, path: ConnectionIntent.pair.path) }
+        if done.wait(timeout: .now() + timeout) == .timedOut {
+            queue.sync { finish(.failure(ClientError("the desktop did not complete pairing within \(Int(timeout)) s",
+                                                     hint: "check that `speakbridge serve` runs and the port is reachable"))) }
+        }
+        dialer.shutdown()
+        switch queue.sync(execute: { outcome! }) {
+        case .success(let value): return value
+        case .failure(let error): throw error
+        }
+    }
+
+    func finish(_ result: Result<(PairingResult, Candidate), ClientError>) {
+        guard outcome == nil else { return }
+        outcome = result
+        dialer.hangUp()
+        done.signal()
+    }
+
+    func handle(_ event: Dialer.Event) {
+        switch event {
+        case .connected(_, let candidate):
+            address = candidate
+            do {
+                var m = try InitiatorMachine(intent: .pair, localStatic: identity.privateKey, desktopKey: desktopKey,
+                                             psk: secret, firstMessage: .pair(name: name))
+                dialer.send(try m.start())
+                machine = m
+            } catch {
+                finish(.failure(ClientError("pairing failed: \(error)")))
+            }
+        case .message(let frame):
+            guard var m = machine else { return }
+            let actions = m.receive(frame)
+            machine = m
+            for action in actions {
+                switch action {
+                case .send(let bytes): dialer.send(bytes)
+                case .paired(let result): finish(.success((result, address!)))
+                case .close(let reason): finish(.failure(ClientError("pairing failed: \(reason)")))
+                case .established, .received: break
+                }
+            }
+        case .disconnected(let reason):
+            finish(.failure(ClientError(
+                "pairing failed: \(reason.isEmpty ? "connection closed" : reason)",
+                hint: "the code may be used, expired or revoked: run `speakbridge pair` on the desktop for a new one")))
+        }
+    }
+}

@@ -1,0 +1,359 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+public struct SendOptions: Sendable {
+    public enum Source: Sendable { case stdin, texts([String]) }
+
+    public var home: Home
+    /// Which paired desktop (ID, ID prefix or name); nil = the only one.
+    public var desktop: String?
+    public var source: Source
+    /// Give up after this many seconds without everything acknowledged (0 = keep trying).
+    public var timeout: Double
+    public var extraCandidates: [Candidate]
+
+    public init(home: Home, desktop: String?, source: Source, timeout: Double, extraCandidates: [Candidate] = []) {
+        self.home = home
+        self.desktop = desktop
+        self.source = source
+        self.timeout = timeout
+        self.extraCandidates = extraCandidates
+    }
+}
+
+/// `speakbridge send`: streams lines to a paired desktop, exactly once, in order.
+///
+/// Flow:
+/// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
+/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before they are sent.
+/// 3. Dial the desktop's known addresses at once; Noise IKpsk1 with the per-pair psk; `resume` tells what the
+///    desktop already has; `OutboxWindow` sends the rest in order and keeps at most N unacknowledged.
+/// 4. Acks are journaled and drop chunks; a lost connection or a stalled one is redialled with backoff.
+/// 5. Done when the input ended and every chunk is acknowledged: exit 0.
+public final class Sender: @unchecked Sendable {
+    let options: SendOptions
+    let identity: Identity
+    let desktop: Peer
+    let peers: PeerStore
+    let outbox: Outbox
+    let queue = DispatchQueue(label: "sb-send")
+    let finished = DispatchSemaphore(value: 0)
+    var dialer: Dialer!
+    // Owned by `queue`.
+    var window: OutboxWindow
+    var machine: InitiatorMachine?
+    var inputDone = false
+    var exitCode: Int32?
+    var backoff = 0.2
+    var reportedUnreachable = false
+    var needsSync = false
+    var connectedTo: Candidate?
+    let clock = ContinuousClock()
+    let start: ContinuousClock.Instant
+
+    public init(options: SendOptions) throws(ClientError) {
+        self.options = options
+        do {
+            identity = try Identity.loadOrCreate(options.home)
+            peers = try PeerStore(home: options.home)
+        } catch {
+            throw ClientError(error.description, hint: error.hint)
+        }
+        let desktops = peers.all.filter { $0.role == .desktop }
+        if let query = options.desktop {
+            guard let peer = peers.find(query), peer.role == .desktop else {
+                throw ClientError("no paired desktop matches \"\(query)\"", hint: "list them with `speakbridge devices`")
+            }
+            desktop = peer
+        } else {
+            guard let only = desktops.first else {
+                throw ClientError("this installation is not paired with any desktop",
+                                  hint: "run `speakbridge pair` on the desktop, then `speakbridge join CODE` here")
+            }
+            guard desktops.count == 1 else {
+                throw ClientError("paired with \(desktops.count) desktops; say which one",
+                                  hint: "use --to NAME or --to ID (see `speakbridge devices`)")
+            }
+            desktop = only
+        }
+        do {
+            outbox = try Outbox(home: options.home, desktop: desktop.id) {
+                Console.info("another `speakbridge send` to this desktop is running; waiting for it to finish")
+            }
+        } catch {
+            throw ClientError(error.description, hint: error.hint)
+        }
+        window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
+        start = clock.now
+    }
+
+    /// Runs until everything is acknowledged (0), the timeout passes (75), or a fatal error (1).
+    public func run() -> Int32 {
+        do {
+            dialer = try Dialer(queue: queue) { [weak self] event in self?.handle(event) }
+        } catch {
+            Console.error("cannot start the WebSocket client: \(error)")
+            return 1
+        }
+        if !outbox.pending.isEmpty {
+            Console.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
+        }
+        switch options.source {
+        case .texts(let texts):
+            queue.async {
+                self.accept(texts)
+                self.inputDone = true
+                self.checkDone()
+            }
+        case .stdin:
+            let reader = Thread { [self] in readStdin() }
+            reader.name = "sb-stdin"
+            reader.start()
+        }
+        queue.async { self.connect() }
+        scheduleTick()
+        finished.wait()
+        dialer.shutdown()
+        return queue.sync { exitCode ?? 1 }
+    }
+
+    // MARK: - Input
+
+    func readStdin() {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var partial: [UInt8] = []
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            partial += buffer[0..<n]
+            guard let last = partial.lastIndex(of: 0x0A) else { continue }
+            let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(Self.text)
+            partial.removeFirst(last + 1)
+            queue.async { self.accept(lines) }
+        }
+        let rest = partial.isEmpty ? [] : [Self.text(partial[...])]
+        queue.async {
+            self.accept(rest)
+            self.inputDone = true
+            self.checkDone()
+        }
+    }
+
+    static func text(_ bytes: ArraySlice<UInt8>) -> String {
+        var line = bytes
+        if line.last == 0x0D { line = line.dropLast() }  // CRLF input
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Journals and queues texts; blank lines are skipped; over-long lines are split at the chunk limit.
+    func accept(_ texts: [String]) {
+        var pieces: [String] = []
+        for text in texts where !text.isEmpty {
+            var rest = Substring(text)
+            while rest.utf8.count > SpeakBridgeProtocol.maxChunkTextBytes {
+                var cut = rest.index(rest.startIndex, offsetBy: 0)
+                var bytes = 0
+                for (i, ch) in zip(rest.indices, rest) {
+                    bytes += ch.utf8.count
+                    if bytes > SpeakBridgeProtocol.maxChunkTextBytes { break }
+                    cut = rest.index(after: i)
+                }
+                pieces.append(String(rest[..<cut]))
+                rest = rest[cut...]
+            }
+            pieces.append(String(rest))
+        }
+        guard !pieces.isEmpty else { return }
+        do {
+            let chunks = try outbox.append(texts: pieces)
+            needsSync = true
+            var messages: [Message] = []
+            for chunk in chunks { messages += window.append(chunk) }
+            transmit(messages)
+        } catch {
+            Console.error("cannot journal input: \(error.description)", hint: error.hint)
+            finish(1)
+        }
+    }
+
+    // MARK: - Connection
+
+    func candidates() -> [Candidate] {
+        let current = peers.find(desktop.id.description) ?? desktop
+        var list = current.addresses.map { Candidate(host: $0, port: current.port, source: "last known") }
+        list += options.extraCandidates
+        var seen = Set<Candidate>()
+        return list.filter { seen.insert($0).inserted }
+    }
+
+    func connect() {
+        guard exitCode == nil else { return }
+        dialer.dial(candidates(), path: ConnectionIntent.session.path)
+    }
+
+    func handle(_ event: Dialer.Event) {
+        guard exitCode == nil else { return }
+        switch event {
+        case .connected(_, let candidate):
+            connectedTo = candidate
+            do {
+                var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
+                                             desktopKey: desktop.publicKey, psk: desktop.psk,
+                                             firstMessage: .hello(agent: "speakbridge-cli/0.1"))
+                dialer.send(try m.start())
+                machine = m
+            } catch {
+                Console.error("handshake failed: \(error)")
+                finish(1)
+            }
+        case .message(let frame):
+            guard var m = machine else { return }
+            let actions = m.receive(frame)
+            machine = m
+            for action in actions { perform(action) }
+        case .disconnected(let reason):
+            machine = nil
+            window.connectionLost()
+            if !reportedUnreachable {
+                reportedUnreachable = true
+                Console.info("desktop \"\(desktop.name)\" not reachable (\(reason)); retrying")
+            }
+            let delay = backoff
+            backoff = min(backoff * 2, 5)
+            queue.asyncAfter(deadline: .now() + delay) { self.connect() }
+        }
+    }
+
+    func perform(_ action: InitiatorMachine.Action) {
+        switch action {
+        case .send(let frame):
+            dialer.send(frame)
+        case .established:
+            backoff = 0.2
+            if reportedUnreachable {
+                Console.info("connected to \"\(desktop.name)\" at \(connectedTo?.description ?? "?")")
+                reportedUnreachable = false
+            }
+            rememberAddress()
+            guard var m = machine else { return }
+            for a in m.encryptAndSend(.resume(session: window.session, delivered: nil)) { if case .send(let f) = a { dialer.send(f) } }
+            machine = m
+        case .received(let message):
+            receive(message)
+        case .paired:
+            break
+        case .close(let reason):
+            Console.warning("closing the connection: \(reason)")
+            dialer.hangUp()
+        }
+    }
+
+    func receive(_ message: Message) {
+        let now = clock.now.seconds(since: start)
+        switch message {
+        case let .resume(session, delivered) where session == window.session:
+            let d = delivered ?? 0
+            if d > window.acked { markAcked(d) }
+            transmit(window.resumed(delivered: d, now: now))
+            checkDone()
+        case let .ack(session, seq) where session == window.session:
+            markAcked(seq)
+            transmit(window.ack(seq, now: now))
+            checkDone()
+        case let .error(code, text, _):
+            Console.warning("desktop reported \(code): \(text)")
+        case .bye:
+            dialer.hangUp()
+        default:
+            break
+        }
+    }
+
+    func markAcked(_ seq: UInt64) {
+        do {
+            try outbox.markAcked(seq)
+        } catch {
+            // Not fatal: a lost ack record only means a resend that the desktop drops.
+            Console.warning("cannot journal an ack: \(error.description)")
+        }
+    }
+
+    func transmit(_ messages: [Message]) {
+        guard !messages.isEmpty, var m = machine, m.isEstablished else { return }
+        for message in messages {
+            for action in m.encryptAndSend(message) {
+                if case .send(let frame) = action { dialer.send(frame) }
+            }
+        }
+        machine = m
+    }
+
+    func rememberAddress() {
+        guard let c = connectedTo else { return }
+        try? peers.update(key: desktop.publicKey) { peer in
+            peer.addresses = [c.host] + peer.addresses.filter { $0 != c.host }
+            peer.port = c.port
+            peer.lastSeen = Date()
+        }
+    }
+
+    func checkDone() {
+        guard inputDone, window.isDrained, exitCode == nil else { return }
+        try? outbox.sync()
+        if var m = machine {
+            for a in m.encryptAndSend(.bye) { if case .send(let f) = a { dialer.send(f) } }
+            machine = m
+        }
+        finish(0)
+    }
+
+    func finish(_ code: Int32) {
+        guard exitCode == nil else { return }
+        exitCode = code
+        // Give the bye frame a moment to leave before the context goes away.
+        queue.asyncAfter(deadline: .now() + 0.05) {
+            self.dialer.hangUp()
+            self.finished.signal()
+        }
+    }
+
+    // MARK: - Timers
+
+    func scheduleTick() {
+        queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.tick() }
+    }
+
+    func tick() {
+        guard exitCode == nil else { return }
+        if needsSync {
+            needsSync = false
+            try? outbox.sync()
+        }
+        let now = clock.now.seconds(since: start)
+        if window.isStalled(now: now) {
+            Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
+            dialer.hangUp()
+        }
+        if options.timeout > 0, now > options.timeout {
+            Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",
+                          hint: "they stay in the outbox and go out with the next `speakbridge send`")
+            try? outbox.sync()
+            finish(75)
+            return
+        }
+        scheduleTick()
+    }
+}
+
+extension ContinuousClock.Instant {
+    func seconds(since start: ContinuousClock.Instant) -> Double {
+        let d = self - start
+        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// Answers the CLI on the control socket. Runs on the control thread; state owned by the daemon's queue is
+/// read by hopping onto it synchronously.
+extension Daemon {
+    func control(_ request: JSONValue) -> JSONValue {
+        switch request["cmd"]?.stringValue {
+        case "status": return queue.sync { status() }
+        case "pair": return pair()
+        case "devices": return ControlReply.success([("devices", devicesJSON())])
+        case "revoke":
+            guard let text = request["id"]?.stringValue else { return ControlReply.failure("revoke needs an id") }
+            return revoke(text)
+        default:
+            return ControlReply.failure("unknown command", hint: "this daemon speaks status, pair, devices, revoke")
+        }
+    }
+
+    func status() -> JSONValue {
+        let sessions: [JSONValue] = ledgers.flatMap { device, ledger in
+            ledger.sessions.map { session, entry in
+                JSONValue.object([("device", .string(device.description)), ("session", .string(session)),
+                                  ("delivered", .integer(Int64(entry.delivered)))])
+            }
+        }
+        let sinks: [JSONValue] = pipeline.health().map { h in
+            var m: [(String, JSONValue)] = [("sink", .string(h.label)), ("healthy", .bool(h.problem == nil)),
+                                            ("queued", .integer(Int64(h.queued)))]
+            if let p = h.problem { m.append(("problem", .string(p))) }
+            return .object(m)
+        }
+        var mdns: [(String, JSONValue)] = [("enabled", .bool(discovery != nil))]
+        if let d = discovery {
+            mdns.append(("state", .string(d.stateDescription)))
+            mdns.append(("active", .bool(d.isActive)))
+        } else {
+            mdns.append(("state", .string("disabled (--no-mdns)")))
+        }
+        return ControlReply.success([
+            ("id", .string(identity.deviceID.description)),
+            ("name", .string(serviceName)),
+            ("pid", .integer(Int64(getpid()))),
+            ("host", .string(options.host)),
+            ("port", .integer(Int64(server.port))),
+            ("addresses", .array(NetworkAddresses.forListening(host: options.host).map { .string($0.description) })),
+            ("uptime", .integer(Int64(Date().timeIntervalSince(startedAt)))),
+            ("pairing", .bool(codes.isActive)),
+            ("sinks", .array(sinks)),
+            ("devices", devicesJSON()),
+            ("connections", .integer(Int64(machines.count))),
+            ("authenticated", .integer(Int64(connectionDevice.count))),
+            ("sessions", .array(sessions)),
+            ("chunksDelivered", .integer(Int64(stats.chunksDelivered))),
+            ("duplicatesDropped", .integer(Int64(stats.duplicatesDropped))),
+            ("rejected", .integer(Int64(stats.rejectedConnections))),
+            ("mdns", .object(mdns)),
+        ])
+    }
+
+    func pair() -> JSONValue {
+        do {
+            let addresses = NetworkAddresses.forListening(host: options.host)
+            let code = try codes.issue(publicKey: identity.publicKey, port: server.port, addresses: addresses)
+            Console.info("pairing code issued, valid for \(options.pairingLifetime) s")
+            return ControlReply.success([
+                ("code", .string(code.encoded())),
+                ("expires", .integer(Int64(code.expiry))),
+                ("lifetime", .integer(Int64(options.pairingLifetime))),
+                ("id", .string(identity.deviceID.description)),
+            ])
+        } catch {
+            return ControlReply.failure("cannot issue a pairing code: \(error)")
+        }
+    }
+
+    func devicesJSON() -> JSONValue {
+        .array(peers.all.map { peer in
+            var m: [(String, JSONValue)] = [
+                ("id", .string(peer.id.description)), ("name", .string(peer.name)),
+                ("role", .string(peer.role.rawValue)),
+                ("pairedAt", .integer(Int64(peer.pairedAt.timeIntervalSince1970))),
+            ]
+            if let seen = peer.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+            let delivered = progress.entries()
+                .filter { $0.key.device == peer.id }
+                .reduce(into: [String: UInt64]()) { acc, e in acc[e.key.session] = max(acc[e.key.session] ?? 0, e.value) }
+            m.append(("delivered", .object(delivered.sorted { $0.key < $1.key }.map { ($0.key, .integer(Int64($0.value))) })))
+            return .object(m)
+        })
+    }
+
+    func revoke(_ text: String) -> JSONValue {
+        guard let peer = peers.find(text) else {
+            return ControlReply.failure("no paired device matches \"\(text)\"", hint: "list them with `speakbridge devices`")
+        }
+        do {
+            try peers.remove(id: peer.id)
+        } catch {
+            return ControlReply.failure(error.description, hint: error.hint)
+        }
+        queue.sync { disconnect(peer.id) }
+        Console.info("revoked \"\(peer.name)\" (\(peer.id))")
+        return ControlReply.success([("id", .string(peer.id.description)), ("name", .string(peer.name))])
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import SpeakBridgeDiscovery
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// Publishes this desktop over mDNS and keeps `status` informed. Says once, clearly, when Avahi is absent.
+final class DiscoveryService: @unchecked Sendable {
+    let publisher: MDNSPublisher
+    let lock = NSLock()
+    var warned = false
+
+    init(name: String, port: Int, deviceID: DeviceID) {
+        let warnedBox = WarnOnce()
+        publisher = MDNSPublisher(name: name, port: port,
+                                  txt: ["v": String(SpeakBridgeProtocol.version), "id": deviceID.description]) { state in
+            switch state {
+            case .noDaemon(let reason):
+                if warnedBox.first() {
+                    Console.warning("mDNS publishing is off: \(reason); clients can still reach this desktop by address")
+                }
+            case .established(let name):
+                Console.info("published over mDNS as \"\(name)\"")
+            case .failed(let reason):
+                Console.warning("mDNS publishing failed: \(reason)")
+            default:
+                break
+            }
+        }
+    }
+
+    var isActive: Bool {
+        if case .established = publisher.state { return true }
+        return false
+    }
+
+    var stateDescription: String {
+        switch publisher.state {
+        case .starting: return "starting"
+        case .noDaemon(let reason): return "inactive: \(reason)"
+        case .registering: return "registering"
+        case .established(let name): return "published as \"\(name)\""
+        case .failed(let reason): return "failed: \(reason)"
+        }
+    }
+
+    func stop() { publisher.stop() }
+}
+
+final class WarnOnce: @unchecked Sendable {
+    let lock = NSLock()
+    var done = false
+    func first() -> Bool { lock.withLock { defer { done = true }; return !done } }
+}

@@ -1,0 +1,142 @@
+import SpeakBridgeCrypto
+
+/// What the client learns when a pairing completes.
+public struct PairingResult: Sendable {
+    public var desktopKey: X25519PublicKey
+    public var desktopName: String
+    public var sessionPSK: [UInt8]
+    public var desktopID: DeviceID { KeySchedule.deviceID(of: desktopKey) }
+}
+
+/// The capture client's side of one connection, as a value: frames in, actions out.
+///
+/// Flow (pairing):  start → msg1 {pair}; msg2 {pair-accept} → send {pair-confirm}; {paired} → paired(result), done.
+/// Flow (session):  start → msg1 {hello}; msg2 {welcome} → established; then every decrypted message is handed out.
+public struct InitiatorMachine {
+    public enum Action {
+        case send([UInt8])
+        case established
+        case paired(PairingResult)
+        case received(Message)
+        case close(reason: String)
+    }
+
+    enum State {
+        case idle(HandshakeState)
+        case awaitingReply(HandshakeState)
+        case awaitingPaired(NoiseTransport, PairingResult)
+        case established(NoiseTransport)
+        case closed
+    }
+
+    public let intent: ConnectionIntent
+    let firstMessage: Message
+    let pairingSecret: [UInt8]
+    let desktopKey: X25519PublicKey
+    var state: State
+
+    /// - Parameters:
+    ///   - psk: the pairing secret (pairing) or the per-pair psk (session).
+    ///   - localEphemeral: for test vectors only.
+    public init(intent: ConnectionIntent, localStatic: X25519PrivateKey, desktopKey: X25519PublicKey,
+                psk: [UInt8], firstMessage: Message,
+                localEphemeral: X25519PrivateKey? = nil) throws {
+        self.intent = intent
+        self.firstMessage = firstMessage
+        self.pairingSecret = intent == .pair ? psk : []
+        self.desktopKey = desktopKey
+        state = .idle(try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .initiator,
+                                          prologue: intent.prologue, localStatic: localStatic,
+                                          remoteStatic: desktopKey, psk: try SymmetricKey(bytes: psk), localEphemeral: localEphemeral))
+    }
+
+    public var isEstablished: Bool {
+        if case .established = state { return true }
+        return false
+    }
+
+    /// Handshake message 1.
+    public mutating func start() throws -> [UInt8] {
+        guard case .idle(var handshake) = state else { throw CryptoError.handshakeState("already started") }
+        let frame = try handshake.writeMessage(payload: MessageCodec.encode(firstMessage))
+        state = .awaitingReply(handshake)
+        return frame
+    }
+
+    public mutating func receive(_ frame: [UInt8]) -> [Action] {
+        guard frame.count <= SpeakBridgeProtocol.maxFrameSize else { return fail("frame larger than 65535 bytes") }
+        switch state {
+        case .idle, .closed:
+            return []
+        case .awaitingReply(var handshake):
+            let payload: [UInt8]
+            do {
+                payload = try handshake.readMessage(frame)
+            } catch {
+                return fail("the desktop's handshake reply did not verify (\(error)); is this the paired desktop?")
+            }
+            guard let transport = try? handshake.transport() else { return fail("handshake incomplete") }
+            let reply = try? MessageCodec.decode(payload)
+            switch (intent, reply) {
+            case (.pair, .pairAccept(let name, _)?):
+                let psk = KeySchedule.sessionPSK(pairingSecret: pairingSecret,
+                                                 pairingHandshakeHash: handshake.handshakeHash)
+                let result = PairingResult(desktopKey: desktopKey, desktopName: name, sessionPSK: psk)
+                state = .awaitingPaired(transport, result)
+                return encryptAndSend(.pairConfirm)
+            case (.session, .welcome?):
+                state = .established(transport)
+                return [.established]
+            default:
+                return fail("unexpected handshake reply \(reply?.type ?? "(unreadable)")")
+            }
+        case .awaitingPaired(var transport, let result):
+            guard let plaintext = try? transport.decrypt(frame), let message = try? MessageCodec.decode(plaintext)
+            else { return fail("undecryptable pairing confirmation") }
+            switch message {
+            case .paired:
+                state = .closed
+                return [.paired(result)]
+            case .error(let code, let text, _):
+                return fail("the desktop refused: \(code): \(text)")
+            default:
+                return fail("expected paired, got \(message.type)")
+            }
+        case .established(var transport):
+            let plaintext: [UInt8]
+            do {
+                plaintext = try transport.decrypt(frame)
+            } catch {
+                return fail("undecryptable message from the desktop")
+            }
+            state = .established(transport)
+            do {
+                return [.received(try MessageCodec.decode(plaintext))]
+            } catch {
+                // Ignore what we cannot read (a newer desktop); the session goes on.
+                return []
+            }
+        }
+    }
+
+    public mutating func encryptAndSend(_ message: Message) -> [Action] {
+        let bytes = MessageCodec.encode(message)
+        switch state {
+        case .established(var transport):
+            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .established(transport)
+            return [.send(frame)]
+        case .awaitingPaired(var transport, let result):
+            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .awaitingPaired(transport, result)
+            return [.send(frame)]
+        default:
+            return []
+        }
+    }
+
+    mutating func fail(_ reason: String) -> [Action] {
+        state = .closed
+        return [.close(reason: reason)]
+    }
+}

@@ -1,0 +1,173 @@
+/// Turns `Message` values into the JSON bytes of PROTOCOL.md and back.
+///
+/// Parser rules (each stops an attack or a bug class): the document is at most one frame and nests at most
+/// 8 levels (memory and stack exhaustion); `type` is required and must be a string; unknown fields are ignored
+/// (forward compatibility) but unknown types are an error the peer is told about; session IDs are 1–64 characters
+/// of `[A-Za-z0-9._-]` (they become file names in logs and state); sequence numbers are 1…2^53 (exact in every
+/// JSON implementation); chunk text is at most 16 KiB of UTF-8; names at most 64 bytes.
+public enum MessageCodec {
+    public static func encode(_ message: Message) -> [UInt8] {
+        json(message).encoded()
+    }
+
+    public static func json(_ message: Message) -> JSONValue {
+        var m: [(String, JSONValue)] = [("type", .string(message.type))]
+        switch message {
+        case .pair(let name):
+            m.append(("name", .string(name)))
+        case let .pairAccept(name, id):
+            m.append(("name", .string(name)))
+            m.append(("id", .string(id)))
+        case .pairConfirm, .paired, .welcome, .bye:
+            break
+        case .hello(let agent):
+            m.append(("agent", .string(agent)))
+        case let .resume(session, delivered):
+            m.append(("session", .string(session)))
+            if let delivered { m.append(("delivered", .integer(Int64(delivered)))) }
+        case let .chunk(session, chunk):
+            m.append(("session", .string(session)))
+            m += chunkMembers(chunk)
+        case let .chunks(session, chunks):
+            m.append(("session", .string(session)))
+            m.append(("chunks", .array(chunks.map { .object(chunkMembers($0)) })))
+        case let .ack(session, seq):
+            m.append(("session", .string(session)))
+            m.append(("seq", .integer(Int64(seq))))
+        case let .error(code, text, expected):
+            m.append(("code", .string(code)))
+            m.append(("message", .string(text)))
+            if let expected { m.append(("expected", .integer(Int64(expected)))) }
+        }
+        return .object(m)
+    }
+
+    /// The JSON members of one chunk (as inside `chunks`), for journals and size estimates.
+    public static func chunkFields(_ c: Chunk) -> [(String, JSONValue)] { chunkMembers(c) }
+
+    /// Parses one chunk object (as inside `chunks`).
+    public static func decodeChunk(_ v: JSONValue) throws(MessageError) -> Chunk { try chunk(v) }
+
+    static func chunkMembers(_ c: Chunk) -> [(String, JSONValue)] {
+        var m: [(String, JSONValue)] = [("seq", .integer(Int64(c.seq))), ("text", .string(c.text)), ("final", .bool(c.final))]
+        if let lang = c.lang { m.append(("lang", .string(lang))) }
+        if let speaker = c.speaker { m.append(("speaker", .string(speaker))) }
+        if let start = c.start { m.append(("start", .double(start))) }
+        if let end = c.end { m.append(("end", .double(end))) }
+        return m
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(MessageError) -> Message {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(bytes, maxDepth: 8, maxBytes: SpeakBridgeProtocol.maxFrameSize)
+        } catch {
+            throw .malformed(error.description)
+        }
+        guard case .object = value else { throw .malformed("not a JSON object") }
+        guard let type = value["type"]?.stringValue else { throw .malformed("missing \"type\"") }
+        switch type {
+        case "pair":
+            return .pair(name: try name(value["name"]))
+        case "pair-accept":
+            return .pairAccept(name: try name(value["name"]), id: try string(value["id"], "id", maxBytes: 64))
+        case "pair-confirm": return .pairConfirm
+        case "paired": return .paired
+        case "hello":
+            return .hello(agent: try optionalString(value["agent"], "agent", maxBytes: 128) ?? "")
+        case "welcome": return .welcome
+        case "resume":
+            let delivered = try value["delivered"].map { v throws(MessageError) in try seqNumber(v, "delivered", allowZero: true) }
+            return .resume(session: try session(value["session"]), delivered: delivered)
+        case "chunk":
+            return .chunk(session: try session(value["session"]), try chunk(value))
+        case "chunks":
+            guard let items = value["chunks"]?.arrayValue else { throw .malformed("\"chunks\" must be an array") }
+            guard !items.isEmpty else { throw .malformed("\"chunks\" is empty") }
+            guard items.count <= SpeakBridgeProtocol.maxChunksPerBatch else {
+                throw .tooLarge("more than \(SpeakBridgeProtocol.maxChunksPerBatch) chunks in one batch")
+            }
+            var chunks: [Chunk] = []
+            chunks.reserveCapacity(items.count)
+            for item in items {
+                guard case .object = item else { throw .malformed("chunk is not an object") }
+                chunks.append(try chunk(item))
+            }
+            for (a, b) in zip(chunks, chunks.dropFirst()) where b.seq != a.seq + 1 {
+                throw .malformed("sequence numbers in a batch must be consecutive")
+            }
+            return .chunks(session: try session(value["session"]), chunks)
+        case "ack":
+            return .ack(session: try session(value["session"]), seq: try seqNumber(value["seq"], "seq", allowZero: true))
+        case "bye": return .bye
+        case "error":
+            let code = try string(value["code"], "code", maxBytes: 64)
+            let text = try optionalString(value["message"], "message", maxBytes: 1024) ?? ""
+            let expected = try value["expected"].map { v throws(MessageError) in try seqNumber(v, "expected", allowZero: false) }
+            return .error(code: code, message: text, expected: expected)
+        default:
+            throw .unknownType(String(type.prefix(64)))
+        }
+    }
+
+    // MARK: field rules
+
+    static let maxSeq: UInt64 = 1 << 53
+
+    static func string(_ v: JSONValue?, _ field: String, maxBytes: Int) throws(MessageError) -> String {
+        guard let s = v?.stringValue else { throw .malformed("\"\(field)\" must be a string") }
+        guard s.utf8.count <= maxBytes else { throw .tooLarge("\"\(field)\" longer than \(maxBytes) bytes") }
+        return s
+    }
+
+    static func optionalString(_ v: JSONValue?, _ field: String, maxBytes: Int) throws(MessageError) -> String? {
+        guard let v, v != .null else { return nil }
+        return try string(v, field, maxBytes: maxBytes)
+    }
+
+    static func name(_ v: JSONValue?) throws(MessageError) -> String {
+        try optionalString(v, "name", maxBytes: SpeakBridgeProtocol.maxNameBytes) ?? ""
+    }
+
+    public static func isValidSessionID(_ s: String) -> Bool {
+        guard (1...64).contains(s.utf8.count) else { return false }
+        return s.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+                || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        }
+    }
+
+    static func session(_ v: JSONValue?) throws(MessageError) -> String {
+        guard let s = v?.stringValue, isValidSessionID(s) else {
+            throw .malformed("\"session\" must be 1-64 characters of A-Z a-z 0-9 . _ -")
+        }
+        return s
+    }
+
+    static func seqNumber(_ v: JSONValue, _ field: String, allowZero: Bool) throws(MessageError) -> UInt64 {
+        guard let i = v.int64Value, i >= (allowZero ? 0 : 1), UInt64(i) <= maxSeq else {
+            throw .malformed("\"\(field)\" must be an integer in \(allowZero ? 0 : 1)...2^53")
+        }
+        return UInt64(i)
+    }
+
+    static func chunk(_ v: JSONValue) throws(MessageError) -> Chunk {
+        guard let seqValue = v["seq"] else { throw .malformed("chunk without \"seq\"") }
+        let seq = try seqNumber(seqValue, "seq", allowZero: false)
+        let text = try string(v["text"], "text", maxBytes: SpeakBridgeProtocol.maxChunkTextBytes)
+        var final = true
+        if let f = v["final"], f != .null {
+            guard let b = f.boolValue else { throw .malformed("\"final\" must be a boolean") }
+            final = b
+        }
+        func time(_ key: String) throws(MessageError) -> Double? {
+            guard let t = v[key], t != .null else { return nil }
+            guard let d = t.doubleValue, d >= 0 else { throw .malformed("\"\(key)\" must be a number of seconds >= 0") }
+            return d
+        }
+        return Chunk(seq: seq, text: text, final: final,
+                     lang: try optionalString(v["lang"], "lang", maxBytes: 35),
+                     speaker: try optionalString(v["speaker"], "speaker", maxBytes: 64),
+                     start: try time("start"), end: try time("end"))
+    }
+}

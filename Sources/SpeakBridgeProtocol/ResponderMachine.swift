@@ -1,0 +1,239 @@
+import SpeakBridgeCrypto
+
+/// What the desktop knows when a connection asks something of it. Lookups only: no side effects.
+public struct ResponderContext {
+    public var localStatic: X25519PrivateKey
+    public var localName: String
+    /// The secret of the pairing code currently shown, or nil when none is active.
+    public var pairingSecret: () -> [UInt8]?
+    /// The per-pair psk of a paired, non-revoked device; nil refuses the device.
+    public var sessionPSK: (X25519PublicKey) -> [UInt8]?
+    /// The last durably delivered sequence number of (device, session); 0 when none.
+    public var delivered: (DeviceID, String) -> UInt64
+
+    public init(localStatic: X25519PrivateKey, localName: String,
+                pairingSecret: @escaping () -> [UInt8]?,
+                sessionPSK: @escaping (X25519PublicKey) -> [UInt8]?,
+                delivered: @escaping (DeviceID, String) -> UInt64) {
+        self.localStatic = localStatic
+        self.localName = localName
+        self.pairingSecret = pairingSecret
+        self.sessionPSK = sessionPSK
+        self.delivered = delivered
+    }
+}
+
+/// A pairing, as the desktop records it once the client's first transport message decrypted.
+public struct PairingOutcome: Sendable {
+    public var peerKey: X25519PublicKey
+    public var peerName: String
+    public var sessionPSK: [UInt8]
+    public var deviceID: DeviceID { KeySchedule.deviceID(of: peerKey) }
+}
+
+/// The desktop's side of one connection, as a value: frames in, actions out. It never touches a socket,
+/// a file or a clock; the daemon carries the actions out.
+///
+/// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send paired.
+/// Flow (session):  msg1 (psk chosen by the initiator's static key) → send msg2, authenticated →
+///                  resume / chunk / chunks / bye; `acknowledge` turns durable delivery into acks.
+public struct ResponderMachine {
+    public enum Action {
+        case send([UInt8])
+        /// The session handshake completed: the transport may stop its handshake timer.
+        case authenticated(DeviceID, X25519PublicKey)
+        /// Message 1 decrypted under the pairing secret: the code is used up now (single use).
+        case consumePairingCode
+        /// A pairing handshake failed on message 1 (wrong or stale secret): counts against the code.
+        case pairingAttemptFailed
+        case pairingConfirmed(PairingOutcome)
+        case deliver(DeviceID, session: String, [Chunk])
+        /// Close the connection; `reason` is for the local log and never contains secrets.
+        case close(reason: String)
+    }
+
+    enum State {
+        case awaitingHello(HandshakeState?)
+        case awaitingPairConfirm(NoiseTransport, PairingOutcome)
+        case paired(NoiseTransport)
+        case established(NoiseTransport, DeviceID)
+        case closed
+    }
+
+    public let intent: ConnectionIntent
+    let context: ResponderContext
+    var state: State
+    var pairingSecretUsed: [UInt8] = []
+
+    public init(intent: ConnectionIntent, context: ResponderContext) {
+        self.intent = intent
+        self.context = context
+        self.state = .awaitingHello(nil)
+    }
+
+    public var isEstablished: Bool {
+        if case .established = state { return true }
+        return false
+    }
+
+    public var peer: DeviceID? {
+        if case .established(_, let id) = state { return id }
+        return nil
+    }
+
+    public mutating func receive(_ frame: [UInt8]) -> [Action] {
+        guard frame.count <= SpeakBridgeProtocol.maxFrameSize else { return fail("frame larger than 65535 bytes") }
+        switch state {
+        case .awaitingHello:
+            return intent == .pair ? readPairingHello(frame) : readSessionHello(frame)
+        case .awaitingPairConfirm(var transport, let outcome):
+            guard let message = decrypt(frame, with: &transport) else { return fail("undecryptable pairing confirmation") }
+            guard message == .pairConfirm else { return fail("expected pair-confirm, got \(message.type)") }
+            state = .paired(transport)
+            var actions: [Action] = [.pairingConfirmed(outcome)]
+            actions += encryptAndSend(.paired)
+            return actions
+        case .paired:
+            return fail("unexpected message after pairing")
+        case .established(var transport, let device):
+            let plaintext: [UInt8]
+            do {
+                plaintext = try transport.decrypt(frame)
+            } catch {
+                state = .closed
+                return [.close(reason: "undecryptable transport message from \(device)")]
+            }
+            state = .established(transport, device)
+            return handleSessionMessage(plaintext, from: device)
+        case .closed:
+            return []
+        }
+    }
+
+    /// The daemon delivered `session` through `seq` to every sink and made that durable.
+    public mutating func acknowledge(session: String, through seq: UInt64) -> [Action] {
+        encryptAndSend(.ack(session: session, seq: seq))
+    }
+
+    /// Sends any message (errors, resume answers) on an established connection.
+    public mutating func encryptAndSend(_ message: Message) -> [Action] {
+        let bytes = MessageCodec.encode(message)
+        switch state {
+        case .established(var transport, let device):
+            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .established(transport, device)
+            return [.send(frame)]
+        case .awaitingPairConfirm(var transport, let outcome):
+            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .awaitingPairConfirm(transport, outcome)
+            return [.send(frame)]
+        case .paired(var transport):
+            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .paired(transport)
+            return [.send(frame)]
+        case .awaitingHello, .closed:
+            return []
+        }
+    }
+
+    // MARK: - Handshakes
+
+    mutating func readPairingHello(_ frame: [UInt8]) -> [Action] {
+        guard let secret = context.pairingSecret(), let psk = try? SymmetricKey(bytes: secret) else {
+            return fail("pairing attempt while no pairing code is active")
+        }
+        var handshake: HandshakeState
+        let payload: [UInt8]
+        do {
+            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
+                                           prologue: ConnectionIntent.pair.prologue,
+                                           localStatic: context.localStatic, psk: psk)
+            payload = try handshake.readMessage(frame)
+        } catch {
+            state = .closed
+            return [.pairingAttemptFailed, .close(reason: "pairing handshake failed (\(error)): wrong or stale code")]
+        }
+        guard case .pair(let name)? = try? MessageCodec.decode(payload), let peerKey = handshake.remoteStaticKey else {
+            state = .closed
+            return [.consumePairingCode, .close(reason: "pairing message 1 did not carry a pair request")]
+        }
+        let reply = MessageCodec.encode(.pairAccept(name: context.localName,
+                                                    id: KeySchedule.deviceID(of: context.localStatic.publicKey).description))
+        do {
+            let message2 = try handshake.writeMessage(payload: reply)
+            let transport = try handshake.transport()
+            let outcome = PairingOutcome(
+                peerKey: peerKey, peerName: name,
+                sessionPSK: KeySchedule.sessionPSK(pairingSecret: secret, pairingHandshakeHash: handshake.handshakeHash))
+            state = .awaitingPairConfirm(transport, outcome)
+            return [.consumePairingCode, .send(message2)]
+        } catch {
+            return fail("pairing handshake failed: \(error)")
+        }
+    }
+
+    mutating func readSessionHello(_ frame: [UInt8]) -> [Action] {
+        var handshake: HandshakeState
+        let payload: [UInt8]
+        let lookup = context.sessionPSK
+        do {
+            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
+                                           prologue: ConnectionIntent.session.prologue,
+                                           localStatic: context.localStatic)
+            payload = try handshake.readMessage(frame, pskResolver: { key in try lookup(key).map { try SymmetricKey(bytes: $0) } })
+        } catch CryptoError.unknownPeer {
+            return fail("session refused: unknown or revoked device")
+        } catch {
+            return fail("session handshake failed: \(error)")
+        }
+        guard let peerKey = handshake.remoteStaticKey else { return fail("no initiator key") }
+        let device = KeySchedule.deviceID(of: peerKey)
+        guard case .hello? = try? MessageCodec.decode(payload) else {
+            return fail("session message 1 from \(device) did not carry hello")
+        }
+        do {
+            let message2 = try handshake.writeMessage(payload: MessageCodec.encode(.welcome))
+            state = .established(try handshake.transport(), device)
+            return [.send(message2), .authenticated(device, peerKey)]
+        } catch {
+            return fail("session handshake failed: \(error)")
+        }
+    }
+
+    // MARK: - Session
+
+    mutating func handleSessionMessage(_ plaintext: [UInt8], from device: DeviceID) -> [Action] {
+        let message: Message
+        do {
+            message = try MessageCodec.decode(plaintext)
+        } catch {
+            return encryptAndSend(.error(code: error.code.rawValue, message: error.description, expected: nil))
+        }
+        switch message {
+        case .resume(let session, _):
+            return encryptAndSend(.resume(session: session, delivered: context.delivered(device, session)))
+        case let .chunk(session, chunk):
+            return [.deliver(device, session: session, [chunk])]
+        case let .chunks(session, chunks):
+            return [.deliver(device, session: session, chunks)]
+        case .bye:
+            state = .closed
+            return [.close(reason: "\(device) said bye")]
+        case .error(let code, let text, _):
+            return [.close(reason: "\(device) reported error \(code): \(text.prefix(200))")]
+        default:
+            return encryptAndSend(.error(code: ProtocolErrorCode.unexpected.rawValue,
+                                         message: "\(message.type) is not valid in a session", expected: nil))
+        }
+    }
+
+    func decrypt(_ frame: [UInt8], with transport: inout NoiseTransport) -> Message? {
+        guard let plaintext = try? transport.decrypt(frame) else { return nil }
+        return try? MessageCodec.decode(plaintext)
+    }
+
+    mutating func fail(_ reason: String) -> [Action] {
+        state = .closed
+        return [.close(reason: reason)]
+    }
+}

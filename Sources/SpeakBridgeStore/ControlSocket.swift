@@ -1,0 +1,164 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeProtocol
+
+/// The local control channel between the CLI and the running daemon: a Unix stream socket `run/control.sock`
+/// (mode 0600, in a 0700 directory). One request per connection: the client writes one JSON object and a
+/// newline (`{"cmd":"status"}`), the daemon answers one JSON object and a newline, then closes.
+/// Answers are `{"ok":true,…}` or `{"ok":false,"error":"…","hint":"…"}`.
+public final class ControlServer: @unchecked Sendable {
+    public typealias Handler = @Sendable (JSONValue) -> JSONValue
+    struct HandlerBox: Sendable { let handle: Handler }
+
+    let path: String
+    let listenFD: Int32
+    let handler: HandlerBox
+    let stopped = NSLock()
+    var isStopped = false
+
+    public init(path: String, handler: @escaping Handler) throws(StoreError) {
+        self.path = path
+        self.handler = HandlerBox(handle: handler)
+        // A socket file left by a killed daemon: remove it only if nobody answers on it.
+        if FileIO.exists(path) {
+            if ControlClient.isAlive(path: path) {
+                throw StoreError("another speakbridge daemon is already running for this home (\(path))",
+                                 hint: "stop it first, or use a different --home")
+            }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
+        var addr = try ControlClient.address(path)
+        let old = umask(0o177)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(old)
+        guard rc == 0, listen(fd, 16) == 0 else {
+            let code = errno
+            close(fd)
+            throw .io("listen on", path, errno: code)
+        }
+        chmod(path, 0o600)
+        listenFD = fd
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "sb-control"
+        thread.start()
+    }
+
+    public func stop() {
+        let first = stopped.withLock { () -> Bool in
+            defer { isStopped = true }
+            return !isStopped
+        }
+        guard first else { return }
+        shutdown(listenFD, Int32(SHUT_RDWR))
+        unlink(path)
+    }
+
+    func acceptLoop() {
+        while true {
+            let client = accept4(listenFD, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            if client < 0 {
+                if errno == EINTR { continue }
+                if stopped.withLock({ isStopped }) { close(listenFD); return }
+                usleep(10_000)
+                continue
+            }
+            let handler = self.handler
+            Thread.detachNewThread {
+                ControlClient.setTimeout(client, seconds: 5)
+                defer { close(client) }
+                guard let line = ControlClient.readLine(client),
+                      let request = try? JSONValue.parse(line) else {
+                    _ = try? FileIO.writeAll(client, ControlReply.failure("malformed request").encoded() + [0x0A], path: "control")
+                    return
+                }
+                let reply = handler.handle(request)
+                _ = try? FileIO.writeAll(client, reply.encoded() + [0x0A], path: "control")
+            }
+        }
+    }
+}
+
+public enum ControlReply {
+    public static func success(_ members: [(String, JSONValue)] = []) -> JSONValue {
+        .object([("ok", .bool(true))] + members)
+    }
+
+    public static func failure(_ error: String, hint: String? = nil) -> JSONValue {
+        var m: [(String, JSONValue)] = [("ok", .bool(false)), ("error", .string(error))]
+        if let hint { m.append(("hint", .string(hint))) }
+        return .object(m)
+    }
+}
+
+public enum ControlClient {
+    /// Sends one request to the daemon of `home` and returns its answer.
+    public static func request(home: Home, _ request: JSONValue, timeout: Int = 10) throws(StoreError) -> JSONValue {
+        let path = home.controlSocket
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
+        defer { close(fd) }
+        var addr = try address(path)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            throw StoreError("no speakbridge daemon is running for this home (\(path))",
+                             hint: "start it with `speakbridge serve` (same --home)")
+        }
+        setTimeout(fd, seconds: timeout)
+        try FileIO.writeAll(fd, request.encoded() + [0x0A], path: path)
+        guard let line = readLine(fd), let reply = try? JSONValue.parse(line, maxDepth: 16, maxBytes: 1 << 22) else {
+            throw StoreError("the daemon did not answer on \(path)", hint: "check the daemon's log")
+        }
+        return reply
+    }
+
+    static func isAlive(path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0, var addr = try? address(path) else { return false }
+        defer { close(fd) }
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+    }
+
+    static func address(_ path: String) throws(StoreError) -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard bytes.count < capacity else {
+            throw StoreError("control socket path too long: \(path)", hint: "use a shorter --home")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    static func setTimeout(_ fd: Int32, seconds: Int) {
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    static func readLine(_ fd: Int32) -> [UInt8]? {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while out.count < 1 << 22 {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            out += buffer[0..<n]
+            if let nl = out.firstIndex(of: 0x0A) { return Array(out[..<nl]) }
+        }
+        return out.isEmpty ? nil : out
+    }
+}

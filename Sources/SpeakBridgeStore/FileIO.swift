@@ -1,0 +1,136 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Small, explicit POSIX file helpers: private modes, atomic replace, fsync. One place turns errno into `StoreError`.
+public enum FileIO {
+    public static func makeDirectory(_ path: String) throws(StoreError) {
+        var components: [String] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            components.append(String(part))
+            let prefix = "/" + components.joined(separator: "/")
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw .io("create directory", prefix, errno: errno)
+            }
+        }
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    public static func read(_ path: String) throws(StoreError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw .io("open", path, errno: errno)
+        }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("read", path, errno: errno)
+            }
+            if n == 0 { break }
+            out += buffer[0..<n]
+        }
+        return out
+    }
+
+    /// Writes all bytes to `fd`, retrying on EINTR and short writes.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StoreError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("write", path, errno: errno)
+            }
+            offset += n
+        }
+    }
+
+    /// Replaces `path` atomically with `bytes` (mode 0600): temp file, fsync, rename, fsync of the directory.
+    /// A crash at any point leaves either the old or the new content, never a mix.
+    public static func atomicWrite(_ path: String, _ bytes: [UInt8]) throws(StoreError) {
+        let temp = path + ".tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io("create", temp, errno: errno) }
+        do {
+            try writeAll(fd, bytes, path: temp)
+            guard fsync(fd) == 0 else { throw StoreError.io("sync", temp, errno: errno) }
+        } catch {
+            close(fd)
+            unlink(temp)
+            throw error
+        }
+        close(fd)
+        guard rename(temp, path) == 0 else {
+            let code = errno
+            unlink(temp)
+            throw .io("replace", path, errno: code)
+        }
+        syncDirectory(of: path)
+    }
+
+    public static func syncDirectory(of path: String) {
+        let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let fd = open(dir.isEmpty ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+
+    /// Opens `path` for appending (created 0600).
+    public static func openAppend(_ path: String) throws(StoreError) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io("open", path, errno: errno) }
+        return fd
+    }
+
+    public static func mode(_ path: String) -> mode_t? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return st.st_mode & 0o777
+    }
+}
+
+public enum Hex {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: return c - 0x30
+            case 0x61...0x66: return c - 0x61 + 10
+            case 0x41...0x46: return c - 0x41 + 10
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,31 @@
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+
+/// This installation's long-term X25519 key pair: created on first use, stored 0600 as 64 hex characters.
+public struct Identity: Sendable {
+    public let privateKey: X25519PrivateKey
+    public var publicKey: X25519PublicKey { privateKey.publicKey }
+    public var deviceID: DeviceID { KeySchedule.deviceID(of: publicKey) }
+
+    public static func loadOrCreate(_ home: Home) throws(StoreError) -> Identity {
+        try home.prepare()
+        let path = home.identityFile
+        if let bytes = try FileIO.read(path) {
+            if let mode = FileIO.mode(path), mode & 0o077 != 0 {
+                throw StoreError("\(path) is readable by other users (mode \(String(mode, radix: 8)))",
+                                 hint: "run `chmod 600 \(path)`; if others could read it, delete it and pair again")
+            }
+            let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let raw = Hex.decode(text), let key = try? X25519PrivateKey(rawRepresentation: raw) else {
+                throw StoreError("\(path) is not a SpeakBridge identity key",
+                                 hint: "move it away; a new identity is created on the next start (pairings must be redone)")
+            }
+            return Identity(privateKey: key)
+        }
+        let key = X25519PrivateKey()
+        try FileIO.atomicWrite(path, Array((Hex.encode(key.rawRepresentation) + "\n").utf8))
+        return Identity(privateKey: key)
+    }
+}
+
+import Foundation

@@ -1,0 +1,123 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+
+/// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
+///
+/// JSON lines: a header `{"session":"…","acked":N}`, then `{"c":{chunk}}` for every chunk and `{"a":N}` for
+/// every cumulative ack. A chunk is written (one write(2)) before it is sent, so killing `send` at any point
+/// loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the desktop
+/// drops what it already has. `sync` (fsync) is batched by the caller. The file is compacted on open and an
+/// exclusive flock keeps two `send` processes from interleaving.
+public final class Outbox: @unchecked Sendable {
+    public let session: String
+    public private(set) var acked: UInt64
+    public private(set) var pending: [Chunk]
+    public private(set) var nextSeq: UInt64
+    let path: String
+    var fd: Int32
+    /// Held for the life of this object: a separate file, because compaction replaces the journal's inode.
+    let lockFD: Int32
+
+    /// Opens (creating if needed) the journal for `desktop`; blocks while another process holds it,
+    /// calling `waiting` once.
+    public init(home: Home, desktop: DeviceID, waiting: () -> Void = {}) throws(StoreError) {
+        try home.prepare()
+        path = home.outboxDirectory + "/" + desktop.compact + ".journal"
+        lockFD = try FileIO.openAppend(path + ".lock")
+        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
+            waiting()
+            guard flock(lockFD, LOCK_EX) == 0 else {
+                close(lockFD)
+                throw .io("lock", path, errno: errno)
+            }
+        }
+        let loaded: Loaded
+        do { loaded = try Self.load(path) } catch { close(lockFD); throw error }
+        session = loaded.session ?? Self.newSessionID()
+        acked = loaded.acked
+        pending = loaded.chunks.filter { $0.seq > loaded.acked }
+        nextSeq = max(acked, pending.last?.seq ?? 0) + 1
+        // Compact: header + unacknowledged chunks, atomically.
+        var out = Self.header(session: session, acked: acked)
+        for chunk in pending { out += Self.chunkLine(chunk) }
+        do {
+            try FileIO.atomicWrite(path, out)
+            fd = try FileIO.openAppend(path)
+        } catch {
+            close(lockFD)
+            throw error
+        }
+    }
+
+    deinit {
+        close(fd)
+        close(lockFD)
+    }
+
+    /// Journals new texts as chunks and returns them with their sequence numbers.
+    public func append(texts: [String]) throws(StoreError) -> [Chunk] {
+        var chunks: [Chunk] = []
+        var out: [UInt8] = []
+        for text in texts {
+            let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
+            chunks.append(chunk)
+            out += Self.chunkLine(chunk)
+        }
+        try FileIO.writeAll(fd, out, path: path)
+        nextSeq += UInt64(chunks.count)
+        pending += chunks
+        return chunks
+    }
+
+    public func markAcked(_ seq: UInt64) throws(StoreError) {
+        guard seq > acked else { return }
+        try FileIO.writeAll(fd, JSONValue.object([("a", .integer(Int64(seq)))]).encoded() + [0x0A], path: path)
+        acked = seq
+        pending.removeFirst(pending.prefix { $0.seq <= seq }.count)
+    }
+
+    public func sync() throws(StoreError) {
+        guard fsync(fd) == 0 else { throw .io("sync", path, errno: errno) }
+    }
+
+    static func newSessionID() -> String {
+        "s-" + Hex.encode(SecureRandom.bytes(8))
+    }
+
+    static func header(session: String, acked: UInt64) -> [UInt8] {
+        JSONValue.object([("session", .string(session)), ("acked", .integer(Int64(acked)))]).encoded() + [0x0A]
+    }
+
+    static func chunkLine(_ chunk: Chunk) -> [UInt8] {
+        JSONValue.object([("c", .object(MessageCodec.chunkFields(chunk)))])
+            .encoded() + [0x0A]
+    }
+
+    struct Loaded {
+        var session: String?
+        var acked: UInt64 = 0
+        var chunks: [Chunk] = []
+    }
+
+    static func load(_ path: String) throws(StoreError) -> Loaded {
+        var result = Loaded()
+        guard let bytes = try FileIO.read(path) else { return result }
+        for line in bytes.split(separator: 0x0A) {
+            // A torn last line (killed mid-write) was never sent: skipping it loses nothing acknowledged.
+            guard let v = try? JSONValue.parse(Array(line), maxDepth: 4, maxBytes: 1 << 20) else { continue }
+            if let s = v["session"]?.stringValue, result.session == nil {
+                result.session = s
+                result.acked = UInt64(max(0, v["acked"]?.int64Value ?? 0))
+            } else if let c = v["c"], let chunk = try? MessageCodec.decodeChunk(c) {
+                if chunk.seq > (result.chunks.last?.seq ?? result.acked) { result.chunks.append(chunk) }
+            } else if let a = v["a"]?.int64Value, a > 0 {
+                result.acked = max(result.acked, UInt64(a))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,28 @@
+/// Every way local state can fail, with what the user can do about it.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var hint: String?
+
+    public init(_ message: String, hint: String? = nil) {
+        self.message = message
+        self.hint = hint
+    }
+
+    public var description: String { message }
+
+    static func io(_ what: String, _ path: String, errno code: Int32) -> StoreError {
+        let reason = String(cString: strerror(code))
+        var hint: String? = nil
+        switch code {
+        case ENOSPC, EDQUOT: hint = "free some disk space; nothing was lost, the operation can be retried"
+        case EACCES, EPERM: hint = "check the permissions of \(path)"
+        case EROFS: hint = "\(path) is on a read-only file system"
+        default: break
+        }
+        return StoreError("cannot \(what) \(path): \(reason)", hint: hint)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

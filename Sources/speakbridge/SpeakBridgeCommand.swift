@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import SpeakBridgeStore
+
+/// `speakbridge`: the root command. Subcommands live in `Subcommands/`, one file each; this target only
+/// parses arguments and wires the library targets together.
+@main
+struct SpeakBridgeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "speakbridge",
+        abstract: "Dictation from a phone (or any program) to this Linux desktop: paired once, encrypted, exactly once.",
+        version: "0.1.0",
+        subcommands: [Serve.self, Pair.self, Devices.self, Status.self, Join.self, Send.self])
+
+    /// Errors a user can cause are printed as `speakbridge: error: …` plus a hint, never as a crash.
+    static func main() {
+        signal(SIGPIPE, SIG_IGN)
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as CLIError {
+            Console.error(error.message, hint: error.hint)
+            Foundation.exit(error.exitCode)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every subcommand takes.
+struct HomeOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Keep all of this installation's files under DIR (default: XDG directories; also SPEAKBRIDGE_HOME).",
+        valueName: "DIR"))
+    var home: String?
+
+    var resolved: Home { Home.resolve(override: home) }
+}
+
+struct CLIError: Error {
+    var message: String
+    var hint: String?
+    var exitCode: Int32 = 1
+
+    init(_ message: String, hint: String? = nil, exitCode: Int32 = 1) {
+        self.message = message
+        self.hint = hint
+        self.exitCode = exitCode
+    }
+}
+
+extension CLIError {
+    init(_ error: StoreError) { self.init(error.message, hint: error.hint) }
+}
+
+/// Parses `HOST:PORT`, `[V6]:PORT` or `PORT`.
+func parseHostPort(_ text: String, defaultHost: String) throws -> (String, Int) {
+    var host = defaultHost
+    var portText = text
+    if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+        host = String(text[text.index(after: text.startIndex)..<close])
+        portText = String(text[text.index(after: close)...].dropFirst())
+    } else if let colon = text.lastIndex(of: ":") {
+        host = String(text[..<colon])
+        portText = String(text[text.index(after: colon)...])
+    }
+    guard let port = Int(portText), (0...65_535).contains(port) else {
+        throw CLIError("invalid address \"\(text)\"", hint: "use HOST:PORT, e.g. 127.0.0.1:0 or 0.0.0.0:47810")
+    }
+    return (host.isEmpty ? defaultHost : host, port)
+}

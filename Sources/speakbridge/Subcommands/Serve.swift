@@ -1,0 +1,103 @@
+import ArgumentParser
+import Foundation
+import SpeakBridgeDaemon
+import SpeakBridgeProtocol
+import SpeakBridgeQR
+import SpeakBridgeSinks
+import SpeakBridgeStore
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
+        discussion: """
+        Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given.
+        With no paired device yet, a pairing QR and code are printed on stderr at start.
+        """)
+
+    @OptionGroup var homeOptions: HomeOptions
+
+    @Option(name: .long, help: ArgumentHelp("Where to listen (port 0 = any free port).", valueName: "HOST:PORT"))
+    var listen: String = "0.0.0.0:\(SpeakBridgeProtocol.defaultPort)"
+
+    @Option(name: .long, help: ArgumentHelp("Where received text goes (repeatable).", valueName: "SINK"))
+    var sink: [String] = []
+
+    @Flag(name: .long, help: "Do not sanitize control characters and escape sequences from peers.")
+    var raw = false
+
+    @Option(name: .long, help: "Name announced over mDNS and shown to paired devices (default: none).")
+    var name: String?
+
+    @Flag(name: .customLong("no-mdns"), help: "Do not publish this desktop over mDNS.")
+    var noMDNS = false
+
+    @Option(name: .long, help: ArgumentHelp("How long a pairing code stays valid.", valueName: "SECONDS"))
+    var pairingLifetime: Int = SpeakBridgeProtocol.pairingCodeLifetime
+
+    func validate() throws {
+        guard (1...3_600).contains(pairingLifetime) else {
+            throw ValidationError("--pairing-lifetime must be between 1 and 3600 seconds")
+        }
+    }
+
+    func run() throws {
+        let home = homeOptions.resolved
+        let (host, port) = try parseHostPort(listen, defaultHost: "0.0.0.0")
+        let specs: [SinkSpec]
+        do {
+            specs = try (sink.isEmpty ? ["stdout"] : sink).map { try SinkSpec(parsing: $0) }
+        } catch {
+            throw CLIError("\(error)", hint: "valid sinks: stdout, fifo:PATH, clipboard, clipboard:primary, type, type:enter")
+        }
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(options: DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
+                                                       name: name, mdns: !noMDNS,
+                                                       pairingLifetime: pairingLifetime))
+        } catch let error as StoreError {
+            throw CLIError(error)
+        } catch let error as SinkError {
+            throw CLIError(error.message, hint: error.hint)
+        } catch {
+            throw CLIError("cannot start: \(error)",
+                           hint: "is another program using port \(port)? choose one with --listen HOST:PORT")
+        }
+        Console.info("desktop \(daemon.deviceID) listening on \(host):\(daemon.port); sinks: \(specs.map(\.description).joined(separator: ", "))")
+        if try PeerStore(home: home).all.allSatisfy({ $0.role != .client }) {
+            Console.info("no paired device yet; pair one with this code:")
+            PairCodePrinter.show(home: home, toStderr: true)
+        }
+        let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                Console.info("stopping")
+                daemon.stop()
+                Foundation.exit(0)
+            }
+            source.resume()
+            return source
+        }
+        withExtendedLifetime(signals) { dispatchMain() }
+    }
+}
+
+/// Asks the running daemon for a code and prints it as a terminal QR plus text.
+enum PairCodePrinter {
+    static func show(home: Home, toStderr: Bool) {
+        do {
+            let reply = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
+            guard let code = reply["code"]?.stringValue else {
+                Console.error(reply["error"]?.stringValue ?? "the daemon did not issue a code")
+                return
+            }
+            let qr = (try? TerminalQR.render(code)) ?? ""
+            let text = qr + "\n" + code + "\n"
+            if toStderr { Console.raw(text) } else { Console.out(qr + "\n" + code) }
+            let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
+            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '\(code)'")
+        } catch {
+            Console.error(error.message, hint: error.hint)
+        }
+    }
+}

@@ -1,0 +1,154 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+
+/// Real processes, real sockets on 127.0.0.1, real FIFOs: a desktop home and a phone home side by side.
+@Suite("End to end: delivery", .serialized)
+struct DeliveryTests {
+    static func lines(_ n: Int, prefix: String = "line") -> [String] { (1...n).map { "\(prefix) \($0) — é ✓" } }
+
+    @Test("pair, then 1,000 lines arrive in order on a FIFO")
+    func thousandLinesThroughFIFO() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/dictation"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        try pair.join()
+        let expected = Self.lines(1_000)
+        let sender = try pair.sendLines(expected)
+        let outcome = try sender.wait(timeout: 60)
+        #expect(outcome.status == 0, "send failed: \(outcome.stderr)")
+        try Harness.wait("1,000 lines on the FIFO") { reader.count >= 1_000 }
+        #expect(reader.snapshot == expected)
+        // The FIFO was created private.
+        var st = stat()
+        #expect(stat(fifo, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        // Devices list shows the progress.
+        let devices = try run(["devices", "--json"], home: pair.desktopHome).stdout
+        #expect(devices.contains("\"name\":\"phone\""))
+    }
+
+    @Test("send while the daemon is down; it is delivered once the daemon starts")
+    func sendBeforeDaemonStarts() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/out"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        try pair.join()
+        pair.daemon?.terminate()
+        let sender = try pair.sendLines(["first", "second", "third"])
+        usleep(1_500_000)
+        #expect(sender.process.isRunning, "send must keep trying while the desktop is down")
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        #expect(try sender.wait(timeout: 60).status == 0)
+        try Harness.wait("3 lines") { reader.count >= 3 }
+        usleep(300_000)
+        #expect(reader.snapshot == ["first", "second", "third"])
+    }
+
+    @Test("kill -9 the client mid-burst, rerun send: every line exactly once")
+    func killClientMidBurst() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/out"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        try pair.join()
+        let all = Self.lines(3_000, prefix: "k")
+        let first = try pair.sendLines(all)
+        try Harness.wait("some lines delivered") { reader.count >= 200 }
+        first.kill9()
+        let seenAtKill = reader.count
+        // Rerun with no new input: the journal's unacknowledged chunks go out.
+        let flush = try run(["send"], home: pair.phoneHome, timeout: 60)
+        #expect(flush.status == 0, "\(flush.stderr)")
+        usleep(500_000)
+        let delivered = reader.snapshot
+        #expect(delivered.count >= seenAtKill)
+        // Exactly once and in order: a prefix of the input, no duplicates.
+        #expect(delivered == Array(all.prefix(delivered.count)))
+        // Then the rest of the input completes the stream.
+        let rest = try pair.sendLines(Array(all.dropFirst(delivered.count)), label: "rest")
+        #expect(try rest.wait(timeout: 60).status == 0)
+        try Harness.wait("all lines") { reader.count >= all.count }
+        usleep(300_000)
+        #expect(reader.snapshot == all)
+    }
+
+    @Test("kill -9 the daemon mid-burst, restart: every line exactly once")
+    func killDaemonMidBurst() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/out"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        try pair.join()
+        let all = Self.lines(5_000, prefix: "d")
+        let sender = try pair.sendLines(all)
+        try Harness.wait("some lines delivered") { reader.count >= 300 }
+        pair.daemon?.kill9()
+        usleep(300_000)
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        #expect(try sender.wait(timeout: 90).status == 0)
+        try Harness.wait("all lines") { reader.count >= all.count }
+        usleep(500_000)
+        let got = reader.snapshot
+        #expect(got.count == all.count)
+        #expect(got == all)
+    }
+
+    @Test("a FIFO without a reader for a while loses nothing; a reader that leaves loses nothing")
+    func fifoWithoutReader() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/late"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        try pair.join()
+        let all = Self.lines(300, prefix: "f")
+        let sender = try pair.sendLines(all)
+        usleep(1_500_000)
+        #expect(sender.process.isRunning, "nothing can be acknowledged while the FIFO has no reader")
+        let status = try run(["status", "--json"], home: pair.desktopHome).stdout
+        #expect(status.contains("\"healthy\":false"))
+        // A first reader takes 50 lines and leaves.
+        let first = FifoReader(path: fifo)
+        first.start(stopAfter: 50)
+        try Harness.wait("first reader") { first.count >= 50 }
+        first.stop()
+        usleep(500_000)
+        let second = FifoReader(path: fifo)
+        second.start()
+        defer { second.stop() }
+        #expect(try sender.wait(timeout: 60).status == 0)
+        try Harness.wait("the rest") { first.count + second.count >= all.count }
+        usleep(300_000)
+        #expect(first.snapshot + second.snapshot == all)
+    }
+
+    @Test("stdout sink: escape sequences from a peer are neutralized; --raw keeps them")
+    func stdoutSanitized() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        try pair.join()
+        let hostile = "clear\u{1B}[2J title\u{1B}]0;pwned\u{07} clip\u{1B}]52;c;ZXZpbA==\u{07} bell\u{07} ok"
+        #expect(try pair.send([hostile, "plain é"]).status == 0)
+        let out = pair.daemon!.stdout
+        #expect(!out.contains("\u{1B}"))
+        #expect(!out.contains("\u{07}"))
+        #expect(out.contains("plain é\n"))
+        #expect(out.contains("ok"))
+    }
+}

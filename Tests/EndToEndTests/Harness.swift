@@ -1,0 +1,211 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+
+/// Runs the real `speakbridge` binary in temporary homes. Everything stays on loopback.
+enum Harness {
+    static let binary: String = {
+        if let b = ProcessInfo.processInfo.environment["SPEAKBRIDGE_BIN"] { return b }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/speakbridge").path
+    }()
+
+    static func tempDir(_ label: String) -> String {
+        let path = "/tmp/sbt-\(label)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        mkdir(path, 0o700)
+        return path
+    }
+
+    static func wait(_ what: String, timeout: Double = 20, _ condition: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { throw HarnessError("timed out waiting for \(what)") }
+            usleep(20_000)
+        }
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// A finished command.
+struct Outcome {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// One running or finished `speakbridge` process.
+final class Proc: @unchecked Sendable {
+    let process = Process()
+    let stdoutPath: String
+    let stderrPath: String
+
+    init(_ args: [String], home: String, stdin: FileHandle? = nil, env: [String: String] = [:], label: String) throws {
+        stdoutPath = home + "/\(label).out"
+        stderrPath = home + "/\(label).err"
+        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Harness.binary)
+        process.arguments = args + ["--home", home]
+        var environment = ProcessInfo.processInfo.environment
+        environment["SPEAKBRIDGE_HOME"] = nil
+        for (k, v) in env { environment[k] = v }
+        process.environment = environment
+        process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
+        process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        process.standardInput = stdin ?? FileHandle.nullDevice
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    @discardableResult
+    func wait(timeout: Double = 60) throws -> Outcome {
+        try Harness.wait("process \(process.arguments?.first ?? "") to exit", timeout: timeout) { !process.isRunning }
+        return Outcome(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+
+    func kill9() {
+        if process.isRunning { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    func terminate() {
+        if process.isRunning { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        kill9()
+    }
+}
+
+/// Two installations on one machine: a desktop (daemon) and a phone (client).
+final class Pair: @unchecked Sendable {
+    let desktopHome = Harness.tempDir("desk")
+    let phoneHome = Harness.tempDir("phone")
+    var daemon: Proc?
+    var port = 0
+    var daemonRuns = 0
+
+    /// Starts `serve` on 127.0.0.1 (port 0 the first time, then the same port) and waits for its control socket.
+    func startDaemon(sinks: [String], extra: [String] = [], env: [String: String] = [:]) throws {
+        daemonRuns += 1
+        let listen = "127.0.0.1:\(port)"
+        let p = try Proc(["serve", "--listen", listen, "--no-mdns"] + sinks.flatMap { ["--sink", $0] } + extra,
+                         home: desktopHome, env: env, label: "serve\(daemonRuns)")
+        daemon = p
+        try Harness.wait("the daemon's control socket") {
+            guard p.process.isRunning else { return true }
+            return (try? run(["status", "--json"], home: desktopHome).status) == 0
+        }
+        guard p.process.isRunning else { throw HarnessError("daemon exited: \(p.stderr)") }
+        let status = try run(["status", "--json"], home: desktopHome).stdout
+        guard let range = status.range(of: #""port":(\d+)"#, options: .regularExpression),
+              let value = Int(status[range].dropFirst(7)) else { throw HarnessError("no port in status: \(status)") }
+        port = value
+    }
+
+    func pairCode() throws -> String {
+        let out = try run(["pair", "--json"], home: desktopHome)
+        guard out.status == 0, let range = out.stdout.range(of: #"SB1:[0-9A-Z]+"#, options: .regularExpression) else {
+            throw HarnessError("pair failed: \(out.stderr)")
+        }
+        return String(out.stdout[range])
+    }
+
+    func join(name: String = "phone") throws {
+        let out = try run(["join", try pairCode(), "--name", name], home: phoneHome)
+        guard out.status == 0 else { throw HarnessError("join failed: \(out.stderr)") }
+    }
+
+    func send(_ texts: [String], timeout: Double = 60) throws -> Outcome {
+        try run(["send"] + texts.flatMap { ["--text", $0] }, home: phoneHome, timeout: timeout)
+    }
+
+    /// Starts `send` reading the given lines from a pipe; returns the process (the pipe is closed when all is written).
+    func sendLines(_ lines: [String], label: String = "send") throws -> Proc {
+        let pipe = Pipe()
+        let p = try Proc(["send"], home: phoneHome, stdin: pipe.fileHandleForReading, label: label)
+        let writer = pipe.fileHandleForWriting
+        let data = Data(lines.map { $0 + "\n" }.joined().utf8)
+        Thread.detachNewThread {
+            try? writer.write(contentsOf: data)
+            try? writer.close()
+        }
+        return p
+    }
+
+    func stop() {
+        daemon?.terminate()
+        try? FileManager.default.removeItem(atPath: desktopHome)
+        try? FileManager.default.removeItem(atPath: phoneHome)
+    }
+}
+
+func run(_ args: [String], home: String, stdin: FileHandle? = nil, timeout: Double = 30) throws -> Outcome {
+    let p = try Proc(args, home: home, stdin: stdin, label: "cmd-\(UInt32.random(in: 0...UInt32.max))")
+    let out = try p.wait(timeout: timeout)
+    try? FileManager.default.removeItem(atPath: p.stdoutPath)
+    try? FileManager.default.removeItem(atPath: p.stderrPath)
+    return out
+}
+
+/// Reads a FIFO from a background thread, collecting lines; can stop and reopen to act as a reader that leaves.
+final class FifoReader: @unchecked Sendable {
+    let path: String
+    let lock = NSLock()
+    var lines: [String] = []
+    var partial: [UInt8] = []
+    var fd: Int32 = -1
+    var stopRequested = false
+    var thread: Thread?
+
+    init(path: String) { self.path = path }
+
+    /// Opens the FIFO for reading (the daemon must have created it) and reads until `stop`.
+    func start(stopAfter: Int? = nil) {
+        stopRequested = false
+        let t = Thread { [self] in
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else { return }
+            lock.withLock { self.fd = fd }
+            var buffer = [UInt8](repeating: 0, count: 512)
+            while !lock.withLock({ stopRequested }) {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 50) > 0 else { continue }
+                // Read little at a time so "stopAfter" leaves the rest in the pipe for the next reader.
+                let n = read(fd, &buffer, stopAfter == nil ? buffer.count : 1)
+                if n <= 0 {
+                    usleep(10_000)
+                    continue
+                }
+                lock.withLock {
+                    partial += buffer[0..<n]
+                    while let nl = partial.firstIndex(of: 0x0A) {
+                        lines.append(String(decoding: partial[..<nl], as: UTF8.self))
+                        partial.removeFirst(nl + 1)
+                    }
+                    if let limit = stopAfter, lines.count >= limit, partial.isEmpty { stopRequested = true }
+                }
+            }
+            close(fd)
+        }
+        thread = t
+        t.start()
+    }
+
+    func stop() {
+        lock.withLock { stopRequested = true }
+        while thread?.isFinished == false { usleep(10_000) }
+    }
+
+    var snapshot: [String] { lock.withLock { lines } }
+    var count: Int { lock.withLock { lines.count } }
+}
