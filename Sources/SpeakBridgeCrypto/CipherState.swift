@@ -1,0 +1,55 @@
+// Noise CipherState (spec §5.1): a key k (or empty) and a 64-bit nonce n, with ChaChaPoly as the cipher.
+
+struct CipherState: Sendable {
+    /// Nonce 2^64-1 is reserved (spec §5.1); reaching it ends the session.
+    static let maxNonce = UInt64.max
+
+    /// k: 32 bytes or empty. SymmetricKey's storage wipes itself once the last copy is dropped.
+    private var k: SymmetricKey?
+    /// n: the nonce of the next EncryptWithAd/DecryptWithAd.
+    private(set) var n: UInt64 = 0
+
+    /// InitializeKey(key): Sets k = key. Sets n = 0.
+    init(key: SymmetricKey? = nil) {
+        k = key
+        n = 0
+    }
+
+    /// HasKey(): Returns true if k is non-empty, false otherwise.
+    var hasKey: Bool { k != nil }
+
+    /// EncryptWithAd(ad, plaintext): If k is non-empty returns ENCRYPT(k, n++, ad, plaintext).
+    /// Otherwise returns plaintext.
+    mutating func encryptWithAd(_ ad: [UInt8], _ plaintext: [UInt8]) throws -> [UInt8] {
+        guard let k else { return plaintext }
+        guard n != Self.maxNonce else { throw CryptoError.nonceExhausted }
+        let ciphertext = try ChaChaPolyIETF.seal(key: k, nonce: Self.nonceBytes(n), plaintext: plaintext, ad: ad)
+        n += 1
+        return ciphertext
+    }
+
+    /// DecryptWithAd(ad, ciphertext): If k is non-empty returns DECRYPT(k, n++, ad, ciphertext).
+    /// Otherwise returns ciphertext. If an authentication failure occurs in DECRYPT() then n is not incremented
+    /// and an error is signaled to the caller.
+    mutating func decryptWithAd(_ ad: [UInt8], _ ciphertext: [UInt8]) throws -> [UInt8] {
+        guard let k else { return ciphertext }
+        guard n != Self.maxNonce else { throw CryptoError.nonceExhausted }
+        let plaintext = try ChaChaPolyIETF.open(key: k, nonce: Self.nonceBytes(n), ciphertext: ciphertext, ad: ad)
+        n += 1
+        return plaintext
+    }
+
+    /// Drops the key (its storage is zeroed when no copy remains).
+    mutating func wipe() {
+        k = nil
+    }
+
+    /// ChaChaPoly's 96-bit nonce (spec §12.3): 32 bits of zeros followed by the little-endian encoding of n.
+    static func nonceBytes(_ n: UInt64) -> [UInt8] {
+        var nonce = [UInt8](repeating: 0, count: ChaChaPolyIETF.nonceByteCount)
+        for byteIndex in 0..<8 {
+            nonce[4 + byteIndex] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(byteIndex)))
+        }
+        return nonce
+    }
+}
