@@ -28,8 +28,9 @@ let package = Package(
                        pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
                        pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
-        .systemLibrary(name: "CAvahi", path: "Sources/CAvahi",
-                       pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+        // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
+        // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
+        .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium"]),
