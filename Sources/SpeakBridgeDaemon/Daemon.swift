@@ -49,7 +49,8 @@ public final class Daemon: @unchecked Sendable {
             try SinkFactory.make(spec, sanitize: !options.raw, environment: ProcessInfo.processInfo.environment)
         }
         pipeline = DeliveryPipeline(sinks: sinks, progress: progress) { [weak self] advanced in
-            self?.queue.async { self?.durable(advanced) }
+            guard let self else { return }
+            self.queue.async { self.durable(advanced) }
         }
         var config = WebSocketServerConfiguration()
         config.host = options.host
@@ -60,7 +61,8 @@ public final class Daemon: @unchecked Sendable {
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
         server = try WebSocketServer(configuration: config) { [weak self] event in
-            self?.queue.async { self?.handle(event) }
+            guard let self else { return }
+            self.queue.async { self.handle(event) }
         }
         control = try ControlServer(path: options.home.controlSocket) { [weak self] request in
             self?.control(request) ?? ControlReply.failure("daemon is shutting down")
@@ -87,7 +89,7 @@ public final class Daemon: @unchecked Sendable {
 
     func context() -> ResponderContext {
         ResponderContext(
-            localStatic: identity.privateKey, localName: options.name ?? "",
+            localStatic: identity.privateKey, localName: serviceName,
             pairingSecret: { [codes] in codes.secret() },
             sessionPSK: { [peers] key in
                 guard let peer = peers.peer(key: key), peer.role == .client else { return nil }
