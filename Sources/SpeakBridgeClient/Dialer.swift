@@ -15,16 +15,25 @@ public struct Candidate: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    public static func == (a: Candidate, b: Candidate) -> Bool { a.host == b.host && a.port == b.port }
+    public func hash(into h: inout Hasher) {
+        h.combine(host)
+        h.combine(port)
+    }
 }
 
-/// Tries every candidate address at once and keeps the first connection that opens; the rest are closed.
-/// A dead address therefore never delays a live one. Events are delivered on `queue`.
+/// Tries every candidate address at once. Each connection that opens is handed to the owner, who runs a
+/// handshake on it; the first one whose handshake proves the paired key is `choose`n and the rest are closed.
+/// So a dead address never delays a live one, and an address that answers with another key (a different
+/// desktop got that IP, or a spoofed mDNS record) simply loses. Events are delivered on `queue`.
 final class Dialer: @unchecked Sendable {
     enum Event {
-        case connected(WebSocketConnectionID, Candidate)
-        case message([UInt8])
-        /// The connection in use closed, or every candidate failed (`nil` reason: no candidate at all).
-        case disconnected(String)
+        case opened(WebSocketConnectionID, Candidate)
+        case message(WebSocketConnectionID, [UInt8])
+        case closed(WebSocketConnectionID, String)
+        /// No connection is open or being attempted, and none was chosen: the reasons of the failures.
+        case exhausted(String)
     }
 
     struct Handler: Sendable { let call: @Sendable (Event) -> Void }
@@ -33,9 +42,11 @@ final class Dialer: @unchecked Sendable {
     let handler: Handler
     var client: WebSocketClient!
     // Owned by `queue`.
-    var attempts: [WebSocketConnectionID: Candidate] = [:]
-    var active: WebSocketConnectionID?
+    var pending: [WebSocketConnectionID: Candidate] = [:]
+    var open: [WebSocketConnectionID: Candidate] = [:]
+    var chosen: WebSocketConnectionID?
     var failures: [String] = []
+    var path = ""
 
     init(queue: DispatchQueue, onEvent: @escaping @Sendable (Event) -> Void) throws {
         self.queue = queue
@@ -46,32 +57,40 @@ final class Dialer: @unchecked Sendable {
         }
     }
 
-    /// Must be called on `queue`.
+    /// Dials candidates not already being tried. Must be called on `queue`.
     func dial(_ candidates: [Candidate], path: String, timeout: Int = 5) {
-        failures = []
-        guard !candidates.isEmpty else {
-            handler.call(.disconnected("no address to try"))
+        self.path = path
+        guard chosen == nil else { return }
+        let busy = Set(pending.values).union(open.values)
+        let fresh = candidates.filter { !busy.contains($0) }
+        if fresh.isEmpty && pending.isEmpty && open.isEmpty {
+            handler.call(.exhausted(candidates.isEmpty ? "no address known" : failures.joined(separator: "; ")))
             return
         }
-        for candidate in candidates {
+        for candidate in fresh {
             let id = client.connect(host: candidate.host, port: candidate.port, path: path,
                                     subprotocol: SpeakBridgeProtocol.subprotocol, timeout: timeout)
-            attempts[id] = candidate
+            pending[id] = candidate
         }
     }
 
-    var isConnected: Bool { active != nil }
+    var isIdle: Bool { chosen == nil && pending.isEmpty && open.isEmpty }
 
-    /// Must be called on `queue`.
-    func send(_ frame: [UInt8]) {
-        guard let active else { return }
-        client.send(frame, on: active)
+    func candidate(_ id: WebSocketConnectionID) -> Candidate? { open[id] }
+
+    /// Keeps `id`, closes every other connection and attempt. Must be called on `queue`.
+    func choose(_ id: WebSocketConnectionID) {
+        chosen = id
+        for other in Array(pending.keys) + Array(open.keys) where other != id { client.close(other) }
     }
 
-    /// Must be called on `queue`.
+    func send(_ frame: [UInt8], on id: WebSocketConnectionID) { client.send(frame, on: id) }
+
+    func close(_ id: WebSocketConnectionID) { client.close(id) }
+
+    /// Closes everything. Must be called on `queue`.
     func hangUp() {
-        if let active { client.close(active) }
-        for id in attempts.keys { client.close(id) }
+        for id in Array(pending.keys) + Array(open.keys) { client.close(id) }
     }
 
     func shutdown() { client.shutdown() }
@@ -79,25 +98,25 @@ final class Dialer: @unchecked Sendable {
     func handle(_ event: WebSocketEvent) {
         switch event {
         case .opened(let id, _, _):
-            guard let candidate = attempts.removeValue(forKey: id) else { return }
-            if active == nil {
-                active = id
-                for other in attempts.keys { client.close(other) }
-                handler.call(.connected(id, candidate))
-            } else {
+            guard let candidate = pending.removeValue(forKey: id) else { return }
+            guard chosen == nil else {
                 client.close(id)
+                return
             }
+            open[id] = candidate
+            handler.call(.opened(id, candidate))
         case .message(let id, let bytes):
-            if id == active { handler.call(.message(bytes)) }
+            if open[id] != nil { handler.call(.message(id, bytes)) }
         case .closed(let id, let reason):
-            if id == active {
-                active = nil
-                handler.call(.disconnected(reason))
-            } else if let candidate = attempts.removeValue(forKey: id) {
+            if let candidate = pending.removeValue(forKey: id) ?? open.removeValue(forKey: id) {
                 failures.append("\(candidate): \(reason)")
-                if attempts.isEmpty && active == nil {
-                    handler.call(.disconnected(failures.joined(separator: "; ")))
-                }
+                if failures.count > 8 { failures.removeFirst() }
+            }
+            let wasChosen = chosen == id
+            if wasChosen { chosen = nil }
+            handler.call(.closed(id, reason))
+            if !wasChosen && chosen == nil && pending.isEmpty && open.isEmpty {
+                handler.call(.exhausted(failures.joined(separator: "; ")))
             }
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeWebSocket
 
 /// `speakbridge join CODE`: pairs this installation with the desktop that showed the code.
 ///
@@ -51,6 +52,8 @@ public enum Joiner {
 }
 
 /// One pairing attempt, driven on its own queue; `run` blocks the caller until it ends.
+/// Every address that opens gets its own handshake; the first that completes pairing wins. The code's
+/// addresses may be stale, so the desktop is also looked for by its key over mDNS.
 final class PairingSession: @unchecked Sendable {
     let identity: Identity
     let desktopKey: X25519PublicKey
@@ -59,9 +62,11 @@ final class PairingSession: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-join")
     let done = DispatchSemaphore(value: 0)
     var dialer: Dialer!
-    var machine: InitiatorMachine?
-    var address: Candidate?
+    var finder: DesktopFinder?
+    var machines: [WebSocketConnectionID: InitiatorMachine] = [:]
     var outcome: Result<(PairingResult, Candidate), ClientError>?
+    var failures: [String] = []
+    var triedAnything = false
 
     init(identity: Identity, desktopKey: X25519PublicKey, secret: [UInt8], name: String) {
         self.identity = identity
@@ -76,10 +81,19 @@ final class PairingSession: @unchecked Sendable {
         } catch {
             throw ClientError("cannot start the WebSocket client: \(error)")
         }
-        queue.async { self.dialer.dial(candidates, path: ConnectionIntent.pair.path) }
+        queue.async {
+            self.finder = DesktopFinder(desktop: KeySchedule.deviceID(of: self.desktopKey), queue: self.queue) { [weak self] found in
+                guard let self, self.outcome == nil else { return }
+                self.dialer.dial(found, path: ConnectionIntent.pair.path)
+            }
+            self.dialer.dial(candidates, path: ConnectionIntent.pair.path)
+        }
         if done.wait(timeout: .now() + timeout) == .timedOut {
-            queue.sync { finish(.failure(ClientError("the desktop did not complete pairing within \(Int(timeout)) s",
-                                                     hint: "check that `speakbridge serve` runs and the port is reachable"))) }
+            queue.sync {
+                let detail = failures.isEmpty ? "" : " (\(failures.joined(separator: "; ")))"
+                finish(.failure(ClientError("the desktop did not complete pairing within \(Int(timeout)) s\(detail)",
+                                            hint: "check that `speakbridge serve` runs and that its port is reachable from here")))
+            }
         }
         dialer.shutdown()
         switch queue.sync(execute: { outcome! }) {
@@ -91,38 +105,59 @@ final class PairingSession: @unchecked Sendable {
     func finish(_ result: Result<(PairingResult, Candidate), ClientError>) {
         guard outcome == nil else { return }
         outcome = result
+        finder?.stop()
         dialer.hangUp()
         done.signal()
     }
 
     func handle(_ event: Dialer.Event) {
         switch event {
-        case .connected(_, let candidate):
-            address = candidate
+        case .opened(let id, _):
+            triedAnything = true
             do {
                 var m = try InitiatorMachine(intent: .pair, localStatic: identity.privateKey, desktopKey: desktopKey,
                                              psk: secret, firstMessage: .pair(name: name))
-                dialer.send(try m.start())
-                machine = m
+                dialer.send(try m.start(), on: id)
+                machines[id] = m
             } catch {
                 finish(.failure(ClientError("pairing failed: \(error)")))
             }
-        case .message(let frame):
-            guard var m = machine else { return }
+        case .message(let id, let frame):
+            guard var m = machines[id] else { return }
             let actions = m.receive(frame)
-            machine = m
+            machines[id] = m
             for action in actions {
                 switch action {
-                case .send(let bytes): dialer.send(bytes)
-                case .paired(let result): finish(.success((result, address!)))
-                case .close(let reason): finish(.failure(ClientError("pairing failed: \(reason)")))
-                case .established, .received: break
+                case .send(let bytes):
+                    dialer.choose(id)  // message 2 verified: this is the desktop of the code
+                    dialer.send(bytes, on: id)
+                case .paired(let result):
+                    finish(.success((result, dialer.candidate(id) ?? Candidate(host: "?", port: 0, source: "?"))))
+                case .close(let reason):
+                    failures.append(reason)
+                    dialer.close(id)
+                case .established, .received:
+                    break
                 }
             }
-        case .disconnected(let reason):
-            finish(.failure(ClientError(
-                "pairing failed: \(reason.isEmpty ? "connection closed" : reason)",
-                hint: "the code may be used, expired or revoked: run `speakbridge pair` on the desktop for a new one")))
+        case .closed(let id, let reason):
+            if machines.removeValue(forKey: id) != nil, dialer.chosen == nil || dialer.chosen == id {
+                failures.append("connection closed (\(reason))")
+            }
+            if dialer.chosen == id {
+                finish(.failure(ClientError("pairing failed: the desktop closed the connection",
+                                            hint: "run `speakbridge pair` on the desktop for a new code")))
+            }
+        case .exhausted(let reason):
+            // Everything tried so far failed; mDNS may still find the desktop until the timeout.
+            if triedAnything {
+                finish(.failure(ClientError(
+                    "pairing failed: the desktop refused the code",
+                    hint: "the code may be used, expired or revoked: run `speakbridge pair` on the desktop for a new one")))
+            } else if finder?.isBrowsing != true {
+                finish(.failure(ClientError("pairing failed: cannot reach the desktop (\(reason))",
+                                            hint: "check the network, or give the address with --address HOST:PORT")))
+            }
         }
     }
 }

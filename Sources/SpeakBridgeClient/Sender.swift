@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeWebSocket
 
 public struct SendOptions: Sendable {
     public enum Source: Sendable { case stdin, texts([String]) }
@@ -47,7 +48,10 @@ public final class Sender: @unchecked Sendable {
     var dialer: Dialer!
     // Owned by `queue`.
     var window: OutboxWindow
-    var machine: InitiatorMachine?
+    var machines: [WebSocketConnectionID: InitiatorMachine] = [:]
+    var active: WebSocketConnectionID?
+    var finder: DesktopFinder?
+    var mdnsCandidates: [Candidate] = []
     var inputDone = false
     var exitCode: Int32?
     var backoff = 0.2
@@ -188,71 +192,94 @@ public final class Sender: @unchecked Sendable {
 
     func candidates() -> [Candidate] {
         let current = peers.find(desktop.id.description) ?? desktop
-        var list = current.addresses.map { Candidate(host: $0, port: current.port, source: "last known") }
+        var list = mdnsCandidates
+        list += current.addresses.map { Candidate(host: $0, port: current.port, source: "last known") }
         list += options.extraCandidates
         var seen = Set<Candidate>()
         return list.filter { seen.insert($0).inserted }
     }
 
     func connect() {
-        guard exitCode == nil else { return }
+        guard exitCode == nil, active == nil else { return }
+        if finder == nil {
+            finder = DesktopFinder(desktop: desktop.id, queue: queue) { [weak self] found in
+                guard let self else { return }
+                self.mdnsCandidates = found
+                // A new address from mDNS is tried right away, beside whatever is in flight.
+                if self.active == nil && self.exitCode == nil { self.dialer.dial(found, path: ConnectionIntent.session.path) }
+            }
+        }
         dialer.dial(candidates(), path: ConnectionIntent.session.path)
     }
 
     func handle(_ event: Dialer.Event) {
         guard exitCode == nil else { return }
         switch event {
-        case .connected(_, let candidate):
-            connectedTo = candidate
+        case .opened(let id, _):
             do {
                 var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
                                              desktopKey: desktop.publicKey, psk: desktop.psk,
                                              firstMessage: .hello(agent: "speakbridge-cli/0.1"))
-                dialer.send(try m.start())
-                machine = m
+                dialer.send(try m.start(), on: id)
+                machines[id] = m
             } catch {
                 Console.error("handshake failed: \(error)")
                 finish(1)
             }
-        case .message(let frame):
-            guard var m = machine else { return }
+        case .message(let id, let frame):
+            guard var m = machines[id] else { return }
             let actions = m.receive(frame)
-            machine = m
-            for action in actions { perform(action) }
-        case .disconnected(let reason):
-            machine = nil
-            window.connectionLost()
-            if !reportedUnreachable {
-                reportedUnreachable = true
-                Console.info("desktop \"\(desktop.name)\" not reachable (\(reason)); retrying")
+            machines[id] = m
+            for action in actions { perform(action, on: id) }
+        case .closed(let id, _):
+            machines[id] = nil
+            if id == active {
+                active = nil
+                window.connectionLost()
+                scheduleReconnect("connection lost")
             }
-            let delay = backoff
-            backoff = min(backoff * 2, 5)
-            queue.asyncAfter(deadline: .now() + delay) { self.connect() }
+        case .exhausted(let reason):
+            if active == nil { scheduleReconnect(reason) }
         }
     }
 
-    func perform(_ action: InitiatorMachine.Action) {
+    func scheduleReconnect(_ reason: String) {
+        if !reportedUnreachable {
+            reportedUnreachable = true
+            Console.info("desktop \"\(desktop.name)\" not reachable (\(reason.isEmpty ? "no answer" : reason)); retrying")
+        }
+        let delay = backoff
+        backoff = min(backoff * 2, 5)
+        queue.asyncAfter(deadline: .now() + delay) { self.connect() }
+    }
+
+    func perform(_ action: InitiatorMachine.Action, on id: WebSocketConnectionID) {
         switch action {
         case .send(let frame):
-            dialer.send(frame)
+            dialer.send(frame, on: id)
         case .established:
+            guard active == nil else {
+                dialer.close(id)
+                return
+            }
+            active = id
+            dialer.choose(id)
+            connectedTo = dialer.candidate(id)
             backoff = 0.2
             if reportedUnreachable {
                 Console.info("connected to \"\(desktop.name)\" at \(connectedTo?.description ?? "?")")
                 reportedUnreachable = false
             }
             rememberAddress()
-            guard var m = machine else { return }
-            for a in m.encryptAndSend(.resume(session: window.session, delivered: nil)) { if case .send(let f) = a { dialer.send(f) } }
-            machine = m
+            transmit([.resume(session: window.session, delivered: nil)], force: true)
         case .received(let message):
-            receive(message)
+            if id == active { receive(message) }
         case .paired:
             break
         case .close(let reason):
-            Console.warning("closing the connection: \(reason)")
-            dialer.hangUp()
+            if id == active { Console.warning("closing the connection: \(reason)") }
+            machines[id] = nil
+            dialer.close(id)
         }
     }
 
@@ -271,7 +298,7 @@ public final class Sender: @unchecked Sendable {
         case let .error(code, text, _):
             Console.warning("desktop reported \(code): \(text)")
         case .bye:
-            dialer.hangUp()
+            if let active { dialer.close(active) }
         default:
             break
         }
@@ -286,14 +313,14 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func transmit(_ messages: [Message]) {
-        guard !messages.isEmpty, var m = machine, m.isEstablished else { return }
+    func transmit(_ messages: [Message], force: Bool = false) {
+        guard !messages.isEmpty, let id = active, var m = machines[id], m.isEstablished else { return }
         for message in messages {
             for action in m.encryptAndSend(message) {
-                if case .send(let frame) = action { dialer.send(frame) }
+                if case .send(let frame) = action { dialer.send(frame, on: id) }
             }
         }
-        machine = m
+        machines[id] = m
     }
 
     func rememberAddress() {
@@ -308,10 +335,7 @@ public final class Sender: @unchecked Sendable {
     func checkDone() {
         guard inputDone, window.isDrained, exitCode == nil else { return }
         try? outbox.sync()
-        if var m = machine {
-            for a in m.encryptAndSend(.bye) { if case .send(let f) = a { dialer.send(f) } }
-            machine = m
-        }
+        transmit([.bye])
         finish(0)
     }
 
@@ -320,6 +344,7 @@ public final class Sender: @unchecked Sendable {
         exitCode = code
         // Give the bye frame a moment to leave before the context goes away.
         queue.asyncAfter(deadline: .now() + 0.05) {
+            self.finder?.stop()
             self.dialer.hangUp()
             self.finished.signal()
         }
@@ -347,7 +372,7 @@ public final class Sender: @unchecked Sendable {
         let now = clock.now.seconds(since: start)
         if window.isStalled(now: now) {
             Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
-            dialer.hangUp()
+            if let active { dialer.close(active) }
         }
         if options.timeout > 0, now > options.timeout {
             Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",

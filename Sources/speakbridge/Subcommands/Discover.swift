@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import SpeakBridgeDiscovery
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+struct Discover: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List SpeakBridge desktops on the LAN (mDNS): name, ID, addresses, port, and whether this installation is paired with it.")
+
+    @OptionGroup var homeOptions: HomeOptions
+
+    @Flag(name: .long, help: "Print JSON.") var json = false
+
+    @Option(name: .long, help: "Seconds to listen.") var timeout: Double = 3
+
+    func run() throws {
+        let services: [DiscoveredService]
+        do {
+            services = try MDNSBrowser.browse(timeout: .milliseconds(Int(max(0.1, timeout) * 1000)))
+        } catch let error as DiscoveryError {
+            throw CLIError(error.description, hint: error.hint)
+        }
+        let paired = Set(((try? PeerStore(home: homeOptions.resolved))?.all ?? []).filter { $0.role == .desktop }.map(\.id))
+        let rows: [JSONValue] = services.map { s in
+            let id = s.txt["id"].flatMap { try? DeviceID(parsing: $0) }
+            return .object([
+                ("name", .string(s.name)),
+                ("id", id.map { .string($0.description) } ?? .null),
+                ("version", s.txt["v"].map { .string($0) } ?? .null),
+                ("addresses", .array(s.addresses.map { .string($0) })),
+                ("port", .integer(Int64(s.port))),
+                ("paired", .bool(id.map { paired.contains($0) } ?? false)),
+                ("local", .bool(s.isLocal)),
+            ])
+        }
+        if json {
+            Console.out(String(decoding: JSONValue.array(rows).encoded(), as: UTF8.self))
+            return
+        }
+        if rows.isEmpty {
+            Console.info("no SpeakBridge desktop answered within \(timeout) s")
+            return
+        }
+        for r in rows {
+            let addrs = r["addresses"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
+            Console.out("\"\(r["name"]?.stringValue ?? "")\"  \(r["id"]?.stringValue ?? "(no id)")  \(addrs) port \(r["port"]?.int64Value ?? 0)\(r["paired"]?.boolValue == true ? "  paired" : "")")
+        }
+    }
+}
