@@ -73,6 +73,13 @@ def cpu_ticks(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
+def rollup_kib(pid, field):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -121,6 +128,8 @@ def main():
         hz = os.sysconf("SC_CLK_TCK")
         results["idle_cpu_percent"] = 100.0 * (t1 - t0) / hz / args.idle
         results["idle_rss_mib"] = rss_kib(daemon.pid) / 1024.0
+        results["idle_pss_mib"] = rollup_kib(daemon.pid, "Pss") / 1024.0
+        results["idle_anon_mib"] = rollup_kib(daemon.pid, "Anonymous") / 1024.0
 
         lat = measure_latency(sender.stdin, reader, args.count, args.pace)
         results["speakbridge_p50_us"] = statistics.median(lat)
