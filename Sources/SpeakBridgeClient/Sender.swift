@@ -179,9 +179,7 @@ public final class Sender: @unchecked Sendable {
         do {
             let chunks = try outbox.append(texts: pieces)
             needsSync = true
-            var messages: [Message] = []
-            for chunk in chunks { messages += window.append(chunk) }
-            transmit(messages)
+            transmit(window.append(contentsOf: chunks))
         } catch {
             Console.error("cannot journal input: \(error.description)", hint: error.hint)
             finish(1)
@@ -271,7 +269,7 @@ public final class Sender: @unchecked Sendable {
                 reportedUnreachable = false
             }
             rememberAddress()
-            transmit([.resume(session: window.session, delivered: nil)], force: true)
+            transmit([.resume(session: window.session, delivered: nil)])
         case .received(let message):
             if id == active { receive(message) }
         case .paired:
@@ -313,7 +311,7 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func transmit(_ messages: [Message], force: Bool = false) {
+    func transmit(_ messages: [Message]) {
         guard !messages.isEmpty, let id = active, var m = machines[id], m.isEstablished else { return }
         for message in messages {
             for action in m.encryptAndSend(message) {

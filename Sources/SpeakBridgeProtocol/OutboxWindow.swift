@@ -44,8 +44,15 @@ public struct OutboxWindow: Sendable {
 
     /// A new chunk from the producer (already journaled by the caller).
     public mutating func append(_ chunk: Chunk) -> [Message] {
-        precondition(pending.last.map { chunk.seq > $0.seq } ?? (chunk.seq > acked), "sequence numbers must increase")
-        pending.append(chunk)
+        append(contentsOf: [chunk])
+    }
+
+    /// New chunks from the producer, batched into as few messages as fit.
+    public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
+        for chunk in chunks {
+            precondition(pending.last.map { chunk.seq > $0.seq } ?? (chunk.seq > acked), "sequence numbers must increase")
+            pending.append(chunk)
+        }
         return nextMessages()
     }
 
