@@ -98,7 +98,7 @@ public enum MessageCodec {
             }
             return .chunks(session: try session(value["session"]), chunks)
         case "ack":
-            return .ack(session: try session(value["session"]), seq: try seqNumber(value["seq"], "seq", allowZero: true))
+            return .ack(session: try session(value["session"]), seq: try seqNumber(value["seq"] ?? .null, "seq", allowZero: true))
         case "bye": return .bye
         case "error":
             let code = try string(value["code"], "code", maxBytes: 64)

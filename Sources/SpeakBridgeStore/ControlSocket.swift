@@ -61,7 +61,7 @@ public final class ControlServer: @unchecked Sendable {
 
     func acceptLoop() {
         while true {
-            let client = accept4(listenFD, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            let client = accept(listenFD, nil, nil)
             if client < 0 {
                 if errno == EINTR { continue }
                 if stopped.withLock({ isStopped }) { close(listenFD); return }

@@ -60,7 +60,7 @@ public enum FileIO {
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("create", temp, errno: errno) }
-        do {
+        do throws(StoreError) {
             try writeAll(fd, bytes, path: temp)
             guard fsync(fd) == 0 else { throw StoreError.io("sync", temp, errno: errno) }
         } catch {

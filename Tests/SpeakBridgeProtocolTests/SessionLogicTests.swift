@@ -12,8 +12,10 @@ struct SessionLogicTests {
         #expect(again.accepted.map(\.seq) == [4, 5])
         #expect(again.duplicates == 2)
         #expect(again.immediateAck == nil)  // 4 and 5 are not delivered yet
-        #expect(ledger.markDelivered(session: "s", through: 5))
-        #expect(!ledger.markDelivered(session: "s", through: 4))
+        let moved = ledger.markDelivered(session: "s", through: 5)
+        let movedBack = ledger.markDelivered(session: "s", through: 4)
+        #expect(moved)
+        #expect(!movedBack)
         let dup = ledger.offer(session: "s", chunks: chunks(1...5))
         #expect(dup.accepted.isEmpty)
         #expect(dup.immediateAck == 5)  // all durable already: ack at once so the client drops them

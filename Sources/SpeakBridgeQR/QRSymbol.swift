@@ -1,0 +1,73 @@
+// The only file that talks to libqrencode (the CQREncode C leaf).
+internal import CQREncode
+#if canImport(Glibc)
+private import Glibc
+#elseif canImport(Darwin)
+private import Darwin
+#endif
+
+/// A QR code symbol: its version and its module matrix (`true` = dark module), without quiet zone.
+public struct QRSymbol: Sendable, Equatable {
+    /// QR version, 1...40. The symbol is `17 + 4 * version` modules wide.
+    public let version: Int
+    /// Rows of modules, top to bottom; each row left to right. Square, `17 + 4 * version` on a side.
+    public let modules: [[Bool]]
+
+    /// Width (and height) in modules.
+    public var size: Int { modules.count }
+
+    /// Encodes `text` as UTF-8 with error correction level M.
+    ///
+    /// libqrencode splits the input into segments and picks the cheapest mode for each (numeric, alphanumeric,
+    /// 8-bit), case-sensitively, so a pairing code made of the QR alphanumeric set gets the small alphanumeric
+    /// encoding while any other text still encodes (as 8-bit bytes).
+    public init(encoding text: String) throws(QRError) {
+        if text.utf8.contains(0) { throw .containsNUL }
+        if text.isEmpty { throw .empty }
+        // libqrencode sets errno and returns NULL on failure; its result must be freed with QRcode_free.
+        let (code, err): (UnsafeMutablePointer<QRcode>?, Int32) = text.withCString { cString in
+            let code = QRcode_encodeString(cString, 0, QR_ECLEVEL_M, QR_MODE_8, 1)
+            return (code, errno)  // read at once: errno is only meaningful right after the failing call
+        }
+        guard let code else {
+            throw err == ERANGE ? .tooLong(bytes: text.utf8.count) : .encodingFailed(errno: err)
+        }
+        defer { QRcode_free(code) }
+        let width = Int(code.pointee.width)
+        let version = Int(code.pointee.version)
+        guard width == 17 + 4 * version, let data = code.pointee.data else {
+            throw .encodingFailed(errno: 0)
+        }
+        // Why unsafe: `data` is libqrencode's width*width byte array, alive until QRcode_free above.
+        // Bit 0 of each byte is the module colour (1 = dark); the other bits describe the module's role.
+        let bytes = UnsafeBufferPointer(start: data, count: width * width)
+        var rows: [[Bool]] = []
+        rows.reserveCapacity(width)
+        for y in 0..<width {
+            rows.append((0..<width).map { x in bytes[y * width + x] & 1 == 1 })
+        }
+        self.version = version
+        self.modules = rows
+    }
+}
+
+/// Why a text could not be turned into a QR code.
+public enum QRError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The text contains a NUL character, which libqrencode's string API cannot carry.
+    case containsNUL
+    /// The text is empty.
+    case empty
+    /// The text does not fit into a version-40 symbol at error correction level M.
+    case tooLong(bytes: Int)
+    /// libqrencode failed for another reason (errno as it reported it, 0 if it returned a malformed symbol).
+    case encodingFailed(errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .containsNUL: "text for QR code contains a NUL character"
+        case .empty: "text for QR code is empty"
+        case .tooLong(let bytes): "text of \(bytes) bytes is too long for a QR code"
+        case .encodingFailed(let err): "QR encoding failed (errno \(err))"
+        }
+    }
+}

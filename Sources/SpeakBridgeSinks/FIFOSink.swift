@@ -1,0 +1,287 @@
+internal import Glibc
+internal import Synchronization
+
+/// Writes each text and "\n" into a named pipe that an editor (or `cat`) reads.
+///
+/// Flow:
+/// 1. `init` creates the FIFO with mode 0600 if the path does not exist (the directory must exist); a path that
+///    exists and is not a FIFO is an error.
+/// 2. The write end is opened lazily with O_WRONLY|O_NONBLOCK. ENXIO means no reader: `waitUntilReady` then checks
+///    again every 20 ms (sleeping in between, never spinning) until a reader opens the FIFO or the timeout ends.
+/// 3. Once open, the write end stays open for the sink's lifetime, even while no reader is attached. The kernel
+///    keeps a pipe's buffered bytes as long as any end is open, so text already written but not yet read when a
+///    reader closes is kept and handed to the next reader, in order. (Closing the write end on EPIPE would silently
+///    drop those bytes although `willComplete` already counted them.)
+/// 4. Writes are at most PIPE_BUF (4096) bytes, so each is all-or-nothing, and never block: before each write the
+///    sink polls for POLLOUT with zero timeout; a full pipe (EAGAIN) or a missing reader (POLLERR/EPIPE) ends the
+///    `deliver` call with a `SinkError` whose `delivered` counts whole texts written, and `waitUntilReady` waits
+///    for room or for a reader.
+/// 5. A text longer than PIPE_BUF bytes is written in PIPE_BUF pieces. If the pipe fills up or the reader goes
+///    away between two pieces, the sink remembers how much of that text it wrote; when the next `deliver` starts
+///    with the same text (as the daemon's retry does) it writes only the rest, so the reader gets it exactly once.
+///    Edge: a reader that closes between two pieces and a new one that opens later each see part of that text;
+///    and if the next `deliver` starts with a different text, the cut-off text stays cut off.
+/// 6. If the path is removed or replaced while no reader is attached, the sink drops its old pipe (and with it any
+///    unread bytes), recreates the FIFO if needed and waits for a reader of the new one.
+///
+/// What no writer can guarantee: bytes a reader has already read into its own buffer but not used when it exits
+/// are gone. `close` closes the write end: a reader then reads what is left and sees end of file. The FIFO itself
+/// is left in place.
+public final class FIFOSink: Sink {
+    public let path: String
+    public let label: String
+    private let sanitize: Bool
+
+    private struct Partial: Sendable {
+        var frame: [UInt8]
+        var written: Int
+    }
+    private struct State: Sendable {
+        var fd: Int32 = -1
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        var closed = false
+        var partial: Partial?
+    }
+    private enum Readiness {
+        case ready, noReader, full
+        case failed(String)
+    }
+    private let state = Mutex(State())
+
+    /// How often `waitUntilReady` looks for a reader while there is none.
+    static let readerCheckInterval: Duration = .milliseconds(20)
+    /// Longest time the lock is held while polling, so `close` and `health` never wait long.
+    static let lockedPollSlice: Duration = .milliseconds(100)
+
+    /// Creates the FIFO at `path` (mode 0600) unless it exists; does not open it yet.
+    /// - Parameter sanitize: run texts through `OutputSanitizer` (false = `--raw`).
+    public init(path: String, sanitize: Bool = true) throws(SinkError) {
+        try Self.prepare(path)
+        self.path = path
+        self.label = "fifo:\(path)"
+        self.sanitize = sanitize
+    }
+
+    // MARK: - Sink
+
+    public var health: String? {
+        switch state.withLock({ check(&$0, wait: .zero) }) {
+        case .ready: nil
+        case .noReader: noReaderReason
+        case .full: fullReason
+        case .failed(let reason): reason
+        }
+    }
+
+    public func waitUntilReady(timeout: Duration) -> String? {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        while true {
+            let slice = min(deadline - clock.now, Self.lockedPollSlice)
+            let readiness = state.withLock { check(&$0, wait: slice) }
+            let reason: String
+            switch readiness {
+            case .ready: return nil
+            case .failed(let failure): return failure
+            case .full: reason = fullReason
+            case .noReader: reason = noReaderReason
+            }
+            let remaining = deadline - clock.now
+            if remaining <= .zero { return reason }
+            if case .noReader = readiness {
+                POSIX.sleep(min(remaining, Self.readerCheckInterval))
+            }
+        }
+    }
+
+    public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
+        let frames = LineFraming.frames(texts, sanitize: sanitize)
+        guard !frames.isEmpty else { return }
+        try POSIX.suppressingSIGPIPE { () throws(SinkError) in
+            try state.withLock { (current) throws(SinkError) in
+                try deliver(frames, state: &current, willComplete: willComplete)
+            }
+        }
+    }
+
+    public func close() {
+        state.withLock { current in
+            current.closed = true
+            if current.fd >= 0 {
+                _ = Glibc.close(current.fd)
+                current.fd = -1
+            }
+            current.partial = nil
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    // MARK: - Writing
+
+    private func deliver(_ frames: [[UInt8]], state current: inout State,
+                         willComplete: (Int) throws -> Void) throws(SinkError) {
+        if current.closed { throw SinkError(message: "\(label) sink is closed") }
+        if current.fd < 0 {
+            switch open(&current) {
+            case .ready, .full: break
+            case .noReader: throw SinkError(message: "no reader on FIFO \(path)", hint: noReaderHint)
+            case .failed(let reason): throw SinkError(message: reason)
+            }
+        }
+        let plan = ChunkPlan(frames: frames, limit: Int(PIPE_BUF))
+        var position = 0
+        if let partial = current.partial {
+            current.partial = nil
+            if partial.frame == frames[0] { position = partial.written }
+        }
+        var reported = 0
+        var failure: (message: String, hint: String?)?
+        writing: while position < plan.stream.count {
+            let (range, completes) = plan.chunk(from: position)
+            let events = POSIX.poll(current.fd, events: Int16(POLLOUT), timeout: .zero)
+            if events & Int16(POLLERR | POLLNVAL) != 0 {
+                failure = ("no reader on FIFO \(path)", noReaderHint)
+                break writing
+            }
+            if events & Int16(POLLOUT) == 0 {
+                failure = (fullReason, nil)
+                break writing
+            }
+            if completes > reported {
+                do { try willComplete(completes) } catch {
+                    failure = ("could not record progress: \(error)", nil)
+                    break writing
+                }
+                reported = completes
+            }
+            while true {
+                let written = plan.stream.withUnsafeBytes { bytes in
+                    Glibc.write(current.fd, bytes.baseAddress! + range.lowerBound, range.count)
+                }
+                if written > 0 {
+                    position += written  // == range.count: a write of at most PIPE_BUF bytes is atomic
+                    continue writing
+                }
+                let err = written < 0 ? errno : EIO
+                switch err {
+                case EINTR: continue
+                case EAGAIN: failure = (fullReason, nil)
+                case EPIPE: failure = ("no reader on FIFO \(path)", noReaderHint)
+                default: failure = ("writing to FIFO \(path) failed: \(POSIX.describe(err))", nil)
+                }
+                break writing
+            }
+        }
+        guard let failure else { return }
+        let delivered = plan.completed(at: position)
+        let frameStart = plan.start(ofFrame: delivered)
+        if delivered < frames.count, position > frameStart {
+            current.partial = Partial(frame: frames[delivered], written: position - frameStart)
+        }
+        throw SinkError(delivered: delivered, message: failure.message, hint: failure.hint)
+    }
+
+    // MARK: - Readiness
+
+    private var noReaderHint: String { "open it with `cat \(path)`" }
+    private var noReaderReason: String { "no reader on FIFO \(path): \(noReaderHint)" }
+    private var fullReason: String { "FIFO \(path) is full: its reader is not reading" }
+
+    /// Opens the write end if needed and polls it for at most `wait`.
+    private func check(_ current: inout State, wait: Duration) -> Readiness {
+        if current.closed { return .failed("\(label) sink is closed") }
+        if current.fd < 0 {
+            let opened = open(&current)
+            guard case .ready = opened else { return opened }
+        }
+        let events = POSIX.poll(current.fd, events: Int16(POLLOUT), timeout: wait)
+        if events & Int16(POLLERR | POLLNVAL) != 0 {
+            // No reader right now. Keep the pipe (and its unread bytes) unless the path no longer leads to it.
+            if !pathLeadsToOpenPipe(current) {
+                _ = Glibc.close(current.fd)
+                current.fd = -1
+                current.partial = nil
+            }
+            return .noReader
+        }
+        return events & Int16(POLLOUT) != 0 ? .ready : .full
+    }
+
+    /// Tries to open the write end without blocking: `.ready` when opened, `.noReader` on ENXIO.
+    private func open(_ current: inout State) -> Readiness {
+        while true {
+            let fd = Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if fd >= 0 {
+                var info = stat()
+                guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else {
+                    _ = Glibc.close(fd)
+                    return .failed("\(path) is no longer a FIFO")
+                }
+                current.fd = fd
+                current.device = UInt64(info.st_dev)
+                current.inode = UInt64(info.st_ino)
+                return .ready
+            }
+            let err = errno
+            switch err {
+            case EINTR:
+                continue
+            case ENXIO:
+                return .noReader
+            case ENOENT:
+                // Removed since init: make it again; a fresh FIFO has no reader yet.
+                do { try Self.prepare(path) } catch { return .failed(error.message) }
+                return .noReader
+            default:
+                return .failed("cannot open FIFO \(path): \(POSIX.describe(err))")
+            }
+        }
+    }
+
+    private func pathLeadsToOpenPipe(_ current: State) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        return UInt64(info.st_dev) == current.device && UInt64(info.st_ino) == current.inode
+    }
+
+    /// Makes sure `path` is a FIFO, creating it with mode 0600 when absent.
+    static func prepare(_ path: String) throws(SinkError) {
+        var info = stat()
+        for _ in 0..<2 {
+            if stat(path, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFIFO else {
+                    throw SinkError(message: "\(path) exists and is not a FIFO",
+                                    hint: "remove it or choose another path for the fifo sink")
+                }
+                return
+            }
+            let statError = errno
+            guard statError == ENOENT else {
+                throw SinkError(message: "cannot use FIFO \(path): \(POSIX.describe(statError))")
+            }
+            if mkfifo(path, 0o600) == 0 {
+                // mkfifo applies the umask; make the mode exactly 0600 whatever the umask is.
+                _ = chmod(path, 0o600)
+                return
+            }
+            let err = errno
+            switch err {
+            case EEXIST:
+                continue  // created by someone else in between: check what it is
+            case ENOENT, ENOTDIR:
+                throw SinkError(message: "cannot create FIFO \(path): its directory does not exist",
+                                hint: "create the directory first, or choose another path")
+            case EACCES, EPERM, EROFS:
+                throw SinkError(message: "cannot create FIFO \(path): \(POSIX.describe(err))",
+                                hint: "choose a path in a directory you can write to, e.g. under $XDG_RUNTIME_DIR")
+            default:
+                throw SinkError(message: "cannot create FIFO \(path): \(POSIX.describe(err))")
+            }
+        }
+        throw SinkError(message: "cannot create FIFO \(path): the path keeps changing")
+    }
+}

@@ -1,0 +1,183 @@
+internal import Glibc
+
+/// Runs a helper tool (xclip, xsel, wl-copy, xdotool, …) once, the way selection-owning tools need it.
+///
+/// Flow: 1. spawn with posix_spawn: stdin = a new pipe (or /dev/null), stdout and stderr = /dev/null, every other
+/// descriptor closed, SIGPIPE/SIGINT/SIGTERM/… back to default, an empty signal mask and its own process group
+/// (so a Ctrl-C at the daemon's terminal does not kill the clipboard owner). 2. write the input without blocking
+/// past the deadline, then close the pipe so the tool sees end of file. 3. wait for the spawned process only
+/// (clipboard tools fork a child that keeps serving the selection and must be left alone), polling waitpid
+/// with WNOHANG until the deadline; on timeout SIGKILL that one PID and reap it, so no zombie is left.
+///
+/// Output is discarded rather than captured: the forked selection owner inherits stdout/stderr, so reading them
+/// to end of file would hang until the selection changes hands.
+enum ToolRunner {
+    enum Failure: Error, Equatable {
+        case spawnFailed(errno: Int32)
+        case timedOut
+        case exited(status: Int32)
+        case signaled(signal: Int32)
+    }
+
+    /// Runs `executable` with `arguments`; returns normally when it exits with status 0.
+    static func run(_ executable: String, _ arguments: [String], input: [UInt8]?,
+                    environment: [String: String], timeout: Duration) throws(Failure) {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+
+        var pipeEnds: [Int32] = [-1, -1]
+        if input != nil {
+            // pipe2 is not visible through Swift's Glibc module; set FD_CLOEXEC right after pipe(). A process
+            // forked by another thread in between could inherit the ends, but our own spawns close every
+            // descriptor above 2 anyway.
+            if pipe(&pipeEnds) != 0 { throw .spawnFailed(errno: errno) }
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        }
+        let pid: pid_t
+        do {
+            defer { if pipeEnds[0] >= 0 { _ = close(pipeEnds[0]) } }
+            pid = try spawn(executable, arguments, stdin: pipeEnds[0], environment: environment)
+        } catch {
+            if pipeEnds[1] >= 0 { _ = close(pipeEnds[1]) }
+            throw error
+        }
+        if let input {
+            POSIX.suppressingSIGPIPE { feed(input, to: pipeEnds[1], until: deadline) }
+            _ = close(pipeEnds[1])
+        }
+        let status = waitForExit(pid, until: deadline)
+        guard let status else { throw .timedOut }
+        let signal = status & 0x7f
+        if signal != 0 { throw .signaled(signal: signal) }
+        let code = (status >> 8) & 0xff
+        if code != 0 { throw .exited(status: code) }
+    }
+
+    /// Finds `name` in the PATH of `environment` (default /usr/local/bin:/usr/bin:/bin); returns its full path.
+    static func find(_ name: String, environment: [String: String]) -> String? {
+        let searchPath = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for directory in searchPath.split(separator: ":", omittingEmptySubsequences: true) {
+            let candidate = "\(directory)/\(name)"
+            var info = stat()
+            if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    // MARK: - Steps
+
+    private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32,
+                              environment: [String: String]) throws(Failure) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if stdin >= 0 {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let closeFrom = addCloseFrom {
+            // Descriptors the daemon opened without O_CLOEXEC (sockets of C libraries) must not live on in the
+            // tool's long-lived selection-owner child.
+            _ = closeFrom(&actions, 3)
+        }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
+            sigaddset(&defaults, signal)
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
+
+        // Why unsafe: posix_spawn takes NULL-terminated C string arrays; they are strdup'ed here and freed below.
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        if result != 0 { throw .spawnFailed(errno: result) }
+        return pid
+    }
+
+    /// Writes `input` to the non-blocking pipe `fd` until done, the reader closes it, or the deadline passes.
+    private static func feed(_ input: [UInt8], to fd: Int32, until deadline: ContinuousClock.Instant) {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        let clock = ContinuousClock()
+        var offset = 0
+        while offset < input.count {
+            let written = input.withUnsafeBytes { bytes in
+                write(fd, bytes.baseAddress! + offset, input.count - offset)
+            }
+            if written > 0 {
+                offset += written
+                continue
+            }
+            let err = written < 0 ? errno : EIO
+            if err == EINTR { continue }
+            guard err == EAGAIN, clock.now < deadline else { return }  // EPIPE: the tool exited early
+            _ = POSIX.poll(fd, events: Int16(POLLOUT), timeout: deadline - clock.now)
+        }
+    }
+
+    /// The raw wait status of `pid`, or nil after killing and reaping it at the deadline.
+    private static func waitForExit(_ pid: pid_t, until deadline: ContinuousClock.Instant) -> Int32? {
+        let clock = ContinuousClock()
+        var pause: Duration = .milliseconds(1)
+        while true {
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { return status }
+            if result < 0 {
+                if errno == EINTR { continue }
+                // ECHILD: someone else reaped it (SIGCHLD ignored process-wide); its status is unknowable.
+                return 0
+            }
+            if clock.now >= deadline {
+                _ = kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                return nil
+            }
+            POSIX.sleep(min(pause, deadline - clock.now))
+            pause = min(pause * 2, .milliseconds(20))
+        }
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+
+    /// glibc ≥ 2.34 has posix_spawn_file_actions_addclosefrom_np, but Swift's Glibc module does not declare it;
+    /// look it up at run time (nil on older C libraries, where only O_CLOEXEC descriptors are kept from the tool).
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+            return nil
+        }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+}
+
+extension ToolRunner.Failure {
+    /// A message naming the tool, never its input.
+    func message(tool: String) -> String {
+        switch self {
+        case .spawnFailed(let err): "could not start \(tool): \(POSIX.describe(err))"
+        case .timedOut: "\(tool) did not finish in time and was stopped"
+        case .exited(let status): "\(tool) failed with exit status \(status)"
+        case .signaled(let signal): "\(tool) was killed by signal \(signal)"
+        }
+    }
+}

@@ -1,0 +1,410 @@
+// The service loop: one pthread that owns one lws_context.
+//
+// Flow:
+// 1. `start()` creates the thread and waits until it has created the context (and, for a
+//    server, bound the listening socket) or failed to.
+// 2. The thread runs `lws_service` until a stop is requested and the connections have closed
+//    (or the grace period ran out). Idle, it sleeps in poll(): lws wakes it only for socket
+//    activity, its own timers (validity pings) and our one timer (`deadlineTimer`).
+// 3. Other threads never call lws except `lws_cancel_service`. They append a `Command` to
+//    `inbox` and, if the inbox was empty, call `lws_cancel_service` while still holding the
+//    lock. lws then calls LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread, which
+//    drains the whole inbox (ServiceLoop+Callbacks.swift).
+// 4. Calls made on the service thread itself (from an event handler) go to `localCommands`
+//    and run when the outermost lws callback returns, so lws is never re-entered from a
+//    handler.
+// 5. On exit the thread reports every remaining connection closed, marks the inbox dead under
+//    its lock (later commands are dropped instead of reaching a freed context) and destroys
+//    the context on its own thread.
+import Dispatch
+import Synchronization
+internal import CLibWebSockets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Work handed to the service thread.
+enum Command: Sendable {
+    case send(WebSocketConnectionID, [UInt8])
+    case close(WebSocketConnectionID, code: UInt16, reason: String)
+    case markAuthenticated(WebSocketConnectionID)
+    case connect(WebSocketConnectionID, ConnectRequest)
+    case stop
+}
+
+struct ConnectRequest: Sendable {
+    var host: String
+    var port: Int
+    var path: String
+    var subprotocol: String
+    var timeoutSeconds: Int
+}
+
+enum Role: Sendable {
+    case server(WebSocketServerConfiguration)
+    case client(WebSocketClientConfiguration)
+}
+
+/// The application's event handler, wrapped so that it is stored as a value
+/// (C-LIBRARY-NOTES §6.2).
+struct EventSink: Sendable {
+    let deliver: @Sendable (WebSocketEvent) -> Void
+}
+
+/// The context pointer as other threads see it. Why unchecked: they use it only for
+/// `lws_cancel_service`, which lws documents as safe from any thread, and only under the
+/// inbox lock while the service thread has not yet marked the inbox dead.
+struct ContextHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+struct Inbox: Sendable {
+    var commands: [Command] = []
+    /// Set once the context exists; cleared (under the lock) before it is destroyed.
+    var context: ContextHandle?
+}
+
+/// Process-wide connection ID counter; 0 is never handed out (lws's opaque user data uses
+/// a null pointer for "none").
+private let connectionIDs = Atomic<UInt64>(0)
+
+func makeConnectionID() -> WebSocketConnectionID {
+    WebSocketConnectionID(rawValue: connectionIDs.add(1, ordering: .relaxed).newValue)
+}
+
+/// Owns the lws context and its thread. Shared between the public facade and the service
+/// thread.
+///
+/// Why `@unchecked Sendable`: the `var`s below the "service thread only" mark are read and
+/// written only on the service thread (inside lws callbacks or `run()`). Everything other
+/// threads touch is `let`, a `Mutex` or an `Atomic`.
+final class ServiceLoop: @unchecked Sendable {
+    let role: Role
+    let sink: EventSink
+    let threadName: String
+
+    let inbox = Mutex(Inbox())
+    /// The service thread's pthread_t, 0 before it runs; tells callers whether they are on it.
+    private let servicePthread = Atomic<UInt>(0)
+    /// The service thread's kernel thread id, for tests that read /proc.
+    let serviceTID = Atomic<Int32>(0)
+    /// The thread handle until someone joins (or detaches) it.
+    private let joinHandle = Mutex<pthread_t?>(nil)
+    private let startup = Mutex<Result<Int, WebSocketError>?>(nil)
+    private let started = DispatchSemaphore(value: 0)
+
+    // MARK: service thread only
+
+    var context: OpaquePointer?
+    var connections: [WebSocketConnectionID: Connection] = [:]
+    var localCommands: [Command] = []
+    var callbackDepth = 0
+    var stopRequested = false
+    var stopDeadline: UInt64 = 0
+    /// Memory lws keeps pointers to for the context's lifetime (C-LIBRARY-NOTES §1 pitfall 12).
+    var protocols: UnsafeMutablePointer<lws_protocols>?
+    var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
+    var cStrings: [UnsafeMutablePointer<CChar>] = []
+    /// The single lws_sul timer that fires at the earliest connection deadline.
+    let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
+    /// Where a frame is assembled with LWS_PRE bytes of headroom before `lws_write`.
+    var scratch: UnsafeMutableRawBufferPointer
+
+    /// How long shutdown waits for close handshakes before destroying the context anyway.
+    static let shutdownGraceNanoseconds: UInt64 = 1_000_000_000
+
+    init(role: Role, sink: EventSink, threadName: String) {
+        self.role = role
+        self.sink = sink
+        self.threadName = threadName
+        deadlineTimer = .allocate(capacity: 1)
+        deadlineTimer.initialize(to: swift_lws_timer())
+        scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
+        WebSocketLog.installHook()
+    }
+
+    deinit {
+        // The service thread holds a strong reference while it runs, so this runs only after
+        // it finished. If nobody joined it (stopped from an event handler), let it go.
+        joinHandle.withLock { handle in
+            if let thread = handle {
+                pthread_detach(thread)
+                handle = nil
+            }
+        }
+        deadlineTimer.deinitialize(count: 1)
+        deadlineTimer.deallocate()
+        scratch.deallocate()
+    }
+
+    // MARK: lifecycle (any thread)
+
+    /// Starts the service thread; returns the listening port (0 for a client) once the
+    /// context exists.
+    func start() throws(WebSocketError) -> Int {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        var thread = pthread_t()
+        // The thread owns one retain of `self` until `run()` returns.
+        let argument = Unmanaged.passRetained(self).toOpaque()
+        let status = pthread_create(&thread, &attributes, serviceThreadEntry, argument)
+        guard status == 0 else {
+            Unmanaged<ServiceLoop>.fromOpaque(argument).release()
+            throw .threadCreationFailed(status)
+        }
+        joinHandle.withLock { $0 = thread }
+        started.wait()
+        let result = startup.withLock { $0 } ?? .failure(.contextCreationFailed("no result from service thread"))
+        switch result {
+        case let .success(port):
+            return port
+        case let .failure(error):
+            join()
+            throw error
+        }
+    }
+
+    /// Asks the loop to close everything and stop, then waits for the thread to finish.
+    /// From the service thread itself it cannot wait: the loop stops after the current
+    /// callback returns.
+    func shutdown() {
+        enqueue(.stop, evenIfStopping: true)
+        if isServiceThread { return }
+        join()
+    }
+
+    private func join() {
+        // Holding the lock while joining makes concurrent callers wait for the same join.
+        joinHandle.withLock { handle in
+            if let thread = handle {
+                pthread_join(thread, nil)
+                handle = nil
+            }
+        }
+    }
+
+    var isServiceThread: Bool {
+        servicePthread.load(ordering: .acquiring) == UInt(pthread_self())
+    }
+
+    /// Hands a command to the service thread. Dropped once the loop has stopped.
+    func enqueue(_ command: Command, evenIfStopping: Bool = false) {
+        if isServiceThread {
+            localCommands.append(command)
+            return
+        }
+        inbox.withLock { inbox in
+            guard let context = inbox.context else { return }
+            inbox.commands.append(command)
+            // Only the first command needs a wake-up: the service thread empties the whole
+            // inbox under this lock each time it wakes.
+            if inbox.commands.count == 1 {
+                lws_cancel_service(context.pointer)
+            }
+        }
+    }
+
+    // MARK: the service thread
+
+    fileprivate func run() {
+        servicePthread.store(UInt(pthread_self()), ordering: .releasing)
+        serviceTID.store(swift_gettid(), ordering: .relaxed)
+        _ = threadName.withCString { swift_set_thread_name($0) }
+
+        let created = createContext()
+        startup.withLock { $0 = created.map { $0.port } }
+        guard case let .success((context, _)) = created else {
+            releaseContextMemory()
+            started.signal()
+            return
+        }
+        self.context = context
+        inbox.withLock { $0.context = ContextHandle(pointer: context) }
+        started.signal()
+
+        while !(stopRequested && (connections.isEmpty || monotonicNanoseconds() >= stopDeadline)) {
+            if lws_service(context, 0) < 0 {
+                break
+            }
+        }
+
+        let remaining = connections.values.sorted { $0.id.rawValue < $1.id.rawValue }
+        connections.removeAll()
+        for connection in remaining {
+            if let wsi = connection.wsi {
+                lws_set_opaque_user_data(wsi, nil)
+            }
+            emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
+        }
+        inbox.withLock { inbox in
+            inbox.context = nil
+            inbox.commands.removeAll()
+        }
+        lws_sul_cancel(&deadlineTimer.pointee.sul)
+        lws_context_destroy(context)
+        self.context = nil
+        releaseContextMemory()
+    }
+
+    /// Creates the context on the service thread. For a server the listening socket is
+    /// bound when this returns.
+    private func createContext() -> Result<(context: OpaquePointer, port: Int), WebSocketError> {
+        var info = lws_context_creation_info()
+        let protocolName: String
+        let rxBufferSize = 4096
+        let policy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
+        policy.initialize(to: lws_retry_bo_t())
+        retryPolicy = policy
+        switch role {
+        case let .server(configuration):
+            protocolName = configuration.subprotocol
+            info.port = Int32(configuration.port)
+            switch IPLiteral(configuration.host) {
+            case .v4:
+                info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+                if configuration.host != "0.0.0.0" {
+                    info.iface = UnsafePointer(keep(configuration.host))
+                }
+            case .v6:
+                if configuration.host != "::" {
+                    info.iface = UnsafePointer(keep(configuration.host))
+                }
+            case nil:
+                return .failure(.invalidConfiguration("host \"\(configuration.host)\" is not an IP literal"))
+            }
+            // Without this lws "succeeds" with no listener when it cannot bind (notes §2).
+            info.options |= UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
+            // Bounds the HTTP part of the upgrade too.
+            info.timeout_secs = UInt32(configuration.handshakeTimeout)
+            policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)
+            policy.pointee.secs_since_valid_hangup = UInt16(configuration.hangupAfter)
+            info.retry_and_idle_policy = UnsafePointer(policy)
+        case let .client(configuration):
+            protocolName = ServiceLoop.clientProtocolName
+            info.port = CONTEXT_PORT_NO_LISTEN
+            policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)
+            policy.pointee.secs_since_valid_hangup = UInt16(configuration.hangupAfter)
+        }
+
+        // Two entries: ours and the zeroed terminator lws requires.
+        let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)
+        protocols[0].name = UnsafePointer(keep(protocolName))
+        protocols[0].callback = lwsProtocolCallback
+        protocols[0].per_session_data_size = 0
+        // Bytes per RECEIVE callback: what lws buffers before the size check sees a frame.
+        protocols[0].rx_buffer_size = rxBufferSize
+        // Without this a send() is capped at rx_buffer_size and lws copies the rest aside.
+        protocols[0].tx_packet_size = 128 * 1024
+        self.protocols = protocols
+        info.protocols = UnsafePointer(protocols)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+
+        let (created, lines) = WebSocketLog.capturingLines({ lws_create_context(&info) }, forward: { $0 != nil })
+        guard let context = created else {
+            let detail = ServiceLoop.describeCreationFailure(lines.map(\.1))
+            switch role {
+            case let .server(configuration):
+                return .failure(.bindFailed(host: configuration.host, port: configuration.port, reason: detail))
+            case .client:
+                return .failure(.contextCreationFailed(detail))
+            }
+        }
+        guard case .server = role else {
+            return .success((context, 0))
+        }
+        let port = Int(lws_get_vhost_listen_port(lws_get_vhost_by_name(context, "default")))
+        return .success((context, port))
+    }
+
+    static let clientProtocolName = "speakbridge-client"
+
+    /// lws explains a failed lws_create_context only in its log, e.g.
+    /// "ERROR on binding fd 30 to port 46723 (-1 98)". Puts the errno text first.
+    static func describeCreationFailure(_ lines: [String]) -> String {
+        guard !lines.isEmpty else { return "lws_create_context failed" }
+        let joined = lines.joined(separator: "; ")
+        if let binding = lines.first(where: { $0.contains("binding") }),
+           let open = binding.lastIndex(of: " "), binding.hasSuffix(")"),
+           let code = Int32(binding[binding.index(after: open)...].dropLast()), code > 0 {
+            return "\(String(decoding: strerrorBytes(code), as: UTF8.self)) (lws: \(joined))"
+        }
+        return "lws: \(joined)"
+    }
+
+    /// A C copy of `text` that lives until the context is destroyed.
+    private func keep(_ text: String) -> UnsafeMutablePointer<CChar> {
+        let copy = strdup(text)!
+        cStrings.append(copy)
+        return copy
+    }
+
+    private func releaseContextMemory() {
+        protocols?.deinitialize(count: 2)
+        protocols?.deallocate()
+        protocols = nil
+        retryPolicy?.deinitialize(count: 1)
+        retryPolicy?.deallocate()
+        retryPolicy = nil
+        for string in cStrings {
+            free(string)
+        }
+        cStrings = []
+    }
+
+    // MARK: helpers used by the callbacks (service thread)
+
+    func emit(_ event: WebSocketEvent) {
+        sink.deliver(event)
+    }
+
+    /// Points the lws timer at the earliest pending deadline (or cancels it).
+    func rescheduleDeadlineTimer() {
+        guard let context else { return }
+        var earliest = stopRequested ? stopDeadline : UInt64.max
+        for connection in connections.values {
+            if let deadline = connection.deadline, deadline < earliest {
+                earliest = deadline
+            }
+        }
+        if earliest == UInt64.max {
+            lws_sul_cancel(&deadlineTimer.pointee.sul)
+            return
+        }
+        let now = monotonicNanoseconds()
+        let delayMicroseconds = earliest > now ? (earliest - now + 999) / 1000 : 0
+        deadlineTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        lws_sul_schedule(context, 0, &deadlineTimer.pointee.sul, deadlineTimerFired, lws_usec_t(delayMicroseconds))
+    }
+}
+
+private func strerrorBytes(_ code: Int32) -> [UInt8] {
+    guard let text = strerror(code) else { return Array("errno \(code)".utf8) }
+    return Array(UnsafeBufferPointer(start: text, count: strlen(text))).map { UInt8(bitPattern: $0) }
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// pthread entry point. File-level so it captures nothing and is nonisolated
+/// (C-LIBRARY-NOTES §1 pitfalls 9 and 10).
+private func serviceThreadEntry(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    let loop = Unmanaged<ServiceLoop>.fromOpaque(argument!).takeRetainedValue()
+    loop.run()
+    return nil
+}
+
+/// lws_sul callback for the deadline timer.
+private func deadlineTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul, let owner = swift_lws_timer_owner(sul) else { return }
+    // The loop outlives its context, and the timer is cancelled before the context dies.
+    let loop = Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue()
+    loop.withCallbackScope {
+        loop.deadlinesPassed()
+    }
+}

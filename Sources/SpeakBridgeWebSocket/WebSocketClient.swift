@@ -1,0 +1,66 @@
+/// WebSocket client connections (libwebsockets) on one dedicated thread, named
+/// "sb-ws-client". One client can hold several connections at once, e.g. to try several
+/// addresses of the same peer in parallel.
+///
+/// Every method is safe to call from any thread, including from inside `onEvent`.
+///
+/// `onEvent` is called on the client's service thread, one event at a time, in order.
+/// **It must not block**: while it runs, no connection of this client makes progress.
+///
+/// Lifetime: call ``shutdown()`` when done (see ``WebSocketServer`` for why).
+public final class WebSocketClient: Sendable {
+    let loop: ServiceLoop
+
+    public init(
+        configuration: WebSocketClientConfiguration = WebSocketClientConfiguration(),
+        onEvent: @escaping @Sendable (WebSocketEvent) -> Void
+    ) throws {
+        try configuration.validate()
+        loop = ServiceLoop(role: .client(configuration), sink: EventSink(deliver: onEvent), threadName: "sb-ws-client")
+        _ = try loop.start()
+    }
+
+    deinit {
+        loop.shutdown()
+    }
+
+    /// Starts connecting to `ws://host:port/path` offering `subprotocol`. The result arrives
+    /// as `.opened` or `.closed` for the returned ID; `.closed` comes after at most `timeout`
+    /// seconds (TCP connect plus WebSocket upgrade) if the server does not answer.
+    ///
+    /// `host` should be an IP literal: this libwebsockets build resolves names with blocking
+    /// getaddrinfo on the service thread. Messages sent before `.opened` are queued.
+    /// After ``shutdown()`` the returned ID never produces an event.
+    public func connect(
+        host: String, port: Int, path: String,
+        subprotocol: String = "speakbridge.v1", timeout: Int = 5
+    ) -> WebSocketConnectionID {
+        let id = makeConnectionID()
+        let request = ConnectRequest(host: host, port: port, path: path, subprotocol: subprotocol, timeoutSeconds: timeout)
+        loop.enqueue(.connect(id, request))
+        return id
+    }
+
+    /// Queues one binary message; order is preserved per connection.
+    public func send(_ message: [UInt8], on connection: WebSocketConnectionID) {
+        loop.enqueue(.send(connection, message))
+    }
+
+    /// Closes a connection with a status code (1000...4999) after the messages already
+    /// queued for it; a connection attempt still in progress is abandoned.
+    public func close(_ connection: WebSocketConnectionID, code: UInt16 = 1000, reason: String = "") {
+        loop.enqueue(.close(connection, code: code, reason: reason))
+    }
+
+    /// Closes all connections and joins the service thread. Idempotent. No events are
+    /// delivered after it returns (except when called from inside `onEvent`; see
+    /// ``WebSocketServer/shutdown()``).
+    public func shutdown() {
+        loop.shutdown()
+    }
+
+    /// The kernel thread id of the service thread, for tests.
+    package var serviceThreadID: Int32 {
+        loop.serviceTID.load(ordering: .relaxed)
+    }
+}

@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a ``WebSocketServer`` listens and what it accepts.
+public struct WebSocketServerConfiguration: Sendable {
+    /// An IP literal (IPv4 or IPv6) to listen on, or "0.0.0.0" / "::" for all addresses
+    /// ("::" also accepts IPv4 where the system allows dual-stack sockets).
+    public var host: String = "127.0.0.1"
+    /// The TCP port; 0 picks an ephemeral port (read it back from ``WebSocketServer/port``).
+    public var port: Int = 0
+    /// The WebSocket subprotocol a client must offer (Sec-WebSocket-Protocol).
+    public var subprotocol: String = "speakbridge.v1"
+    /// Request paths accepted at the HTTP upgrade; any other path is refused.
+    public var allowedPaths: Set<String> = ["/speakbridge.v1/pair", "/speakbridge.v1/session"]
+    /// Largest accepted message in bytes. A peer announcing more is closed with 1009 before
+    /// the payload is buffered.
+    public var maxMessageSize: Int = 65535
+    /// Seconds a connection may stay open before ``WebSocketServer/markAuthenticated(_:)``
+    /// is called for it; then it is closed with 1008. Also bounds the HTTP upgrade itself.
+    public var handshakeTimeout: Int = 10
+    /// Most connections that may be open and not yet authenticated at once; upgrades beyond
+    /// that are refused.
+    public var maxUnauthenticated: Int = 16
+    /// Seconds without a sign of life from the peer before lws sends a PING.
+    public var pingInterval: Int = 20
+    /// Seconds without a sign of life (PONG or the handshake) before the connection is
+    /// dropped; must be greater than `pingInterval`.
+    public var hangupAfter: Int = 30
+
+    public init() {}
+
+    func validate() throws(WebSocketError) {
+        guard IPLiteral(host) != nil else {
+            throw .invalidConfiguration("host \"\(host)\" is not an IP literal")
+        }
+        guard (0...65535).contains(port) else {
+            throw .invalidConfiguration("port \(port) is outside 0...65535")
+        }
+        guard isToken(subprotocol) else {
+            throw .invalidConfiguration("subprotocol \"\(subprotocol)\" must be a non-empty ASCII token")
+        }
+        guard !allowedPaths.isEmpty, allowedPaths.allSatisfy({ $0.hasPrefix("/") }) else {
+            throw .invalidConfiguration("allowedPaths must be non-empty paths starting with \"/\"")
+        }
+        guard maxMessageSize >= 1 else {
+            throw .invalidConfiguration("maxMessageSize must be at least 1")
+        }
+        guard (1...3600).contains(handshakeTimeout) else {
+            throw .invalidConfiguration("handshakeTimeout must be 1...3600 seconds")
+        }
+        guard maxUnauthenticated >= 1 else {
+            throw .invalidConfiguration("maxUnauthenticated must be at least 1")
+        }
+        try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
+    }
+}
+
+/// How a ``WebSocketClient`` treats its connections.
+public struct WebSocketClientConfiguration: Sendable {
+    /// Largest accepted message in bytes; a larger one closes the connection with 1009.
+    public var maxMessageSize: Int = 65535
+    /// Seconds without a sign of life from the server before lws sends a PING.
+    public var pingInterval: Int = 20
+    /// Seconds without a sign of life before the connection is dropped; must be greater
+    /// than `pingInterval`.
+    public var hangupAfter: Int = 30
+
+    public init() {}
+
+    func validate() throws(WebSocketError) {
+        guard maxMessageSize >= 1 else {
+            throw .invalidConfiguration("maxMessageSize must be at least 1")
+        }
+        try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
+    }
+}
+
+private func validateLiveness(pingInterval: Int, hangupAfter: Int) throws(WebSocketError) {
+    // lws_retry_bo_t stores both as uint16_t.
+    guard (1...65535).contains(pingInterval), (1...65535).contains(hangupAfter) else {
+        throw .invalidConfiguration("pingInterval and hangupAfter must be 1...65535 seconds")
+    }
+    guard hangupAfter > pingInterval else {
+        throw .invalidConfiguration(
+            "hangupAfter (\(hangupAfter)) must be greater than pingInterval (\(pingInterval))")
+    }
+}
+
+/// A subprotocol name: non-empty printable ASCII without separators.
+func isToken(_ text: String) -> Bool {
+    !text.isEmpty && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ",") }
+}
+
+/// The address family of an IP literal, or nil when the text is not one.
+enum IPLiteral {
+    case v4, v6
+
+    init?(_ text: String) {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            self = .v4
+        } else if inet_pton(AF_INET6, text, &v6) == 1 {
+            self = .v6
+        } else {
+            return nil
+        }
+    }
+}

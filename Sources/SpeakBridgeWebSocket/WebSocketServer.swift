@@ -1,0 +1,64 @@
+/// A WebSocket server (libwebsockets) on one dedicated thread, named "sb-ws-server".
+///
+/// Accepts binary messages only, on the configured paths and subprotocol. Every method is
+/// safe to call from any thread, including from inside `onEvent`.
+///
+/// `onEvent` is called on the server's service thread, one event at a time, in order.
+/// **It must not block**: while it runs, no connection of this server makes progress.
+/// Hand work to another thread or task (an `AsyncStream` continuation works well).
+///
+/// Lifetime: call ``shutdown()`` when done. The service thread keeps the server's internals
+/// alive, so an `onEvent` closure that captures the server strongly keeps both alive until
+/// ``shutdown()``.
+public final class WebSocketServer: Sendable {
+    let loop: ServiceLoop
+
+    /// The port the server is listening on (the ephemeral one if the configuration said 0).
+    public let port: Int
+
+    /// Starts the service thread and returns once the server is listening.
+    /// Throws ``WebSocketError/bindFailed(host:port:reason:)`` when the address cannot be bound.
+    public init(
+        configuration: WebSocketServerConfiguration,
+        onEvent: @escaping @Sendable (WebSocketEvent) -> Void
+    ) throws {
+        try configuration.validate()
+        loop = ServiceLoop(role: .server(configuration), sink: EventSink(deliver: onEvent), threadName: "sb-ws-server")
+        port = try loop.start()
+    }
+
+    deinit {
+        loop.shutdown()
+    }
+
+    /// Queues one binary message. Messages to one connection go out in the order of these
+    /// calls. Ignored if the connection is closed or closing.
+    public func send(_ message: [UInt8], to connection: WebSocketConnectionID) {
+        loop.enqueue(.send(connection, message))
+    }
+
+    /// Lifts the handshake timeout for a connection (and stops counting it towards
+    /// `maxUnauthenticated`). Call it once the application-level handshake succeeded.
+    public func markAuthenticated(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.markAuthenticated(connection))
+    }
+
+    /// Closes a connection with a status code (1000...4999) after the messages already
+    /// queued for it. The reason is cut to 123 bytes. `.closed` follows.
+    public func close(_ connection: WebSocketConnectionID, code: UInt16 = 1000, reason: String = "") {
+        loop.enqueue(.close(connection, code: code, reason: reason))
+    }
+
+    /// Closes all connections (1001, waiting up to a second for the peers), stops listening
+    /// and joins the service thread. Idempotent. No events are delivered after it returns.
+    /// Called from inside `onEvent` it cannot wait: the server then stops right after the
+    /// handler returns.
+    public func shutdown() {
+        loop.shutdown()
+    }
+
+    /// The kernel thread id of the service thread, for tests.
+    package var serviceThreadID: Int32 {
+        loop.serviceTID.load(ordering: .relaxed)
+    }
+}

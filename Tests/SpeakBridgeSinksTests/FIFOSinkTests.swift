@@ -1,0 +1,207 @@
+import Glibc
+import Testing
+import SpeakBridgeSinks
+
+@Suite(.serialized) struct FIFOSinkTests {
+    @Test func createsTheFIFOWithMode0600() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(info.st_mode & S_IFMT == S_IFIFO)
+        #expect(info.st_mode & 0o7777 == 0o600)
+        #expect(sink.label == "fifo:\(path)")
+        // An existing FIFO is reused as it is.
+        let again = try FIFOSink(path: path)
+        again.close()
+    }
+
+    @Test func refusesARegularFile() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/notes.txt"
+        #expect(creat(path, 0o600) >= 0)
+        do {
+            _ = try FIFOSink(path: path)
+            Issue.record("a regular file was accepted as FIFO")
+        } catch {
+            #expect(error.message.contains("not a FIFO"))
+            #expect(error.hint != nil)
+        }
+        do {
+            _ = try SinkFactory.make(.fifo(path: path), sanitize: true, environment: [:])
+            Issue.record("the factory accepted a regular file as FIFO")
+        } catch {
+            #expect(error.message.contains("not a FIFO"))
+        }
+    }
+
+    @Test func explainsAMissingDirectory() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        do {
+            _ = try FIFOSink(path: "\(directory.path)/absent/dictation")
+            Issue.record("mkfifo in a missing directory succeeded")
+        } catch {
+            #expect(error.message.contains("directory does not exist"))
+        }
+    }
+
+    @Test func noReaderThenReaderLaterLosesNothing() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+
+        // No reader: waitUntilReady gives a reason once the timeout has passed, not much later.
+        let clock = ContinuousClock()
+        let started = clock.now
+        let reason = sink.waitUntilReady(timeout: .milliseconds(300))
+        let waited = clock.now - started
+        #expect(reason?.contains("no reader on FIFO \(path)") == true)
+        #expect(reason?.contains("cat \(path)") == true)
+        #expect(waited >= .milliseconds(290) && waited < .seconds(2))
+        #expect(sink.health?.contains("no reader") == true)
+
+        // A delivery attempt without reader writes nothing and says so.
+        var calls: [Int] = []
+        do {
+            try sink.deliver(["first"]) { calls.append($0) }
+            Issue.record("delivered without a reader")
+        } catch {
+            #expect(error.delivered == 0)
+            #expect(error.message.contains("no reader"))
+        }
+        #expect(calls.isEmpty)
+
+        // A reader shows up later and gets everything, in order.
+        let texts = ["first", "second line", "third: Grüße 🙂"]
+        let reader = BackgroundThread { () -> [UInt8] in
+            let fd = open(path, O_RDONLY)
+            defer { close(fd) }
+            return readUntil(fd: fd) { count(of: 0x0A, in: $0) >= 3 }
+        }
+        #expect(sink.waitUntilReady(timeout: .seconds(10)) == nil)
+        #expect(sink.health == nil)
+        try sink.deliver(texts) { calls.append($0) }
+        #expect(calls.last == 3)
+        #expect(difference(reader.join(timeout: .seconds(10)), framed(texts)) == nil)
+    }
+
+    @Test func thousandTextsArriveInOrderThroughASlowReader() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        let texts = sampleTexts(1000)
+        let expected = framed(texts)
+
+        let reader = BackgroundThread { () -> [UInt8] in
+            let fd = open(path, O_RDONLY)
+            defer { close(fd) }
+            // Reading late, in small reads with pauses, keeps the pipe full: the sink hits EAGAIN and long texts
+            // get cut between two pieces.
+            sleepFor(.milliseconds(200))
+            return readUntil(fd: fd, deadline: .seconds(60), chunk: 1500, pause: .microseconds(200)) {
+                $0.count >= expected.count
+            }
+        }
+        var driver = DeliveryDriver()
+        let finished = driver.run(sink, texts)
+        #expect(finished, "\(driver.waitReasons)")
+        let received = reader.join(timeout: .seconds(60))
+        #expect(difference(received, expected) == nil)
+        #expect(driver.progress.max() == texts.count)
+        #expect(driver.failures.allSatisfy { $0.message.contains("is full") }, "\(driver.failures)")
+        #expect(!driver.failures.isEmpty, "the slow reader should have filled the pipe at least once")
+    }
+
+    /// The reader closes halfway with unread bytes in the pipe; a new reader gets exactly the rest.
+    @Test func readerClosesMidwayAndReopensWithoutLossOrDuplicates() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        let texts = sampleTexts(3000)
+        let expected = framed(texts)
+        #expect(expected.count > 400_000)
+
+        let readers = BackgroundThread { () -> (first: [UInt8], second: [UInt8], healthInGap: String?) in
+            let fd1 = open(path, O_RDONLY)
+            let first = readUntil(fd: fd1, chunk: 1000) { $0.count >= 50_000 }
+            close(fd1)
+            sleepFor(.milliseconds(300))  // the writer is stuck with a full pipe and no reader
+            let healthInGap = sink.health
+            let fd2 = open(path, O_RDONLY)
+            defer { close(fd2) }
+            let second = readUntil(fd: fd2, deadline: .seconds(60)) { first.count + $0.count >= expected.count }
+            return (first, second, healthInGap)
+        }
+        var driver = DeliveryDriver()
+        let finished = driver.run(sink, texts)
+        #expect(finished, "\(driver.waitReasons)")
+        let result = try #require(readers.join(timeout: .seconds(90)))
+        #expect(result.healthInGap?.contains("no reader") == true)
+        let received = result.first + result.second
+        #expect(difference(received, expected) == nil)
+        // Every text was reported exactly up to the end, and arrived once.
+        #expect(driver.progress.max() == texts.count)
+        #expect(count(of: 0x0A, in: received) == texts.count)
+    }
+
+    @Test func sanitizesUnlessRaw() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        for (sanitize, expected) in [(true, "title\n"), (false, "\u{1B}]0;x\u{07}title\n")] {
+            let path = "\(directory.path)/fifo-\(sanitize)"
+            let sink = try FIFOSink(path: path, sanitize: sanitize)
+            defer { sink.close() }
+            let reader = BackgroundThread { () -> [UInt8] in
+                let fd = open(path, O_RDONLY)
+                defer { close(fd) }
+                return readUntil(fd: fd) { $0.last == 0x0A }
+            }
+            #expect(sink.waitUntilReady(timeout: .seconds(10)) == nil)
+            try sink.deliver(["\u{1B}]0;x\u{07}title"]) { _ in }
+            #expect(reader.join(timeout: .seconds(10)) == Array(expected.utf8))
+        }
+    }
+
+    @Test func closeGivesTheReaderEndOfFileAndStopsDelivery() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        let reader = BackgroundThread { () -> [UInt8] in
+            let fd = open(path, O_RDONLY)
+            defer { close(fd) }
+            return readUntil(fd: fd) { _ in false }  // until end of file
+        }
+        #expect(sink.waitUntilReady(timeout: .seconds(10)) == nil)
+        try sink.deliver(["last words"]) { _ in }
+        sink.close()
+        #expect(reader.join(timeout: .seconds(10)) == Array("last words\n".utf8))
+        #expect(throws: SinkError.self) { try sink.deliver(["late"]) { _ in } }
+        #expect(sink.waitUntilReady(timeout: .zero)?.contains("closed") == true)
+    }
+
+    @Test func recreatesARemovedFIFO() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        #expect(unlink(path) == 0)
+        #expect(sink.waitUntilReady(timeout: .milliseconds(50)) != nil)
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+    }
+}

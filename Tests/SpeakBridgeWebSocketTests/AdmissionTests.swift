@@ -1,0 +1,163 @@
+import Testing
+import SpeakBridgeWebSocket
+
+/// What the server refuses or closes: sizes, frame types, paths, subprotocols, handshake
+/// time and the cap on unauthenticated connections.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct AdmissionTests {
+    @Test func largestMessageIsAcceptedAndOneMoreByteIsRefused() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let log = EventLog()
+        var clientConfiguration = WebSocketClientConfiguration()
+        clientConfiguration.maxMessageSize = 1 << 20
+        let client = try WebSocketClient(configuration: clientConfiguration, onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = try await connectClient(client, log, port: echo.port)
+
+        let largest = (0..<65_535).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        client.send(largest, on: id)
+        #expect(await log.wait { log.messages(id, $0).count == 1 })
+        #expect(log.messages(id).first == largest)
+
+        client.send([UInt8](repeating: 1, count: 65_536), on: id)
+        let reason = await log.waitClosed(id)
+        #expect(reason == "peer close 1009: message too big")
+        let serverID = try #require(echo.log.openedIDs().first)
+        #expect(await echo.log.waitClosed(serverID) == "local close 1009: message too big")
+        #expect(echo.log.messages(serverID).count == 1)
+    }
+
+    @Test func oversizeFrameIsRefusedBeforeItsPayloadArrives() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        // Announce 65,536 bytes but send only 1,000: the server must not wait for the rest.
+        raw.sendFrame(opcode: 0x2, payload: [UInt8](repeating: 0, count: 1000), announcedLength: 65_536)
+        #expect(raw.readCloseCode() == 1009)
+    }
+
+    @Test func fragmentedMessageIsReassembledAndCheckedAsAWhole() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        raw.sendFrame(opcode: 0x2, payload: [1, 2], fin: false)
+        raw.sendFrame(opcode: 0x0, payload: [3], fin: false)
+        raw.sendFrame(opcode: 0x0, payload: [4, 5], fin: true)
+        let echoed = try #require(raw.readFrame())
+        #expect(echoed.opcode == 0x2)
+        #expect(echoed.payload == [1, 2, 3, 4, 5])
+
+        // 40,000 + 30,000 bytes in two frames: each frame fits, the message does not.
+        raw.sendFrame(opcode: 0x2, payload: [UInt8](repeating: 9, count: 40_000), fin: false)
+        raw.sendFrame(opcode: 0x0, payload: [UInt8](repeating: 9, count: 30_000), fin: true)
+        #expect(raw.readCloseCode() == 1009)
+    }
+
+    @Test func textFrameCloses() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        raw.sendFrame(opcode: 0x1, payload: Array("hello".utf8))
+        #expect(raw.readCloseCode() == 1003)
+        raw.sendFrame(opcode: 0x8, payload: [0x03, 0xEB])  // acknowledge the close
+        let id = try #require(echo.log.openedIDs().first)
+        #expect(await echo.log.waitClosed(id) == "local close 1003: binary frames only")
+        #expect(echo.log.messages(id).isEmpty)
+    }
+
+    @Test func wrongPathIsRefused() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = client.connect(host: "127.0.0.1", port: echo.port, path: "/speakbridge.v2/session")
+        let reason = try #require(await log.waitClosed(id))
+        #expect(reason.hasPrefix("connect failed"))
+        #expect(log.openedIDs().isEmpty)
+        #expect(echo.log.all.isEmpty)
+
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(!raw.upgrade(path: "/").hasPrefix("HTTP/1.1 101"))
+    }
+
+    @Test func wrongOrMissingSubprotocolIsRefused() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = client.connect(host: "127.0.0.1", port: echo.port, path: "/speakbridge.v1/session", subprotocol: "speakbridge.v0")
+        let reason = try #require(await log.waitClosed(id))
+        #expect(reason.hasPrefix("connect failed"))
+        #expect(log.openedIDs().isEmpty)
+
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(!raw.upgrade(subprotocol: nil).hasPrefix("HTTP/1.1 101"))
+        let offeredAmongOthers = try RawWebSocket(port: echo.port)
+        #expect(offeredAmongOthers.upgrade(subprotocol: "chat, speakbridge.v1").hasPrefix("HTTP/1.1 101"))
+        #expect(await echo.log.wait { echo.log.openedIDs($0).count == 1 })
+    }
+
+    @Test func unauthenticatedConnectionIsClosedAfterHandshakeTimeout() async throws {
+        var configuration = WebSocketServerConfiguration()
+        configuration.handshakeTimeout = 1
+        let serverLog = EventLog()
+        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
+        defer { server.shutdown() }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+
+        let clock = ContinuousClock()
+        let start = clock.now
+        let lingering = try await connectClient(client, log, port: server.port)
+        let trusted = try await connectClient(client, log, port: server.port)
+        #expect(await serverLog.wait { serverLog.openedIDs($0).count == 2 })
+        server.markAuthenticated(serverLog.openedIDs()[1])
+
+        #expect(await log.waitClosed(lingering) == "peer close 1008: handshake timeout")
+        let elapsed = clock.now - start
+        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(3), "closed after \(elapsed)")
+
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(log.closedReason(trusted) == nil, "the authenticated connection stays open")
+        client.send([42], on: trusted)
+        #expect(await serverLog.wait { serverLog.messages(serverLog.openedIDs($0)[1], $0) == [[42]] })
+    }
+
+    @Test func unauthenticatedConnectionsAreCapped() async throws {
+        var configuration = WebSocketServerConfiguration()
+        configuration.maxUnauthenticated = 2
+        let serverLog = EventLog()
+        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
+        defer { server.shutdown() }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+
+        _ = try await connectClient(client, log, port: server.port)
+        _ = try await connectClient(client, log, port: server.port)
+        let third = client.connect(host: "127.0.0.1", port: server.port, path: "/speakbridge.v1/session")
+        let reason = try #require(await log.waitClosed(third))
+        #expect(reason.hasPrefix("connect failed"))
+        #expect(serverLog.openedIDs().count == 2)
+
+        server.markAuthenticated(serverLog.openedIDs()[0])
+        _ = try await connectClient(client, log, port: server.port)
+        #expect(serverLog.openedIDs().count == 3)
+    }
+
+    @Test func plainHTTPIsNotServed() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        raw.sendAll(Array("GET /speakbridge.v1/session HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(raw.readsEOF())
+        #expect(echo.log.all.isEmpty)
+    }
+}
