@@ -179,11 +179,14 @@ class Sender:
                 out.append(c)
         return out
 
-    def drain_input(self) -> None:
-        """Journals everything the reader has queued (before any of it may be sent)."""
-        texts = []
+    def drain_input(self, first=None) -> None:
+        """Journals `first` (an item already taken from the queue) and everything queued after it, in order,
+        before any of it may be sent."""
+        items = [] if first is None else [first]
         while not self.input.empty():
-            item = self.input.get_nowait()
+            items.append(self.input.get_nowait())
+        texts = []
+        for item in items:
             if item is None:
                 self.input_done = True
             else:
@@ -241,8 +244,7 @@ class Sender:
 
     async def wait_input(self, seconds: float) -> None:
         try:
-            item = await asyncio.wait_for(self.input.get(), seconds)
-            self.input.put_nowait(item)  # drain_input journals it in order
+            self.drain_input(await asyncio.wait_for(self.input.get(), seconds))
         except asyncio.TimeoutError:
             pass
 
@@ -266,9 +268,8 @@ class Sender:
                 # Wake for a frame, for input, or at least every 50 ms (pacing, stall check).
                 await asyncio.wait({receive, new_input}, timeout=0.05, return_when=asyncio.FIRST_COMPLETED)
                 if new_input.done():
-                    self.input.put_nowait(new_input.result())
+                    self.drain_input(new_input.result())
                     new_input = asyncio.ensure_future(self.input.get())
-                self.drain_input()
                 if receive.done():
                     frame = receive.result()
                     receive = asyncio.ensure_future(_recv(ws))
@@ -302,7 +303,10 @@ class Sender:
                     return self.give_up()
         finally:
             receive.cancel()
-            new_input.cancel()
+            if new_input.done() and not new_input.cancelled():
+                self.drain_input(new_input.result())  # taken from the queue: journal it, never drop it
+            else:
+                new_input.cancel()
 
     async def transmit(self, ws, hs, session: str) -> None:
         """Sends pending chunks above what this connection already carried, within the window and the rate."""
