@@ -13,7 +13,7 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev pkg-config
 DEB_RUN   = xclip
-DEB_TEST  = xvfb xclip xsel xdotool socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
+DEB_TEST  = xvfb xclip xsel xdotool zbar-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

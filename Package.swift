@@ -6,7 +6,8 @@
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeSinks (stdout, FIFO, clipboard)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
+//                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
 //   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
@@ -44,18 +45,20 @@ let package = Package(
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeConfig", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeDiscovery",
+            "SpeakBridgeDiscovery", "SpeakBridgeConfig",
         ]),
 
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
+            "SpeakBridgeConfig", "SpeakBridgeSinks",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -76,6 +79,7 @@ let package = Package(
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: ["SpeakBridgeStore", "SpeakBridgeProtocol"]),
+        .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
         ]),

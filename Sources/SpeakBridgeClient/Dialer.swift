@@ -42,7 +42,7 @@ final class Dialer: @unchecked Sendable {
         self.handler = Handler(call: onEvent)
         client = try WebSocketClient { [weak self] event in
             guard let self else { return }
-            self.queue.async { self.handle(event) }
+            self.queue.sync { self.handle(event) }  // inline when idle: no extra wake-up per frame
         }
     }
 

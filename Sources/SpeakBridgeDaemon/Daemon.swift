@@ -49,7 +49,8 @@ public final class Daemon: @unchecked Sendable {
             try SinkFactory.make(spec, sanitize: !options.raw, environment: ProcessInfo.processInfo.environment)
         }
         pipeline = DeliveryPipeline(sinks: sinks, progress: progress) { [weak self] advanced in
-            self?.queue.async { self?.durable(advanced) }
+            guard let self else { return }
+            self.queue.async { self.durable(advanced) }
         }
         var config = WebSocketServerConfiguration()
         config.host = options.host
@@ -59,8 +60,11 @@ public final class Daemon: @unchecked Sendable {
         config.maxMessageSize = SpeakBridgeProtocol.maxFrameSize
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
+        // `queue.sync` from the lws thread: when the queue is idle the handler runs right on the lws thread
+        // (no wake-up of another thread per frame); the critical sections are short and never wait on lws.
         server = try WebSocketServer(configuration: config) { [weak self] event in
-            self?.queue.async { self?.handle(event) }
+            guard let self else { return }
+            self.queue.sync { self.handle(event) }
         }
         control = try ControlServer(path: options.home.controlSocket) { [weak self] request in
             self?.control(request) ?? ControlReply.failure("daemon is shutting down")
@@ -87,7 +91,7 @@ public final class Daemon: @unchecked Sendable {
 
     func context() -> ResponderContext {
         ResponderContext(
-            localStatic: identity.privateKey, localName: options.name ?? "",
+            localStatic: identity.privateKey, localName: serviceName,
             pairingSecret: { [codes] in codes.secret() },
             sessionPSK: { [peers] key in
                 guard let peer = peers.peer(key: key), peer.role == .client else { return nil }
@@ -138,6 +142,10 @@ public final class Daemon: @unchecked Sendable {
                 server.markAuthenticated(id)
                 connectionDevice[id] = device
                 try? peers.update(key: key) { $0.lastSeen = Date() }
+                if let handler = options.configHandler {
+                    let name = peers.peer(key: key)?.name ?? ""
+                    reply(handler.sessionOpened(device: device, name: name), on: id)
+                }
             case .consumePairingCode:
                 codes.consume()
             case .pairingAttemptFailed:
@@ -156,6 +164,14 @@ public final class Daemon: @unchecked Sendable {
                 }
             case let .deliver(device, session, chunks):
                 deliver(device: device, session: session, chunks: chunks, on: id)
+            case let .config(device, type, body):
+                guard let handler = options.configHandler else {
+                    reply([.error(code: ProtocolErrorCode.unknownType.rawValue,
+                                  message: "this desktop does not take config messages", expected: nil)], on: id)
+                    continue
+                }
+                let name = peers.all.first { $0.id == device }?.name ?? ""
+                reply(handler.handle(from: device, name: name, type: type, body: body), on: id)
             case .close(let reason):
                 stats.rejectedConnections += 1
                 Console.info("connection closed: \(reason)")
@@ -163,6 +179,14 @@ public final class Daemon: @unchecked Sendable {
                 machines[id] = nil
             }
         }
+    }
+
+    func reply(_ messages: [Message], on id: WebSocketConnectionID) {
+        guard !messages.isEmpty, var machine = machines[id] else { return }
+        var actions: [ResponderMachine.Action] = []
+        for message in messages { actions += machine.encryptAndSend(message) }
+        machines[id] = machine
+        perform(actions, on: id)
     }
 
     func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: WebSocketConnectionID) {

@@ -20,7 +20,7 @@ extension Daemon {
 
     func status() -> JSONValue {
         let sessions: [JSONValue] = ledgers.flatMap { device, ledger in
-            ledger.sessions.map { session, entry in
+            ledger.allSessions.map { session, entry in
                 JSONValue.object([("device", .string(device.description)), ("session", .string(session)),
                                   ("delivered", .integer(Int64(entry.delivered)))])
             }

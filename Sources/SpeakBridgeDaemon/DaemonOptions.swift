@@ -15,6 +15,8 @@ public struct DaemonOptions: Sendable {
     public var mdns: Bool
     /// Seconds a pairing code stays valid.
     public var pairingLifetime: Int
+    /// Handles `config-*` messages (config transfer); nil answers them with an error.
+    public var configHandler: (any PeerConfigHandler)?
 
     public init(home: Home, host: String, port: Int, sinks: [SinkSpec], raw: Bool, name: String?, mdns: Bool,
                 pairingLifetime: Int = SpeakBridgeProtocol.pairingCodeLifetime) {

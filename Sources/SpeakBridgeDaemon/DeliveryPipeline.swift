@@ -238,7 +238,7 @@ final class SinkRunner: @unchecked Sendable {
         var recorded = 0
         var before: [DeliveryPipeline.SessionKey: UInt64] = [:]
         let label = sink.label
-        do {
+        do throws(SinkError) {
             try sink.deliver(batch.map(\.chunk.text)) { (k: Int) throws -> Void in
                 guard k > recorded else { return }
                 var latest: [DeliveryPipeline.SessionKey: UInt64] = [:]
@@ -249,7 +249,7 @@ final class SinkRunner: @unchecked Sendable {
                     }
                     latest[key] = item.chunk.seq
                 }
-                do {
+                do throws(StoreError) {
                     for (key, seq) in latest {
                         try progress.record(sink: label, device: key.device, session: key.session, seq: seq)
                     }

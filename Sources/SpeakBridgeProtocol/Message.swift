@@ -47,6 +47,8 @@ public enum Message: Sendable, Equatable {
     case ack(session: String, seq: UInt64)
     case bye
     case error(code: String, message: String, expected: UInt64?)
+    /// Config transfer (`config-*` types): the whole JSON object, validated by the config module.
+    case config(type: String, body: JSONValue)
 
     public var type: String {
         switch self {
@@ -62,6 +64,7 @@ public enum Message: Sendable, Equatable {
         case .ack: return "ack"
         case .bye: return "bye"
         case .error: return "error"
+        case .config(let type, _): return type
         }
     }
 }

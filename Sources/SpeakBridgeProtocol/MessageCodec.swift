@@ -38,8 +38,27 @@ public enum MessageCodec {
             m.append(("code", .string(code)))
             m.append(("message", .string(text)))
             if let expected { m.append(("expected", .integer(Int64(expected)))) }
+        case .config(_, let body):
+            if case .object(let members) = body { m += members.filter { $0.0 != "type" } }
         }
         return .object(m)
+    }
+
+    /// An upper bound of the encoded size of one chunk object, computed without encoding it.
+    public static func encodedSizeBound(_ c: Chunk) -> Int {
+        var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
+        for byte in c.text.utf8 {
+            switch byte {
+            case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 2
+            case 0..<0x20, 0x7F: size += 6
+            default: size += 1
+            }
+        }
+        if let lang = c.lang { size += 12 + lang.utf8.count * 6 }
+        if let speaker = c.speaker { size += 14 + speaker.utf8.count * 6 }
+        if c.start != nil { size += 34 }
+        if c.end != nil { size += 32 }
+        return size
     }
 
     /// The JSON members of one chunk (as inside `chunks`), for journals and size estimates.
@@ -105,6 +124,8 @@ public enum MessageCodec {
             let text = try optionalString(value["message"], "message", maxBytes: 1024) ?? ""
             let expected = try value["expected"].map { v throws(MessageError) in try seqNumber(v, "expected", allowZero: false) }
             return .error(code: code, message: text, expected: expected)
+        case _ where type.hasPrefix("config-") && type.utf8.count <= 32:
+            return .config(type: type, body: value)
         default:
             throw .unknownType(String(type.prefix(64)))
         }

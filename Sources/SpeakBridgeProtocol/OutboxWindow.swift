@@ -77,7 +77,7 @@ public struct OutboxWindow: Sendable {
             var size = 64 + session.utf8.count
             while next < pending.count, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
                 let chunk = pending[next]
-                let cost = JSONValue.object(MessageCodec.chunkMembers(chunk)).encoded().count + 1
+                let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
                 batch.append(chunk)
                 size += cost

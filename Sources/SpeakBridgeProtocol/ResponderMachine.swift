@@ -48,6 +48,8 @@ public struct ResponderMachine {
         case pairingAttemptFailed
         case pairingConfirmed(PairingOutcome)
         case deliver(DeviceID, session: String, [Chunk])
+        /// A `config-*` message from an authenticated device, for the config module.
+        case config(DeviceID, type: String, body: JSONValue)
         /// Close the connection; `reason` is for the local log and never contains secrets.
         case close(reason: String)
     }
@@ -216,6 +218,8 @@ public struct ResponderMachine {
             return [.deliver(device, session: session, [chunk])]
         case let .chunks(session, chunks):
             return [.deliver(device, session: session, chunks)]
+        case let .config(type, body):
+            return [.config(device, type: type, body: body)]
         case .bye:
             state = .closed
             return [.close(reason: "\(device) said bye")]

@@ -28,6 +28,8 @@ public struct SessionLedger: Sendable {
 
     public func entry(_ session: String) -> Entry? { sessions[session] }
 
+    public var allSessions: [String: Entry] { sessions }
+
     /// Seeds a session from durable state (after a restart).
     public mutating func restore(session: String, delivered: UInt64) {
         let current = sessions[session] ?? Entry(accepted: 0, delivered: 0)

@@ -53,6 +53,25 @@ enum ToolRunner {
         if code != 0 { throw .exited(status: code) }
     }
 
+    /// The environment a tool runs with: `base` (the daemon's), plus what the tools need and a bare service
+    /// environment may lack.
+    /// - A UTF-8 character locale: the input is UTF-8, and xdotool rejects non-ASCII text ("Invalid multi-byte
+    ///   sequence") under the C locale. When LC_ALL/LC_CTYPE/LANG (in that order of precedence) do not name a
+    ///   UTF-8 locale, LC_ALL=C.UTF-8 is set.
+    /// - HOME: xsel refuses to start without it; taken from the password database when absent.
+    static func toolEnvironment(_ base: [String: String]) -> [String: String] {
+        var environment = base
+        let effective = [base["LC_ALL"], base["LC_CTYPE"], base["LANG"]].lazy.compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        let normalized = effective.lowercased().filter { $0 != "-" }
+        if !normalized.contains("utf8") {
+            environment["LC_ALL"] = "C.UTF-8"
+        }
+        if (environment["HOME"] ?? "").isEmpty, let entry = getpwuid(getuid()), let home = entry.pointee.pw_dir {
+            environment["HOME"] = String(cString: home)
+        }
+        return environment
+    }
+
     /// Finds `name` in the PATH of `environment` (default /usr/local/bin:/usr/bin:/bin); returns its full path.
     static func find(_ name: String, environment: [String: String]) -> String? {
         let searchPath = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
@@ -103,7 +122,7 @@ enum ToolRunner {
 
         // Why unsafe: posix_spawn takes NULL-terminated C string arrays; they are strdup'ed here and freed below.
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = toolEnvironment(environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }

@@ -84,6 +84,9 @@ public final class Outbox: @unchecked Sendable {
         guard fsync(fd) == 0 else { throw .io("sync", path, errno: errno) }
     }
 
+    /// A duplicate of the journal's descriptor, so another thread can fsync it while this one keeps appending.
+    public func syncHandle() -> Int32 { dup(fd) }
+
     static func newSessionID() -> String {
         "s-" + Hex.encode(SecureRandom.bytes(8))
     }

@@ -48,18 +48,23 @@ public final class ProgressLog: @unchecked Sendable {
         latest[key] = seq
     }
 
-    /// Makes every record so far durable; compacts the log when it has grown.
+    /// Makes every record so far durable; compacts the log when it has grown. The fsync runs on a duplicate of
+    /// the descriptor without holding the lock, so sinks keep recording (and writing) while the disk catches up.
     public func sync() throws(StoreError) {
         lock.lock()
-        defer { lock.unlock() }
         if appendedBytes > Self.compactAfterBytes {
+            defer { lock.unlock() }
             try FileIO.atomicWrite(path, Self.snapshot(latest))
             close(fd)
             fd = try FileIO.openAppend(path)
             appendedBytes = 0
             return
         }
-        guard fsync(fd) == 0 else { throw .io("sync", path, errno: errno) }
+        let handle = dup(fd)
+        lock.unlock()
+        guard handle >= 0 else { throw .io("sync", path, errno: errno) }
+        defer { close(handle) }
+        guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
     }
 
     /// Forgets a device (after revocation).

@@ -298,7 +298,7 @@ extension ServiceLoop {
 
     // MARK: both sides
 
-    private func connection(for wsi: OpaquePointer) -> Connection? {
+    func connection(for wsi: OpaquePointer) -> Connection? {
         guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
         return connections[WebSocketConnectionID(rawValue: UInt64(UInt(bitPattern: raw)))]
     }
@@ -330,69 +330,6 @@ extension ServiceLoop {
         connection.closeReason = "local close \(code): \(reason)"
         sendCloseFrame(wsi, code: code, reason: reason)
         return -1
-    }
-
-    /// Frames to write per WRITEABLE callback at most, so that one busy connection cannot
-    /// starve the others.
-    static let framesPerWriteable = 64
-
-    private func writeable(_ wsi: OpaquePointer) -> Int32 {
-        guard let connection = connection(for: wsi) else { return 0 }
-        var frames = 0
-        while frames < ServiceLoop.framesPerWriteable, let message = connection.nextOutgoing {
-            guard write(message, to: wsi) else {
-                connection.closeReason = "connection lost"
-                return -1
-            }
-            connection.dropFirstOutgoing()
-            frames += 1
-            // lws buffered part of that frame: no more writes until it calls us again.
-            if lws_partial_buffered(wsi) != 0 {
-                break
-            }
-        }
-        if connection.hasOutgoing {
-            lws_callback_on_writable(wsi)
-            return 0
-        }
-        if frames == 0, let pending = connection.pendingClose {
-            sendCloseFrame(wsi, code: pending.code, reason: pending.reason)
-            return -1
-        }
-        if connection.pendingClose != nil {
-            lws_callback_on_writable(wsi)
-        }
-        return 0
-    }
-
-    /// Writes one binary frame. False means the connection is broken.
-    private func write(_ message: [UInt8], to wsi: OpaquePointer) -> Bool {
-        let headroom = Int(SWIFT_LWS_PRE)
-        if scratch.count < headroom + message.count {
-            scratch.deallocate()
-            scratch = .allocate(byteCount: headroom + max(message.count, 2 * scratch.count), alignment: 16)
-        }
-        let payload = scratch.baseAddress!.advanced(by: headroom)
-        message.withUnsafeBytes { bytes in
-            if let base = bytes.baseAddress {
-                payload.copyMemory(from: base, byteCount: bytes.count)
-            }
-        }
-        let written = lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), message.count, LWS_WRITE_BINARY)
-        // lws buffers what the socket did not take, so anything short of the full length is
-        // an error.
-        return Int(written) >= message.count
-    }
-
-    private func sendCloseFrame(_ wsi: OpaquePointer, code: UInt16, reason: String) {
-        // The close payload is 2 bytes of code plus at most 123 bytes of reason (RFC 6455 §5.5).
-        var bytes = Array(reason.utf8.prefix(123))
-        while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil {
-            bytes.removeLast()
-        }
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), buffer.baseAddress, buffer.count)
-        }
     }
 
     private func peerStartedClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) {

@@ -169,7 +169,7 @@ final class ServiceLoop: @unchecked Sendable {
     /// From the service thread itself it cannot wait: the loop stops after the current
     /// callback returns.
     func shutdown() {
-        enqueue(.stop, evenIfStopping: true)
+        enqueue(.stop)
         if isServiceThread { return }
         join()
     }
@@ -189,7 +189,7 @@ final class ServiceLoop: @unchecked Sendable {
     }
 
     /// Hands a command to the service thread. Dropped once the loop has stopped.
-    func enqueue(_ command: Command, evenIfStopping: Bool = false) {
+    func enqueue(_ command: Command) {
         if isServiceThread {
             localCommands.append(command)
             return
@@ -242,8 +242,9 @@ final class ServiceLoop: @unchecked Sendable {
             inbox.commands.removeAll()
         }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
-        lws_context_destroy(context)
+        // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
+        lws_context_destroy(context)
         releaseContextMemory()
     }
 

@@ -7,7 +7,8 @@
 /// `onEvent` is called on the client's service thread, one event at a time, in order.
 /// **It must not block**: while it runs, no connection of this client makes progress.
 ///
-/// Lifetime: call ``shutdown()`` when done (see ``WebSocketServer`` for why).
+/// Lifetime, send queues and the process-wide SIGPIPE side effect are as described for
+/// ``WebSocketServer``: call ``shutdown()`` when done.
 public final class WebSocketClient: Sendable {
     let loop: ServiceLoop
 

@@ -10,6 +10,15 @@
 /// Lifetime: call ``shutdown()`` when done. The service thread keeps the server's internals
 /// alive, so an `onEvent` closure that captures the server strongly keeps both alive until
 /// ``shutdown()``.
+///
+/// Sending: each connection has an unbounded queue in front of the socket. A peer that stops
+/// reading stops answering PINGs too, so it is dropped after `hangupAfter` seconds; until
+/// then its queue grows with whatever is sent to it.
+///
+/// Process-wide side effect: creating a server or a client makes the whole process ignore
+/// SIGPIPE (libwebsockets' `lws_create_context` sets SIG_IGN and never restores it).
+/// Writes to a closed pipe or FIFO then fail with EPIPE instead of killing the process, and
+/// child processes inherit the ignored signal across exec unless the spawner resets it.
 public final class WebSocketServer: Sendable {
     let loop: ServiceLoop
 

@@ -49,8 +49,8 @@ final class Proc: @unchecked Sendable {
     init(_ args: [String], home: String, stdin: FileHandle? = nil, env: [String: String] = [:], label: String) throws {
         stdoutPath = home + "/\(label).out"
         stderrPath = home + "/\(label).err"
-        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: Harness.binary)
         process.arguments = args + ["--home", home]
         var environment = ProcessInfo.processInfo.environment

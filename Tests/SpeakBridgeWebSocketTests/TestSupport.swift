@@ -1,6 +1,6 @@
 import Synchronization
 import Testing
-@testable import SpeakBridgeWebSocket
+import SpeakBridgeWebSocket
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,0 +1,287 @@
+// Browsing for `_speakbridge._tcp` services and keeping their data current.
+//
+// Flow (poll thread):
+//   1. clientRunning: one service browser on all interfaces and protocols.
+//   2. Browser NEW (one per interface x protocol a service is seen on): open a resolver for that
+//      report and keep it open; avahi calls it again with FOUND whenever the service's address,
+//      port or TXT changes (e.g. the host got a new address and re-announced).
+//   3. Resolver FOUND -> store the result in the ServiceTable; resolver FAILURE (nothing answered
+//      within avahi's timeout, e.g. the address record was withdrawn) -> drop that report, free
+//      the resolver, and resolve again a moment later while the browser still lists the service.
+//   4. Browser REMOVE -> free the resolver, drop the report.
+//   5. Every change of the merged table goes to `onChange` (the whole list) and to `services`.
+//   6. Daemon gone -> the list empties; after reconnecting, step 1 runs again.
+internal import CAvahi
+import Dispatch
+import Glibc
+import Synchronization
+
+/// Continuously browses for and resolves SpeakBridge services on every interface and IP protocol
+/// avahi-daemon uses. Each service appears once, with the addresses of all its reports.
+///
+/// `onChange` receives the full current list after every change, in order, on a private serial
+/// queue (never on avahi's thread; it may call `stop()`).
+public final class MDNSBrowser: Sendable {
+    private let core: BrowserCore
+
+    /// Starts browsing. Throws `DiscoveryError.noDaemon` if avahi-daemon cannot be reached now;
+    /// once started, the browser rides out daemon restarts by itself.
+    public convenience init(onChange: @escaping @Sendable ([DiscoveredService]) -> Void) throws {
+        try self.init(retryInterval: .seconds(3), onChange: onChange)
+    }
+
+    init(retryInterval: Duration, onChange: @escaping @Sendable ([DiscoveredService]) -> Void) throws {
+        core = BrowserCore(events: EventQueue(label: "speakbridge.mdns.browser", handler: onChange),
+                           retryInterval: retryInterval)
+        if let error = core.start(failIfAbsent: true) {
+            core.shutdown()
+            throw error
+        }
+    }
+
+    deinit {
+        core.shutdown()
+    }
+
+    /// The services currently known, sorted by name.
+    public var services: [DiscoveredService] {
+        core.snapshot.withLock { $0 }
+    }
+
+    /// Stops browsing. Idempotent.
+    public func stop() {
+        core.shutdown()
+    }
+
+    /// Browses for `timeout` and returns what was resolved by then; returns as soon as a service
+    /// matches `until`, if given. Blocks the calling thread.
+    public static func browse(timeout: Duration,
+                              until: (@Sendable (DiscoveredService) -> Bool)? = nil) throws -> [DiscoveredService] {
+        let found = DispatchSemaphore(value: 0)
+        let browser = try MDNSBrowser { services in
+            if let until, services.contains(where: until) { found.signal() }
+        }
+        defer { browser.stop() }
+        _ = found.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(timeout)))
+        return browser.services
+    }
+
+    static func nanoseconds(_ d: Duration) -> Int {
+        let (seconds, attoseconds) = d.components
+        guard seconds < Int64(Int.max / 1_000_000_000) - 1 else { return Int.max }
+        return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+}
+
+/// The browser's avahi side. See AvahiConnection for the threading rule; `snapshot` is the only
+/// state other threads read.
+final class BrowserCore: AvahiConnection, @unchecked Sendable {
+    let snapshot = Mutex<[DiscoveredService]>([])
+    private let events: EventQueue<[DiscoveredService]>
+    private var browser: OpaquePointer?             // AvahiServiceBrowser*
+    private var browsed: [ResolveKey: Bool] = [:]   // reports the browser lists -> published locally
+    private var resolvers: [ResolveKey: OpaquePointer] = [:]
+    private var keysByResolver: [OpaquePointer: ResolveKey] = [:]
+    private var pendingResolves: Set<ResolveKey> = []
+    private var table = ServiceTable()
+    private var emitted: [DiscoveredService] = []
+    private var resolveTimer: PollTimer?
+    private var browserTimer: PollTimer?
+    /// Pause before resolving again after a resolver failed.
+    private let resolveRetry: Duration = .seconds(1)
+
+    init(events: EventQueue<[DiscoveredService]>, retryInterval: Duration) {
+        self.events = events
+        super.init(retryInterval: retryInterval)
+    }
+
+    override func start(failIfAbsent: Bool) -> DiscoveryError? {
+        resolveTimer = makeTimer { [unowned self] in resolvePending() }
+        browserTimer = makeTimer { [unowned self] in
+            if let client, browser == nil, avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING {
+                clientRunning(client)
+            }
+        }
+        return super.start(failIfAbsent: failIfAbsent)
+    }
+
+    override func shutdown() {
+        events.close()
+        super.shutdown()
+    }
+
+    // MARK: client hooks (poll thread)
+
+    override func clientRunning(_ client: OpaquePointer) {
+        guard browser == nil else { return }
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        browser = avahi_service_browser_new(client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC),
+                                            MDNSConstants.serviceType, nil, AvahiLookupFlags(rawValue: 0),
+                                            avahiServiceBrowserCallback, userdata)
+        if browser == nil { browserTimer?.arm(after: retryInterval) }
+    }
+
+    override func clientUnavailable(_ reason: String) {
+        // The browser and resolvers die with their client: forget, don't free.
+        browser = nil
+        forgetAll()
+    }
+
+    // MARK: browse and resolve events (poll thread)
+
+    fileprivate func browseEvent(_ browser: OpaquePointer, _ event: AvahiBrowserEvent, _ key: ResolveKey,
+                                 _ flags: AvahiLookupResultFlags) {
+        guard !isShutDown else { return }
+        switch event {
+        case AVAHI_BROWSER_NEW:
+            browsed[key] = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
+            if resolvers[key] == nil { startResolver(key) }
+        case AVAHI_BROWSER_REMOVE:
+            browsed[key] = nil
+            pendingResolves.remove(key)
+            stopResolver(key)
+            if table.remove(key) { emitIfChanged() }
+        case AVAHI_BROWSER_FAILURE:
+            // Usually the daemon went away (the client reports that too); start over later.
+            avahi_service_browser_free(browser)
+            self.browser = nil
+            for key in Array(resolvers.keys) { stopResolver(key) }
+            forgetAll()
+            browserTimer?.arm(after: retryInterval)
+        default:
+            break                                    // CACHE_EXHAUSTED, ALL_FOR_NOW
+        }
+    }
+
+    fileprivate func resolveEvent(_ resolver: OpaquePointer, _ event: AvahiResolverEvent, _ found: Resolution?) {
+        guard !isShutDown, let key = keysByResolver[resolver] else { return }
+        if event == AVAHI_RESOLVER_FOUND, var found {
+            found.isLocal = found.isLocal || (browsed[key] ?? false)
+            if table.update(key, found) { emitIfChanged() }
+            return
+        }
+        // FAILURE: the service data is not (or no longer) available on this report.
+        stopResolver(key)
+        if table.remove(key) { emitIfChanged() }
+        if browsed[key] != nil {
+            pendingResolves.insert(key)
+            resolveTimer?.arm(after: resolveRetry)
+        }
+    }
+
+    private func startResolver(_ key: ResolveKey) {
+        guard let client else { return }
+        let proto = AvahiProtocol(key.ipVersion == 6 ? AVAHI_PROTO_INET6 : AVAHI_PROTO_INET)
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        // Address family = the protocol of the report: an IPv4 report resolves A records, an
+        // IPv6 report AAAA records, so every address shows up exactly once.
+        guard let resolver = avahi_service_resolver_new(client, key.interface, proto, key.name, key.type, key.domain,
+                                                        proto, AvahiLookupFlags(rawValue: 0),
+                                                        avahiServiceResolverCallback, userdata) else {
+            pendingResolves.insert(key)
+            resolveTimer?.arm(after: resolveRetry)
+            return
+        }
+        resolvers[key] = resolver
+        keysByResolver[resolver] = key
+    }
+
+    private func stopResolver(_ key: ResolveKey) {
+        guard let resolver = resolvers.removeValue(forKey: key) else { return }
+        keysByResolver[resolver] = nil
+        avahi_service_resolver_free(resolver)
+    }
+
+    private func resolvePending() {
+        guard !isShutDown else { return }
+        let keys = pendingResolves
+        pendingResolves.removeAll()
+        for key in keys where browsed[key] != nil && resolvers[key] == nil {
+            startResolver(key)
+        }
+    }
+
+    private func forgetAll() {
+        browsed.removeAll()
+        resolvers.removeAll()
+        keysByResolver.removeAll()
+        pendingResolves.removeAll()
+        table.removeAll()
+        emitIfChanged()
+    }
+
+    private func emitIfChanged() {
+        let services = table.services
+        guard services != emitted else { return }
+        emitted = services
+        snapshot.withLock { $0 = services }
+        events.post(services)
+    }
+}
+
+// MARK: C trampolines (non-capturing; the core comes back as userdata)
+
+private func avahiServiceBrowserCallback(
+    _ browser: OpaquePointer?, _ interface: AvahiIfIndex, _ proto: AvahiProtocol, _ event: AvahiBrowserEvent,
+    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
+    _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+) {
+    guard let browser, let userdata else { return }
+    let key = ResolveKey(interface: interface, ipVersion: proto == AvahiProtocol(AVAHI_PROTO_INET6) ? 6 : 4,
+                         name: name.map { String(cString: $0) } ?? "",
+                         type: type.map { String(cString: $0) } ?? MDNSConstants.serviceType,
+                         domain: domain.map { String(cString: $0) } ?? "local")
+    // Unretained: browsers die with the client, which the core frees before it goes away.
+    Unmanaged<BrowserCore>.fromOpaque(userdata).takeUnretainedValue().browseEvent(browser, event, key, flags)
+}
+
+private func avahiServiceResolverCallback(
+    _ resolver: OpaquePointer?, _ interface: AvahiIfIndex, _ proto: AvahiProtocol, _ event: AvahiResolverEvent,
+    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
+    _ hostName: UnsafePointer<CChar>?, _ address: UnsafePointer<AvahiAddress>?, _ port: UInt16,
+    _ txt: UnsafeMutablePointer<AvahiStringList>?, _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+) {
+    guard let resolver, let userdata else { return }
+    var found: Resolution?
+    if event == AVAHI_RESOLVER_FOUND, let address {
+        found = Resolution(hostName: hostName.map { String(cString: $0) } ?? "",
+                           address: addressText(address, interface: interface),
+                           port: Int(port),
+                           txt: TXTRecord.decode(txtStrings(txt)),
+                           isLocal: flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0)
+    }
+    Unmanaged<BrowserCore>.fromOpaque(userdata).takeUnretainedValue().resolveEvent(resolver, event, found)
+}
+
+/// avahi's text form of `address`, with the interface as zone for IPv6 link-local addresses.
+private func addressText(_ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
+    guard avahi_address_snprint(&buffer, buffer.count, address) != nil else { return nil }
+    let text = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    let a = address.pointee
+    let isLinkLocal = a.proto == AvahiProtocol(AVAHI_PROTO_INET6)
+        && a.data.ipv6.address.0 == 0xFE && (a.data.ipv6.address.1 & 0xC0) == 0x80
+    var interfaceName: String?
+    if isLinkLocal, interface > 0 {
+        var name = [CChar](repeating: 0, count: 64)
+        if if_indextoname(UInt32(interface), &name) != nil {
+            interfaceName = name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        }
+    }
+    return ResolvedAddress.format(text, isIPv6LinkLocal: isLinkLocal, interfaceName: interfaceName)
+}
+
+/// The raw TXT strings of `list`, which a resolver hands over in wire order (measured: a peer's
+/// "id=a" "ID=b" arrive in that order; unlike lists made for publishing, see addService).
+private func txtStrings(_ list: UnsafeMutablePointer<AvahiStringList>?) -> [[UInt8]] {
+    var strings: [[UInt8]] = []
+    var node = list
+    while let current = node {
+        let size = Int(avahi_string_list_get_size(current))
+        if let text = avahi_string_list_get_text(current) {
+            strings.append(Array(UnsafeBufferPointer(start: text, count: size)))
+        }
+        node = avahi_string_list_get_next(current)
+    }
+    return strings
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+
+/// The clipboard sink under a real X server: the daemon's xclip-backed sink, read back with `xclip -o`.
+@Suite("End to end: clipboard", .serialized,
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/Xvfb")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/xclip"),
+                "Xvfb or xclip is not installed (make test installs them)"))
+struct ClipboardTests {
+    @Test("chunks land in CLIPBOARD and PRIMARY, read back with xclip -o")
+    func clipboardSink() throws {
+        let xvfb = try XServer()
+        defer { xvfb.stop() }
+        let pair = Pair()
+        defer { pair.stop() }
+        let env = ["DISPLAY": xvfb.display, "WAYLAND_DISPLAY": ""]
+        try pair.startDaemon(sinks: ["clipboard", "clipboard:primary"], env: env)
+        try pair.join()
+        #expect(try pair.send(["dictated into the clipboard — ü"]).status == 0)
+        #expect(xvfb.read("clipboard") == "dictated into the clipboard — ü")
+        #expect(xvfb.read("primary") == "dictated into the clipboard — ü")
+        #expect(try pair.send(["second phrase"]).status == 0)
+        #expect(xvfb.read("clipboard") == "second phrase")
+    }
+
+    @Test("no X display: the daemon refuses to start with a clear error and hint")
+    func noDisplay() throws {
+        let home = Harness.tempDir("noclip")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let p = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns", "--sink", "clipboard"], home: home,
+                         env: ["DISPLAY": "", "WAYLAND_DISPLAY": ""], label: "serve")
+        let out = try p.wait(timeout: 20)
+        #expect(out.status != 0)
+        #expect(out.stderr.contains("speakbridge: error:"))
+        #expect(out.stderr.contains("speakbridge: hint:"))
+    }
+}
+
+/// A private Xvfb on a free display number; stopped by PID.
+final class XServer {
+    let process = Process()
+    let display: String
+
+    init() throws {
+        var number = 90 + Int(getpid() % 100)
+        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
+            number += 1
+        }
+        display = ":\(number)"
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
+        process.arguments = [display, "-nolisten", "tcp", "-screen", "0", "640x480x24"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try Harness.wait("Xvfb \(display)") { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") }
+    }
+
+    func read(_ selection: String) -> String? {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/xclip")
+        p.arguments = ["-o", "-selection", selection]
+        var env = ProcessInfo.processInfo.environment
+        env["DISPLAY"] = display
+        p.environment = env
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return nil }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Glibc
+import Testing
+@testable import SpeakBridgeSinks
+
+@Suite struct ToolRunnerTests {
+    static let environment = ["PATH": "/usr/bin:/bin"]
+
+    @Test func passesStdinAndClosesItSoTheToolSeesEndOfFile() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let input = Array(String(repeating: "0123456789abcdef", count: 65_536).utf8) + [0xC3, 0xA9]  // 1 MiB + é
+        try ToolRunner.run("/bin/sh", ["-c", "cat > \"$0\"", "\(directory.path)/out"], input: input,
+                           environment: Self.environment, timeout: .seconds(20))
+        #expect(FileManager.default.contents(atPath: "\(directory.path)/out") == Data(input))
+    }
+
+    @Test func nonZeroExitAndSignalsAreFailures() {
+        #expect(throws: ToolRunner.Failure.exited(status: 3)) {
+            try ToolRunner.run("/bin/sh", ["-c", "exit 3"], input: nil, environment: Self.environment, timeout: .seconds(10))
+        }
+        #expect(throws: ToolRunner.Failure.signaled(signal: SIGTERM)) {
+            try ToolRunner.run("/bin/sh", ["-c", "kill -TERM $$"], input: nil, environment: Self.environment, timeout: .seconds(10))
+        }
+        #expect(throws: ToolRunner.Failure.spawnFailed(errno: ENOENT)) {
+            try ToolRunner.run("/nonexistent/tool", [], input: nil, environment: Self.environment, timeout: .seconds(1))
+        }
+    }
+
+    /// Like a clipboard tool: the child forks a long-lived grandchild that keeps stdout open. Only the child is
+    /// waited for, so this returns at once rather than when the grandchild ends.
+    @Test func doesNotWaitForForkedGrandchildren() throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        try ToolRunner.run("/bin/sh", ["-c", "sleep 3 & exit 0"], input: Array("x".utf8),
+                           environment: Self.environment, timeout: .seconds(10))
+        #expect(clock.now - started < .seconds(2))
+    }
+
+    @Test func timeoutKillsAndReapsTheChild() throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        // A unique argument finds the process in /proc afterwards.
+        let marker = "7\(getpid())"
+        #expect(throws: ToolRunner.Failure.timedOut) {
+            try ToolRunner.run("/bin/sleep", [marker], input: nil, environment: Self.environment, timeout: .milliseconds(200))
+        }
+        #expect(clock.now - started < .seconds(2))
+        #expect(Self.processes(withArgument: marker).isEmpty, "the killed child is still there (zombie?)")
+    }
+
+    @Test func childGetsTheEnvironmentAndACleanSignalState() throws {
+        // SIGPIPE ignored in the parent (as in the daemon) must not be inherited by the tool, and neither may the
+        // calling thread's signal mask (libdispatch worker threads block nearly every signal).
+        let previous = signal(SIGPIPE, SIG_IGN)
+        defer { signal(SIGPIPE, previous) }
+        var blocked = sigset_t(), previousMask = sigset_t()
+        sigfillset(&blocked)
+        pthread_sigmask(SIG_SETMASK, &blocked, &previousMask)
+        defer { pthread_sigmask(SIG_SETMASK, &previousMask, nil) }
+        // The probe must not be a shell: dash clears its own signal mask at startup and would hide the bug.
+        try ToolRunner.run("/bin/grep", ["-q", "^SigBlk:[[:space:]]*0*$", "/proc/self/status"], input: nil,
+                           environment: Self.environment, timeout: .seconds(10))
+        // Signals 1...31 only: glibc reserves 32 and 33 for itself.
+        let script = #"test "$SB_PROBE" = yes && "#
+            + #"ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/self/status) && test $((0x$ign & 0x7fffffff)) -eq 0"#
+        try ToolRunner.run("/bin/sh", ["-c", script], input: nil,
+                           environment: Self.environment.merging(["SB_PROBE": "yes"]) { $1 }, timeout: .seconds(10))
+    }
+
+    @Test func toolsGetAUTF8LocaleAndAHome() {
+        let bare = ToolRunner.toolEnvironment(["PATH": "/usr/bin"])
+        #expect(bare["LC_ALL"] == "C.UTF-8")
+        #expect(bare["HOME"]?.isEmpty == false)
+        #expect(ToolRunner.toolEnvironment(["LANG": "de_DE.UTF-8", "HOME": "/h"]) == ["LANG": "de_DE.UTF-8", "HOME": "/h"])
+        #expect(ToolRunner.toolEnvironment(["LC_CTYPE": "en_US.utf8", "HOME": "/h"])["LC_ALL"] == nil)
+        #expect(ToolRunner.toolEnvironment(["LC_ALL": "C", "LANG": "en_US.UTF-8", "HOME": "/h"])["LC_ALL"] == "C.UTF-8")
+    }
+
+    @Test func findsExecutablesInTheGivenPATHOnly() {
+        #expect(ToolRunner.find("sh", environment: ["PATH": "/nonexistent:/bin"]) == "/bin/sh")
+        #expect(ToolRunner.find("sh", environment: ["PATH": "/nonexistent"]) == nil)
+        #expect(ToolRunner.find("passwd", environment: ["PATH": "/etc"]) == nil)  // a file, not executable
+    }
+
+    /// PIDs of our child processes (any state) whose command line contains `argument`.
+    static func processes(withArgument argument: String) -> [String] {
+        let me = getpid()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { entry in
+            guard entry.allSatisfy(\.isNumber),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, Int32(fields[1]) == me else { return false }
+            let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline"))) ?? Data()
+            return String(decoding: cmdline, as: UTF8.self).contains(argument)
+                || stat.contains("(sleep)")  // a zombie has an empty cmdline
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Glibc
+
+/// A private X server for tests: `Xvfb -displayfd` picks a free display number itself (no guessing, no races with
+/// other servers on this machine); TCP is off. `stop()` ends it by its PID.
+final class XvfbServer {
+    static let executable = systemTool("Xvfb")
+
+    let display: String
+    private let process: Process
+
+    init() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.executable.orThrow("Xvfb is not installed"))
+        process.arguments = ["-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "640x480x24"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        // Foundation's Process hands the calling thread's signal mask to the child, and test threads are
+        // libdispatch workers that block nearly all signals: Xvfb would then ignore SIGTERM. Spawn unmasked.
+        var unmasked = sigset_t(), previous = sigset_t()
+        sigemptyset(&unmasked)
+        pthread_sigmask(SIG_SETMASK, &unmasked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        try process.run()
+        self.process = process
+        let announced = readUntil(fd: output.fileHandleForReading.fileDescriptor, deadline: .seconds(20)) {
+            $0.contains(0x0A)
+        }
+        let number = String(decoding: announced, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !number.isEmpty, number.allSatisfy(\.isNumber) else {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw TestFailure("Xvfb did not announce a display (got \(number.debugDescription))")
+        }
+        display = ":\(number)"
+    }
+
+    /// Environment for sinks and tools talking to this server.
+    var environment: [String: String] { ["DISPLAY": display, "PATH": "/usr/bin:/bin"] }
+
+    func stop() {
+        let pid = process.processIdentifier
+        kill(pid, SIGTERM)
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(5))
+        while process.isRunning, clock.now < deadline { sleepFor(.milliseconds(20)) }
+        if process.isRunning { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// The selection's content as `xclip -o` reads it, waiting up to `patience` for it to equal `expected`
+    /// (the selection owner the sink started may take a moment to announce itself to the server).
+    func selection(primary: Bool, expecting expected: String, patience: Duration = .seconds(5)) -> String? {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: patience)
+        var last: String?
+        repeat {
+            last = readSelection(primary: primary)
+            if last == expected { return last }
+            sleepFor(.milliseconds(50))
+        } while clock.now < deadline
+        return last
+    }
+
+    private func readSelection(primary: Bool) -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/xclip")
+        process.arguments = ["-o", "-selection", primary ? "primary" : "clipboard"]
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension Optional {
+    func orThrow(_ message: String) throws -> Wrapped {
+        guard let value = self else { throw TestFailure(message) }
+        return value
+    }
+}
