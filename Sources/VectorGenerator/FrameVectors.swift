@@ -106,6 +106,8 @@ enum FrameVectors {
         ("error without a message", #"{"type":"error","code":"internal"}"#),
         ("64-character session ID", "{\"type\":\"resume\",\"session\":\"\(String(repeating: "a", count: 64))\"}"),
         ("nesting of 8 levels", #"{"type":"bye","x":[[[[[[{}]]]]]]}"#),
+        ("a config- type (reserved for config transfer) is parsed, members kept in order",
+         #"{"type":"config-offer","keys":["ui.theme"],"clock":7}"#),
     ]
 
     static func rejectedPlaintexts() -> [(String, [UInt8], String)] {
@@ -123,6 +125,8 @@ enum FrameVectors {
             t("type is not a string", #"{"type":1}"#, "malformed"),
             t("unknown type", #"{"type":"teleport","to":"mars"}"#, "unknown-type"),
             t("type in another case", #"{"type":"BYE"}"#, "unknown-type"),
+            t("config- type longer than 32 bytes", "{\"type\":\"config-\(String(repeating: "x", count: 26))\"}",
+              "unknown-type"),
             t("duplicate key", #"{"type":"bye","type":"chunk"}"#, "malformed"),
             t("nesting of 9 levels", #"{"type":"bye","x":[[[[[[[{}]]]]]]]}"#, "malformed"),
             t("trailing data", #"{"type":"bye"} {}"#, "malformed"),

@@ -146,6 +146,8 @@ def decode(data: bytes) -> dict:
     kind = value.get("type")
     if not isinstance(kind, str):
         raise _malformed("missing 'type'")
+    if kind.startswith("config-") and len(kind.encode("utf-8")) <= 32:
+        return dict(value)  # reserved for config transfer: kept whole, members in their order
     if kind not in TYPES:
         raise MessageError("unknown-type", kind[:64])
     out = {"type": kind}
@@ -254,6 +256,9 @@ def _chunk_object(c: dict) -> dict:
 def encode(message: dict) -> bytes:
     kind = message["type"]
     out = {"type": kind}
+    if kind not in ORDER:  # config-*: type first, then the other members as given
+        out.update((k, v) for k, v in message.items() if k != "type")
+        return _encode_value(out).encode("utf-8")
     m = dict(message)
     if kind == "chunk":
         m.setdefault("final", True)
