@@ -88,6 +88,7 @@ final class Demo {
         case .deliver(_, let session, let chunks): step("desktop", "deliver \(chunks.map(\.seq)) of session \(session)")
         case .close(let reason): step("desktop", "closes: \(reason)")
         case .pairingAttemptFailed: step("desktop", "failed pairing attempt")
+        case .config(_, let type, _): step("desktop", "\(type) is for the config module (not in this demo)")
         case .send: break
         }
     }
