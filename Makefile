@@ -49,8 +49,15 @@ run: deps-run release
 # need network namespaces (skipped with a one-line reason when they cannot be created).
 test: deps-test
 	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
-	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) SPEAKBRIDGE_VECTORS_BIN=$(CURDIR)/$(SCRATCH)/debug/speakbridge-vectors \
+	  $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
+	bash Tests/python/smoke-examples.sh
 	@$(MAKE) --no-print-directory netns
+
+# Regenerates Pairing/vectors/ (make test checks they are current).
+vectors:
+	$(SWIFT) run --scratch-path $(SCRATCH) speakbridge-vectors Pairing/vectors
 
 # Exit status 77 = "cannot create namespaces here": the script has said why in one line; not a failure.
 netns:

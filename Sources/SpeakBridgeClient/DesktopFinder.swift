@@ -10,8 +10,10 @@ final class DesktopFinder: @unchecked Sendable {
 
     init(desktop: DeviceID, queue: DispatchQueue, onFound: @escaping @Sendable ([Candidate]) -> Void) {
         browser = try? MDNSBrowser { services in
+            // Only services that speak our protocol version and carry the paired desktop's ID.
             let matches = services.filter { s in
-                (s.txt["id"]).flatMap { try? DeviceID(parsing: $0) } == desktop
+                s.txt["v"] == String(SpeakBridgeProtocol.version)
+                    && (s.txt["id"]).flatMap { try? DeviceID(parsing: $0) } == desktop
             }
             let candidates = matches.flatMap { s in s.addresses.map { Candidate(host: $0, port: s.port, source: "mDNS") } }
             guard !candidates.isEmpty else { return }

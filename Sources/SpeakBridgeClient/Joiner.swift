@@ -10,12 +10,16 @@ import SpeakBridgeWebSocket
 /// (prologue "speakbridge.v1 pair") → {pair} / {pair-accept} / {pair-confirm} / {paired} → save the desktop
 /// (key, per-pair psk, the address that worked) in peers.json.
 public enum Joiner {
+    /// Seconds this device's clock may be ahead of the desktop's before a fresh code looks expired here.
+    public static let allowedClockSkew: UInt32 = 30
+
     public static func join(home: Home, code text: String, name: String, timeout: Double = 15,
                             extraCandidates: [Candidate] = []) throws(ClientError) -> Peer {
         let code: PairingCode
         do {
             code = try PairingCode.parse(text)
-            try code.checkNotExpired(now: UInt32(Date().timeIntervalSince1970))
+            // The desktop enforces the expiry by its own clock; allow this device's clock to be a little ahead.
+            try code.checkNotExpired(now: UInt32(Date().timeIntervalSince1970), allowedClockSkew: Self.allowedClockSkew)
         } catch {
             throw ClientError("invalid pairing code: \(error.description)", hint: error.hint)
         }

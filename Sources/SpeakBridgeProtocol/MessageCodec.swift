@@ -96,7 +96,9 @@ public enum MessageCodec {
             return .hello(agent: try optionalString(value["agent"], "agent", maxBytes: 128) ?? "")
         case "welcome": return .welcome
         case "resume":
-            let delivered = try value["delivered"].map { v throws(MessageError) in try seqNumber(v, "delivered", allowZero: true) }
+            let delivered = try value["delivered"].flatMap { v throws(MessageError) in
+                v == .null ? nil : try seqNumber(v, "delivered", allowZero: true)
+            }
             return .resume(session: try session(value["session"]), delivered: delivered)
         case "chunk":
             return .chunk(session: try session(value["session"]), try chunk(value))
@@ -122,7 +124,9 @@ public enum MessageCodec {
         case "error":
             let code = try string(value["code"], "code", maxBytes: 64)
             let text = try optionalString(value["message"], "message", maxBytes: 1024) ?? ""
-            let expected = try value["expected"].map { v throws(MessageError) in try seqNumber(v, "expected", allowZero: false) }
+            let expected = try value["expected"].flatMap { v throws(MessageError) in
+                v == .null ? nil : try seqNumber(v, "expected", allowZero: false)
+            }
             return .error(code: code, message: text, expected: expected)
         case _ where type.hasPrefix("config-") && type.utf8.count <= 32:
             return .config(type: type, body: value)
