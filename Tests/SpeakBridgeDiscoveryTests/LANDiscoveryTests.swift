@@ -222,6 +222,32 @@ struct LANDiscoveryTests {
                 "absence is reported once: \(states.all)")
     }
 
+    @Test("no D-Bus bus at all: .noDaemon and retries; bus and daemon come up: published")
+    func busAbsentThenStarted() async throws {
+        let stopped = try lan.lan(["dbus-stop", lan.me])
+        #expect(stopped.status == 0, "lan.sh dbus-stop: \(stopped.output)")
+        defer {
+            _ = try? lan.lan(["dbus-start", lan.me])
+            _ = try? lan.lan(["avahi-start", lan.me])
+        }
+
+        let name = uniqueName("Early")
+        let (publisher, states) = publish(name)             // retries every 0.5 s
+        defer { publisher.stop() }
+        #expect(await eventually { if case .noDaemon = publisher.state { true } else { false } })
+        if case .noDaemon(let why) = publisher.state { #expect(why.contains("D-Bus")) }
+        #expect(throws: DiscoveryError.self) { try MDNSBrowser(onChange: { _ in }) }
+        try await Task.sleep(for: .seconds(1))              // a few failed retries
+
+        // The bus comes back on the same socket; avahi-client's retry finds it, then the daemon.
+        #expect(try lan.lan(["dbus-start", lan.me]).status == 0)
+        #expect(try lan.lan(["avahi-start", lan.me]).status == 0)
+        #expect(await eventually(.seconds(15)) { publisher.state == .established(name: name) }, "states: \(states.all)")
+        #expect(states.all.filter { if case .noDaemon = $0 { true } else { false } }.count == 1,
+                "absence is reported once: \(states.all)")
+        #expect(try await avahiBrowse(on: lan.peer, find: name) != nil, "the peer sees it")
+    }
+
     @Test("a peer changes its address: the browser reports the new one")
     func peerAddressChange() async throws {
         let name = uniqueName("Mover")
