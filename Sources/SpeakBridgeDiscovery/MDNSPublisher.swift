@@ -231,6 +231,9 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
 
     private func report(_ state: PublisherState) {
         guard state != reported else { return }
+        // One absence is one event: a daemon restart goes "connection lost" -> "waiting for the
+        // daemon" without the daemon coming back in between; the caller warns once.
+        if case .noDaemon = state, case .noDaemon = reported { return }
         reported = state
         snapshot.withLock {
             $0.state = state

@@ -152,17 +152,27 @@ struct LANDiscoveryTests {
 
     @Test("a name already taken by another host: ours is renamed after probing")
     func remoteCollision() async throws {
-        let name = uniqueName("Taken")
-        let peer = try peerPublish(on: lan.peer, name, port: 4557, txt: ["v=1"])
-        defer { peer.stop() }
-        _ = try MDNSBrowser.browse(timeout: .seconds(10)) { $0.name == name }   // peer is announced
+        // The established host must answer our probes within ~250 ms. On a loaded 2-core VM its
+        // answer can come late; then we win the name and the *peer* renames, which is correct
+        // mDNS but not what this test is about. So: up to two attempts with fresh names.
+        for attempt in 1...2 {
+            let name = uniqueName("Taken")
+            let peer = try peerPublish(on: lan.peer, name, port: 4557, txt: ["v=1"])
+            defer { peer.stop() }
+            _ = try MDNSBrowser.browse(timeout: .seconds(10)) { $0.name == name }   // peer is announced
 
-        let (publisher, states) = publish(name)
-        defer { publisher.stop() }
-        #expect(await established(publisher))
-        #expect(publisher.publishedName == "\(name) #2")
-        #expect(states.all.last == .established(name: "\(name) #2"))
-        #expect(try await avahiBrowse(on: lan.peer, find: "\(name) #2") != nil, "the peer sees the new name")
+            let (publisher, states) = publish(name)
+            defer { publisher.stop() }
+            #expect(await established(publisher))
+            if publisher.publishedName == name && attempt == 1 {
+                print("note: remote collision attempt 1: the peer lost the name instead of us (late probe answer); retrying")
+                continue
+            }
+            #expect(publisher.publishedName == "\(name) #2")
+            #expect(states.all.last == .established(name: "\(name) #2"))
+            #expect(try await avahiBrowse(on: lan.peer, find: "\(name) #2") != nil, "the peer sees the new name")
+            return
+        }
     }
 
     @Test("avahi-daemon restarts: the publisher publishes again, the browser finds peers again")
@@ -185,6 +195,8 @@ struct LANDiscoveryTests {
         #expect(await eventually(.seconds(15)) {
             states.all.contains { if case .noDaemon = $0 { true } else { false } } && publisher.state == .established(name: name)
         }, "states: \(states.all)")
+        #expect(states.all.filter { if case .noDaemon = $0 { true } else { false } }.count == 1,
+                "one restart, one absence reported: \(states.all)")
         #expect(await eventually(.seconds(15)) { browser.services.contains { $0.name == peerName } })
         #expect(lists.all.contains { $0.isEmpty }, "the list emptied while the daemon was away")
         #expect(try await avahiBrowse(on: lan.peer, find: name) != nil, "the peer sees the service again")
@@ -208,6 +220,32 @@ struct LANDiscoveryTests {
         #expect(await eventually(.seconds(15)) { publisher.state == .established(name: name) }, "states: \(states.all)")
         #expect(states.all.filter { if case .noDaemon = $0 { true } else { false } }.count == 1,
                 "absence is reported once: \(states.all)")
+    }
+
+    @Test("no D-Bus bus at all: .noDaemon and retries; bus and daemon come up: published")
+    func busAbsentThenStarted() async throws {
+        let stopped = try lan.lan(["dbus-stop", lan.me])
+        #expect(stopped.status == 0, "lan.sh dbus-stop: \(stopped.output)")
+        defer {
+            _ = try? lan.lan(["dbus-start", lan.me])
+            _ = try? lan.lan(["avahi-start", lan.me])
+        }
+
+        let name = uniqueName("Early")
+        let (publisher, states) = publish(name)             // retries every 0.5 s
+        defer { publisher.stop() }
+        #expect(await eventually { if case .noDaemon = publisher.state { true } else { false } })
+        if case .noDaemon(let why) = publisher.state { #expect(why.contains("D-Bus")) }
+        #expect(throws: DiscoveryError.self) { try MDNSBrowser(onChange: { _ in }) }
+        try await Task.sleep(for: .seconds(1))              // a few failed retries
+
+        // The bus comes back on the same socket; avahi-client's retry finds it, then the daemon.
+        #expect(try lan.lan(["dbus-start", lan.me]).status == 0)
+        #expect(try lan.lan(["avahi-start", lan.me]).status == 0)
+        #expect(await eventually(.seconds(15)) { publisher.state == .established(name: name) }, "states: \(states.all)")
+        #expect(states.all.filter { if case .noDaemon = $0 { true } else { false } }.count == 1,
+                "absence is reported once: \(states.all)")
+        #expect(try await avahiBrowse(on: lan.peer, find: name) != nil, "the peer sees it")
     }
 
     @Test("a peer changes its address: the browser reports the new one")

@@ -19,6 +19,8 @@
 #   lan.sh exec HOST CMD [ARG...]     run CMD in HOST with DBUS_SYSTEM_BUS_ADDRESS set
 #   lan.sh avahi-restart HOST         stop and start HOST's avahi-daemon (its bus stays)
 #   lan.sh avahi-stop HOST | avahi-start HOST
+#   lan.sh dbus-stop HOST              stop HOST's avahi-daemon and its D-Bus bus ("no bus at all")
+#   lan.sh dbus-start HOST             start the bus again (same socket path; then avahi-start)
 #   lan.sh set-address HOST ADDR      replace HOST's IPv4 address (169.254.x.y[/n] only)
 #   lan.sh address HOST               print HOST's IPv4 address
 #   lan.sh bus HOST                   print HOST's D-Bus address
@@ -325,6 +327,10 @@ case "${1:-}" in
     avahi-stop)     need_lan; h=$(resolve_host "${2:?host}"); kill_recorded "$STATE/$h/avahi.pid" ;;
     avahi-start)    need_lan; h=$(resolve_host "${2:?host}")
                     pid_is_ours "$(cat "$STATE/$h/avahi.pid" 2>/dev/null)" || start_avahi "$h" ;;
+    dbus-stop)      need_lan; h=$(resolve_host "${2:?host}")     # avahi first: it needs the bus
+                    kill_recorded "$STATE/$h/avahi.pid"; kill_recorded "$STATE/$h/dbus.pid" ;;
+    dbus-start)     need_lan; h=$(resolve_host "${2:?host}")
+                    pid_is_ours "$(cat "$STATE/$h/dbus.pid" 2>/dev/null)" || start_dbus "$h" ;;
     set-address)    need_lan; cmd_set_address "${2:?host}" "${3:?address}" ;;
     address)        need_lan; host_address "$(resolve_host "${2:?host}")" ;;
     bus)            need_lan; h=$(resolve_host "${2:?host}"); echo "unix:path=$STATE/$h/bus" ;;

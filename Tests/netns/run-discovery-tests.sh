@@ -11,7 +11,9 @@
 #
 # Usage (root):  bash Tests/netns/run-discovery-tests.sh [extra swift test args]
 # Exit status: that of swift test; 77 with a one-line reason if namespaces cannot be made here.
-# Environment: SB_LAN_MODE (pair|trio, default trio).
+# Environment: SB_LAN_MODE (pair|trio, default trio); SWIFT_FLAGS (extra flags for both swift
+# build and swift test, e.g. "--sanitize=thread --scratch-path .build-tsan"); SPEAKBRIDGE_TEST_FILTER (default
+# SpeakBridgeDiscoveryTests; a second --filter in the arguments would widen, not narrow, the run).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -28,7 +30,9 @@ for tool in ip dbus-daemon avahi-daemon avahi-browse avahi-publish-service; do
 done
 
 t0=$(date +%s.%N)
-swift build --build-tests
+# SWIFT_FLAGS go to both build and test, e.g. "--sanitize=thread --scratch-path .build-tsan".
+read -r -a SWIFT_FLAGS_ARRAY <<< "${SWIFT_FLAGS:-}"
+swift build --build-tests "${SWIFT_FLAGS_ARRAY[@]}"
 t1=$(date +%s.%N)
 
 VENV="$ROOT/.build/netns-venv"
@@ -68,7 +72,7 @@ set +e
     SPEAKBRIDGE_LAN_PEER2="${HOSTS[2]:-}" \
     SPEAKBRIDGE_ZEROCONF_PYTHON="$ZEROCONF_PYTHON" \
     SPEAKBRIDGE_ZEROCONF_SKIP="$ZEROCONF_SKIP" \
-    swift test --skip-build --filter SpeakBridgeDiscoveryTests "$@"
+    swift test --skip-build "${SWIFT_FLAGS_ARRAY[@]}" --filter "${SPEAKBRIDGE_TEST_FILTER:-SpeakBridgeDiscoveryTests}" "$@"
 rc=$?
 set -e
 t3=$(date +%s.%N)
