@@ -155,7 +155,6 @@ enum FrameVectors {
             t("session ID with a slash", #"{"type":"resume","session":"../etc"}"#, "malformed"),
             t("65-character session ID", "{\"type\":\"resume\",\"session\":\"\(String(repeating: "a", count: 65))\"}",
               "malformed"),
-            t("delivered is null", #"{"type":"resume","session":"s","delivered":null}"#, "malformed"),
             t("empty batch", #"{"type":"chunks","session":"s","chunks":[]}"#, "malformed"),
             t("batch with a gap", #"{"type":"chunks","session":"s","chunks":[{"seq":1,"text":"a"},{"seq":3,"text":"b"}]}"#,
               "malformed"),
