@@ -72,13 +72,12 @@ public final class ControlServer: @unchecked Sendable {
             Thread.detachNewThread {
                 ControlClient.setTimeout(client, seconds: 5)
                 defer { close(client) }
-                guard let line = ControlClient.readLine(client),
-                      let request = try? JSONValue.parse(line) else {
-                    _ = try? FileIO.writeAll(client, ControlReply.failure("malformed request").encoded() + [0x0A], path: "control")
+                guard let line = ControlClient.readLine(client) else { return }  // a liveness probe, or gone
+                guard let request = try? JSONValue.parse(line) else {
+                    ControlClient.sendAll(client, ControlReply.failure("malformed request").encoded() + [0x0A])
                     return
                 }
-                let reply = handler.handle(request)
-                _ = try? FileIO.writeAll(client, reply.encoded() + [0x0A], path: "control")
+                ControlClient.sendAll(client, handler.handle(request).encoded() + [0x0A])
             }
         }
     }
@@ -112,7 +111,7 @@ public enum ControlClient {
                              hint: "start it with `speakbridge serve` (same --home)")
         }
         setTimeout(fd, seconds: timeout)
-        try FileIO.writeAll(fd, request.encoded() + [0x0A], path: path)
+        sendAll(fd, request.encoded() + [0x0A])
         guard let line = readLine(fd), let reply = try? JSONValue.parse(line, maxDepth: 16, maxBytes: 1 << 22) else {
             throw StoreError("the daemon did not answer on \(path)", hint: "check the daemon's log")
         }
@@ -141,6 +140,17 @@ public enum ControlClient {
             raw[bytes.count] = 0
         }
         return addr
+    }
+
+    /// Writes on a socket without raising SIGPIPE if the peer has gone (MSG_NOSIGNAL).
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
     }
 
     static func setTimeout(_ fd: Int32, seconds: Int) {

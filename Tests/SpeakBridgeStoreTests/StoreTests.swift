@@ -1,0 +1,182 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import Testing
+@testable import SpeakBridgeStore
+
+@Suite("Local state files")
+struct StoreTests {
+    let root = "/tmp/sb-store-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    var home: Home { Home.resolve(override: root, environment: [:]) }
+    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("device".utf8)))
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
+
+    @Test func homeLayoutAndOverride() {
+        let h = Home.resolve(override: nil, environment: ["SPEAKBRIDGE_HOME": "/x/y", "HOME": "/home/u"])
+        #expect(h == Home(config: "/x/y/config", state: "/x/y/state", runtime: "/x/y/run"))
+        let xdg = Home.resolve(override: nil, environment: [
+            "HOME": "/home/u", "XDG_CONFIG_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r"])
+        #expect(xdg == Home(config: "/c/speakbridge", state: "/s/speakbridge", runtime: "/r/speakbridge"))
+        #expect(Home.resolve(override: "/o", environment: ["SPEAKBRIDGE_HOME": "/x"]).config == "/o/config")
+    }
+
+    @Test func identityIsCreatedOncePrivateAndStable() throws {
+        defer { cleanup() }
+        let a = try Identity.loadOrCreate(home)
+        let b = try Identity.loadOrCreate(home)
+        #expect(a.publicKey == b.publicKey)
+        #expect(FileIO.mode(home.identityFile) == 0o600)
+        #expect(FileIO.mode(home.config) == 0o700)
+        chmod(home.identityFile, 0o644)
+        #expect(throws: StoreError.self) { try Identity.loadOrCreate(home) }
+    }
+
+    @Test func damagedIdentityIsAClearError() throws {
+        defer { cleanup() }
+        try home.prepare()
+        try FileIO.atomicWrite(home.identityFile, Array("not a key\n".utf8))
+        do {
+            _ = try Identity.loadOrCreate(home)
+            Issue.record("accepted a damaged key")
+        } catch {
+            #expect(error.message.contains("not a SpeakBridge identity key"))
+            #expect(error.hint != nil)
+        }
+    }
+
+    @Test func peersRoundTripAndFind() throws {
+        defer { cleanup() }
+        let store = try PeerStore(home: home)
+        let key = X25519PrivateKey().publicKey
+        try store.upsert(Peer(name: "pixel", publicKey: key, psk: SecureRandom.bytes(32), role: .client,
+                              addresses: ["10.0.0.2"], port: 47810))
+        let again = try PeerStore(home: home)
+        let peer = try #require(again.all.first)
+        #expect(peer.name == "pixel" && peer.publicKey == key && peer.addresses == ["10.0.0.2"])
+        #expect(again.find(peer.id.description) == peer)
+        #expect(again.find(peer.id.compact.lowercased()) == peer)
+        #expect(again.find(String(peer.id.compact.prefix(4))) == peer)
+        #expect(again.find("pixel") == peer)
+        #expect(again.find("nobody") == nil)
+        #expect(FileIO.mode(home.peersFile) == 0o600)
+        try again.remove(id: peer.id)
+        #expect(try PeerStore(home: home).all.isEmpty)
+    }
+
+    @Test func damagedPeersFileIsAClearError() throws {
+        defer { cleanup() }
+        try home.prepare()
+        try FileIO.atomicWrite(home.peersFile, Array("{\"peers\":[{\"name\":1}]}".utf8))
+        #expect(throws: StoreError.self) { try PeerStore(home: home) }
+    }
+
+    @Test func progressLogKeepsTheLatestAndIgnoresATornLine() throws {
+        defer { cleanup() }
+        try home.prepare()
+        do {
+            let log = try ProgressLog(path: home.progressFile)
+            try log.record(sink: "fifo:/x", device: device, session: "s", seq: 5)
+            try log.record(sink: "fifo:/x", device: device, session: "s", seq: 9)
+            try log.record(sink: "stdout", device: device, session: "s", seq: 7)
+            try log.sync()
+        }
+        // A kill in the middle of a write leaves half a line.
+        let fd = try FileIO.openAppend(home.progressFile)
+        try FileIO.writeAll(fd, Array("[\"stdout\",\"\(device)\",\"s\",12".utf8), path: "test")
+        close(fd)
+        let reopened = try ProgressLog(path: home.progressFile)
+        #expect(reopened.progress(sink: "fifo:/x", device: device, session: "s") == 9)
+        #expect(reopened.progress(sink: "stdout", device: device, session: "s") == 7)
+        // Compacted on open: one line per key.
+        let text = String(decoding: try #require(try FileIO.read(home.progressFile)), as: UTF8.self)
+        #expect(text.split(separator: "\n").count == 2)
+        try reopened.forget(device: device)
+        #expect(reopened.entries().isEmpty)
+    }
+
+    @Test func outboxResendsOnlyWhatWasNotAcknowledged() throws {
+        defer { cleanup() }
+        var session = ""
+        do {
+            let outbox = try Outbox(home: home, desktop: device)
+            session = outbox.session
+            let chunks = try outbox.append(texts: ["a", "b", "c", "d"])
+            #expect(chunks.map(\.seq) == [1, 2, 3, 4])
+            try outbox.markAcked(2)
+            #expect(outbox.pending.map(\.text) == ["c", "d"])
+        }
+        // Torn last line: the chunk was never sent, so dropping it loses nothing acknowledged.
+        let path = home.outboxDirectory + "/" + device.compact + ".journal"
+        let fd = try FileIO.openAppend(path)
+        try FileIO.writeAll(fd, Array("{\"c\":{\"seq\":5,\"te".utf8), path: path)
+        close(fd)
+        let again = try Outbox(home: home, desktop: device)
+        #expect(again.session == session)
+        #expect(again.acked == 2)
+        #expect(again.pending.map(\.text) == ["c", "d"])
+        #expect(try again.append(texts: ["e"]).first?.seq == 5)
+        #expect(FileIO.mode(path) == 0o600)
+    }
+
+    @Test func outboxIsExclusive() throws {
+        defer { cleanup() }
+        var first: Outbox? = try Outbox(home: home, desktop: device)
+        // A second opener in another thread waits until the first is gone.
+        let flag = Flag()
+        let h = home, d = device
+        Thread.detachNewThread {
+            let second = try? Outbox(home: h, desktop: d) { flag.set(waited: true) }
+            flag.set(opened: second != nil)
+        }
+        usleep(300_000)
+        #expect(flag.state == (true, false))   // waiting, not opened
+        first = nil
+        _ = first
+        let deadline = Date().addingTimeInterval(5)
+        while flag.state.1 == false && Date() < deadline { usleep(10_000) }
+        #expect(flag.state == (true, true))
+    }
+
+    @Test func atomicWriteReportsAFullDiskWithAHint() {
+        let error = StoreError.io("write", "/x", errno: ENOSPC)
+        #expect(error.message.contains("No space left"))
+        #expect(error.hint?.contains("free some disk space") == true)
+    }
+
+    @Test func controlSocketAnswersAndRefusesASecondDaemon() throws {
+        defer { cleanup() }
+        try home.prepare()
+        let server = try ControlServer(path: home.controlSocket) { request in
+            ControlReply.success([("echo", request["cmd"] ?? .null)])
+        }
+        defer { server.stop() }
+        let reply = try ControlClient.request(home: home, .object([("cmd", .string("status"))]))
+        #expect(reply["echo"] == .string("status"))
+        #expect(FileIO.mode(home.controlSocket) == 0o600)
+        #expect(throws: StoreError.self) { try ControlServer(path: home.controlSocket) { _ in .null } }
+    }
+
+    @Test func noDaemonIsAClearError() throws {
+        defer { cleanup() }
+        do {
+            _ = try ControlClient.request(home: home, .object([("cmd", .string("status"))]))
+            Issue.record("no error without a daemon")
+        } catch {
+            #expect(error.message.contains("no speakbridge daemon is running"))
+            #expect(error.hint?.contains("speakbridge serve") == true)
+        }
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    let lock = NSLock()
+    var waited = false
+    var opened = false
+    func set(waited w: Bool) { lock.withLock { waited = w } }
+    func set(opened o: Bool) { lock.withLock { opened = o } }
+    var state: (Bool, Bool) { lock.withLock { (waited, opened) } }
+}
