@@ -13,12 +13,8 @@ struct DeliveryTests {
     func thousandLinesThroughFIFO() throws {
         let pair = Pair()
         defer { pair.stop() }
-        let fifo = pair.desktopHome + "/dictation"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (fifo, reader) = try pair.startWithFIFO("dictation")
         defer { reader.stop() }
-        try pair.join()
         let expected = Self.lines(1_000)
         let sender = try pair.sendLines(expected)
         let outcome = try sender.wait(timeout: 60)
@@ -58,15 +54,12 @@ struct DeliveryTests {
     func killClientMidBurst() throws {
         let pair = Pair()
         defer { pair.stop() }
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (_, reader) = try pair.startWithFIFO()
         defer { reader.stop() }
-        try pair.join()
         let all = Self.lines(3_000, prefix: "k")
-        let first = try pair.sendLines(all)
+        let first = try pair.sendLines(all, pace: 0.05)
         try Harness.wait("some lines delivered") { reader.count >= 200 }
+        #expect(first.process.isRunning, "the client must be killed mid-stream")
         first.kill9()
         let seenAtKill = reader.count
         // Rerun with no new input: the journal's unacknowledged chunks go out.
@@ -89,15 +82,12 @@ struct DeliveryTests {
     func killDaemonMidBurst() throws {
         let pair = Pair()
         defer { pair.stop() }
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (fifo, reader) = try pair.startWithFIFO()
         defer { reader.stop() }
-        try pair.join()
-        let all = Self.lines(5_000, prefix: "d")
-        let sender = try pair.sendLines(all)
+        let all = Self.lines(3_000, prefix: "d")
+        let sender = try pair.sendLines(all, pace: 0.05)
         try Harness.wait("some lines delivered") { reader.count >= 300 }
+        #expect(reader.count < all.count, "the daemon must be killed mid-stream")
         pair.daemon?.kill9()
         usleep(300_000)
         try pair.startDaemon(sinks: ["fifo:" + fifo])
@@ -150,5 +140,10 @@ struct DeliveryTests {
         #expect(!out.contains("\u{07}"))
         #expect(out.contains("plain é\n"))
         #expect(out.contains("ok"))
+        // --raw: the user opted out; the bytes pass unchanged.
+        pair.daemon?.terminate()
+        try pair.startDaemon(sinks: ["stdout"], extra: ["--raw"])
+        #expect(try pair.send(["\u{1B}[1mbold\u{1B}[0m"]).status == 0)
+        #expect(pair.daemon!.stdout == "\u{1B}[1mbold\u{1B}[0m\n")
     }
 }

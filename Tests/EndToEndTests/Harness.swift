@@ -130,16 +130,34 @@ final class Pair: @unchecked Sendable {
     }
 
     /// Starts `send` reading the given lines from a pipe; returns the process (the pipe is closed when all is written).
-    func sendLines(_ lines: [String], label: String = "send") throws -> Proc {
+    /// With `pace`, lines are written in groups of 50 with that many seconds between groups, so a test can
+    /// interrupt the stream in the middle.
+    func sendLines(_ lines: [String], label: String = "send", pace: Double = 0) throws -> Proc {
+        // The writer may outlive a `send` the test kills: EPIPE, not a SIGPIPE that ends the test process.
+        signal(SIGPIPE, SIG_IGN)
         let pipe = Pipe()
         let p = try Proc(["send"], home: phoneHome, stdin: pipe.fileHandleForReading, label: label)
         let writer = pipe.fileHandleForWriting
-        let data = Data(lines.map { $0 + "\n" }.joined().utf8)
+        let groups = pace > 0 ? stride(from: 0, to: lines.count, by: 50).map { Array(lines[$0..<min($0 + 50, lines.count)]) }
+                              : [lines]
         Thread.detachNewThread {
-            try? writer.write(contentsOf: data)
+            for group in groups {
+                try? writer.write(contentsOf: Data(group.map { $0 + "\n" }.joined().utf8))
+                if pace > 0 { usleep(useconds_t(pace * 1_000_000)) }
+            }
             try? writer.close()
         }
         return p
+    }
+
+    /// Starts the daemon with a FIFO sink and a reader on it, and pairs the phone.
+    func startWithFIFO(_ name: String = "out") throws -> (String, FifoReader) {
+        let fifo = desktopHome + "/" + name
+        try startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        try join()
+        return (fifo, reader)
     }
 
     func stop() {

@@ -86,7 +86,7 @@ struct MessageCodecTests {
     }
 
     @Test func randomBytesNeverCrash() {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         let seed = MessageCodec.encode(.chunks(session: "s", [Chunk(seq: 1, text: "a", lang: "en"), Chunk(seq: 2, text: "b")]))
         for _ in 0..<5_000 {
             var bytes = seed
@@ -95,17 +95,5 @@ struct MessageCodecTests {
             }
             _ = try? MessageCodec.decode(bytes)
         }
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

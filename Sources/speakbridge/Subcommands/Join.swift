@@ -14,14 +14,10 @@ struct Join: ParsableCommand {
     @Option(name: .long, help: "A name for this device, shown on the desktop.")
     var name: String = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "capture"
 
-    @Option(name: .long, help: ArgumentHelp("Also try this address (repeatable).", valueName: "HOST:PORT"))
-    var address: [String] = []
+    @OptionGroup var addressOptions: AddressOptions
 
     func run() throws {
-        let extra = try address.map { text -> Candidate in
-            let (host, port) = try parseHostPort(text, defaultHost: "127.0.0.1")
-            return Candidate(host: host, port: port, source: "--address")
-        }
+        let extra = try addressOptions.candidates()
         do {
             let peer = try Joiner.join(home: homeOptions.resolved, code: code, name: name, extraCandidates: extra)
             Console.info("paired with \"\(peer.name)\" (\(peer.id)); send text with `speakbridge send`")

@@ -7,8 +7,8 @@ struct Send: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send text to the paired desktop: each stdin line (or each --text) is one chunk.",
         discussion: """
-        Exits 0 once the desktop acknowledged every chunk. Chunks are journaled before they are sent; if the
-        desktop is unreachable they wait in the outbox and go out with the next `send`.
+        Exits 0 once the desktop acknowledged every chunk. Chunks are journaled before they are sent; \
+        if the desktop is unreachable they wait in the outbox and go out with the next `send`.
         """)
 
     @OptionGroup var homeOptions: HomeOptions
@@ -22,14 +22,10 @@ struct Send: ParsableCommand {
     @Option(name: .long, help: "Give up after SECONDS without every chunk acknowledged (0 = keep trying).")
     var timeout: Double = 0
 
-    @Option(name: .long, help: ArgumentHelp("Also try this address (repeatable).", valueName: "HOST:PORT"))
-    var address: [String] = []
+    @OptionGroup var addressOptions: AddressOptions
 
     func run() throws {
-        let extra = try address.map { text -> Candidate in
-            let (host, port) = try parseHostPort(text, defaultHost: "127.0.0.1")
-            return Candidate(host: host, port: port, source: "--address")
-        }
+        let extra = try addressOptions.candidates()
         let sender: Sender
         do {
             sender = try Sender(options: SendOptions(

@@ -10,7 +10,7 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
         discussion: """
-        Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given.
+        Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given. \
         With no paired device yet, a pairing QR and code are printed on stderr at start.
         """)
 
