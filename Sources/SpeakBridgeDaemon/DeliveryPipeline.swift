@@ -157,13 +157,20 @@ final class SinkRunner: @unchecked Sendable {
     var queue: [DeliveryPipeline.Item] = []
     var head = 0
     var stopped = false
+    /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
+    var busy = false
     var currentProblem: String?
     static let batchLimit = 256
+    /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
+    /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
+    /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
+    let writesInline: Bool
 
     init(sink: any Sink, progress: ProgressLog, pipeline: DeliveryPipeline) {
         self.sink = sink
         self.progress = progress
         self.pipeline = pipeline
+        writesInline = sink is FIFOSink
     }
 
     func start() {
@@ -176,15 +183,42 @@ final class SinkRunner: @unchecked Sendable {
     var queuedCount: Int { condition.withLock { queue.count - head } }
 
     func enqueue(_ items: [DeliveryPipeline.Item]) {
-        condition.withLock {
+        let inline: [DeliveryPipeline.Item]? = condition.withLock {
             // Skip what this sink already took (it may be ahead of the ack level after a restart).
-            for item in items {
+            let fresh = items.filter { item in
                 let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
-                if let level = pipeline.sinkLevelUnlocked(sink.label, key), item.chunk.seq <= level { continue }
-                queue.append(item)
+                return pipeline.sinkLevelUnlocked(sink.label, key).map { item.chunk.seq > $0 } ?? true
             }
+            if writesInline && !busy && !stopped && head == queue.count && fresh.count <= Self.batchLimit {
+                busy = true
+                return fresh
+            }
+            queue += fresh
+            condition.signal()
+            return nil
+        }
+        guard let batch = inline else { return }
+        var taken = 0
+        if sink.waitUntilReady(timeout: .zero) == nil {
+            let (n, problem) = deliver(batch)
+            taken = n
+            setProblem(problem)
+        }
+        report(batch, taken: taken)
+        condition.withLock {
+            queue += batch[taken...]
+            busy = false
             condition.signal()
         }
+    }
+
+    func report(_ batch: [DeliveryPipeline.Item], taken: Int) {
+        guard taken > 0 else { return }
+        var levels: [DeliveryPipeline.SessionKey: UInt64] = [:]
+        for item in batch[0..<taken] {
+            levels[DeliveryPipeline.SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+        }
+        pipeline.sinkAdvanced(sink.label, levels)
     }
 
     func stop() {
@@ -199,35 +233,33 @@ final class SinkRunner: @unchecked Sendable {
     func run() {
         while true {
             condition.lock()
-            while head == queue.count && !stopped { condition.wait() }
+            while (head == queue.count || busy) && !stopped { condition.wait() }
             if stopped {
                 condition.unlock()
                 sink.close()
                 return
             }
+            busy = true
             let batch = Array(queue[head..<min(queue.count, head + Self.batchLimit)])
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
                 setProblem(reason)
+                condition.withLock { busy = false }
                 continue
             }
             let (taken, problem) = deliver(batch)
             setProblem(problem)
-            if taken > 0 {
-                var levels: [DeliveryPipeline.SessionKey: UInt64] = [:]
-                for item in batch[0..<taken] {
-                    levels[DeliveryPipeline.SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+            condition.withLock {
+                busy = false
+                head += taken
+                if head > 4096 && head * 2 > queue.count {
+                    queue.removeFirst(head)
+                    head = 0
                 }
-                condition.withLock {
-                    head += taken
-                    if head > 4096 && head * 2 > queue.count {
-                        queue.removeFirst(head)
-                        head = 0
-                    }
-                }
-                pipeline.sinkAdvanced(sink.label, levels)
-            } else if problem != nil {
+            }
+            report(batch, taken: taken)
+            if taken == 0 && problem != nil {
                 Thread.sleep(forTimeInterval: 0.2)
             }
         }
