@@ -7,10 +7,10 @@ public enum SecretMask {
     public static func mask(_ secret: String) -> String {
         let chars = Array(secret)
         guard chars.count >= minimumLengthToHint else { return "…(\(chars.count) chars)" }
-        // A vendor prefix up to and including a separator in the first four characters (`dg_`, `sk-`),
+        // A vendor prefix up to and including a separator in the first three characters (`dg_`, `sk-`),
         // else the first two characters.
         var prefixCount = 2
-        if let sep = chars.prefix(4).firstIndex(where: { $0 == "_" || $0 == "-" }) { prefixCount = sep + 1 }
+        if let sep = chars.prefix(3).firstIndex(where: { $0 == "_" || $0 == "-" }) { prefixCount = sep + 1 }
         return String(chars.prefix(prefixCount)) + "…" + String(chars.suffix(4))
     }
 }

@@ -265,7 +265,7 @@ struct ConfigTransferTests {
         // A big multi-part push from the real CLI, and the desktop killed at different moments.
         try writeManyKeys(pair.phoneHome, count: 900)
         let phoneSettings = try String(contentsOfFile: pair.phoneHome + "/config/settings.json", encoding: .utf8)
-        for delay in [0, 30_000, 80_000, 150_000] as [UInt32] {
+        for delay in [150_000, 300_000, 450_000, 650_000, 1_000_000] as [UInt32] {
             let push = try Proc(["config", "push", "--timeout", "10"], home: pair.phoneHome, label: "push\(delay)")
             usleep(delay)
             pair.daemon!.kill9()
