@@ -162,7 +162,7 @@ public final class ConfigExchange: @unchecked Sendable {
             }
         }
         let updates = try tx.offer(keys: keys, includeSecrets: true)
-        return ConfigWire.offer(batch: Self.newBatchID(), origin: "push", updates: updates)
+        return try ConfigWire.offer(batch: Self.newBatchID(), origin: "push", updates: updates)
     }
 
     static func newBatchID() -> String { "b-" + Hex.encode(SecureRandom.bytes(8)) }
@@ -273,7 +273,7 @@ public final class ConfigExchange: @unchecked Sendable {
                 return
             }
             outstanding.insert(batch)
-            for m in ConfigWire.offer(batch: batch, origin: "reply", updates: try tx.offer(keys: keys, includeSecrets: share == .all)) {
+            for m in try ConfigWire.offer(batch: batch, origin: "reply", updates: try tx.offer(keys: keys, includeSecrets: share == .all)) {
                 transmit(m)
             }
         case .result(let r):

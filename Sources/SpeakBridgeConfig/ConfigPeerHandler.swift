@@ -65,7 +65,7 @@ public final class ConfigPeerHandler: PeerConfigHandler, @unchecked Sendable {
                 }
                 let updates = try store.read().offer(keys: keys, includeSecrets: share == .all)
                 Console.info("config: sending \(updates.count) key(s) to \(who)")
-                return out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates)
+                return try out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates)
             case .offer(let part):
                 guard let (_, entries) = try assemblers[device, default: BatchAssembler()].add(part, now: store.now()) else { return [] }
                 var out = try staged(for: device)
@@ -115,7 +115,13 @@ public final class ConfigPeerHandler: PeerConfigHandler, @unchecked Sendable {
                 out.append(.pull(batch: item.id, keys: item.keys))
             case .push:
                 let updates = try tx.offer(keys: item.keys, includeSecrets: true)
-                out += ConfigWire.offer(batch: item.id, origin: "staged", updates: updates)
+                do {
+                    out += try ConfigWire.offer(batch: item.id, origin: "staged", updates: updates)
+                } catch {
+                    Console.warning("config: dropped the staged push \(item.id): \(error.message)")
+                    try clearStaged(item.id)
+                    continue
+                }
             }
             inFlight[item.id] = now
         }

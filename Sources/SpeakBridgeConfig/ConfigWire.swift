@@ -40,7 +40,7 @@ public enum ConfigWire {
     public static let errorType = "config-error"
 
     public static let maxEntriesPerPart = 256
-    public static let maxParts = 16
+    public static let maxParts = 64
     public static let maxEntriesPerBatch = 1_024
     public static let maxPullKeys = 256
     /// Encoded size a sender aims at for one part (a frame is 65,535 bytes; Noise adds a 16-byte tag).
@@ -84,8 +84,13 @@ public enum ConfigWire {
     }
 
     /// A batch as offer parts, each under `partBudget` bytes and `maxEntriesPerPart` entries. An empty batch is
-    /// one empty part (it still answers a pull).
-    public static func offer(batch: String, origin: String, updates: [ConfigUpdate]) -> [ConfigMessage] {
+    /// one empty part (it still answers a pull). More than `maxParts` parts or `maxEntriesPerBatch` entries is refused
+    /// (`too-large`): a batch is applied whole, so the receiver must be able to hold all of it.
+    public static func offer(batch: String, origin: String, updates: [ConfigUpdate]) throws(ConfigError) -> [ConfigMessage] {
+        guard updates.count <= maxEntriesPerBatch else {
+            throw ConfigError(.tooLarge, "\(updates.count) keys are too many for one batch (at most \(maxEntriesPerBatch))",
+                              hint: "name fewer keys")
+        }
         var groups: [[ConfigUpdate]] = [[]]
         var size = 200
         for u in updates {
@@ -96,6 +101,10 @@ public enum ConfigWire {
             }
             groups[groups.count - 1].append(u)
             size += entrySize
+        }
+        guard groups.count <= maxParts else {
+            throw ConfigError(.tooLarge, "the values are too large for one batch (\(groups.count) frames, at most \(maxParts))",
+                              hint: "name fewer keys")
         }
         return groups.enumerated().map { i, entries in
             .offer(OfferPart(batch: batch, part: i + 1, parts: groups.count, origin: origin, entries: entries))
@@ -215,7 +224,7 @@ public struct BatchAssembler: Sendable {
     }
 
     /// Incomplete batches kept at once; the oldest is dropped beyond this.
-    public static let maxPartial = 4
+    public static let maxPartial = 2
     var partial: [String: Partial] = [:]
 
     public init() {}
