@@ -45,19 +45,14 @@ public final class Sender: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-send")
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
     let finished = DispatchSemaphore(value: 0)
-    var dialer: Dialer!
+    var link: SessionLink!
     // Owned by `queue`.
     var window: OutboxWindow
-    var machines: [WebSocketConnectionID: InitiatorMachine] = [:]
-    var active: WebSocketConnectionID?
-    var finder: DesktopFinder?
-    var mdnsCandidates: [Candidate] = []
     var inputDone = false
     var exitCode: Int32?
     var backoff = 0.2
     var reportedUnreachable = false
     var needsSync = false
-    var connectedTo: Candidate?
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
@@ -69,23 +64,7 @@ public final class Sender: @unchecked Sendable {
         } catch {
             throw ClientError(error.description, hint: error.hint)
         }
-        let desktops = peers.all.filter { $0.role == .desktop }
-        if let query = options.desktop {
-            guard let peer = peers.find(query), peer.role == .desktop else {
-                throw ClientError("no paired desktop matches \"\(query)\"", hint: "list them with `speakbridge devices`")
-            }
-            desktop = peer
-        } else {
-            guard let only = desktops.first else {
-                throw ClientError("this installation is not paired with any desktop",
-                                  hint: "run `speakbridge pair` on the desktop, then `speakbridge join CODE` here")
-            }
-            guard desktops.count == 1 else {
-                throw ClientError("paired with \(desktops.count) desktops; say which one",
-                                  hint: "use --to NAME or --to ID (see `speakbridge devices`)")
-            }
-            desktop = only
-        }
+        desktop = try SessionLink.pairedDesktop(peers, options.desktop)
         do {
             outbox = try Outbox(home: options.home, desktop: desktop.id) {
                 Console.info("another `speakbridge send` to this desktop is running; waiting for it to finish")
@@ -100,9 +79,12 @@ public final class Sender: @unchecked Sendable {
     /// Runs until everything is acknowledged (0), the timeout passes (75), or a fatal error (1).
     public func run() -> Int32 {
         do {
-            dialer = try Dialer(queue: queue) { [weak self] event in self?.handle(event) }
+            link = try SessionLink(identity: identity, desktop: desktop, peers: peers, agent: "speakbridge-cli/0.1",
+                                   extraCandidates: options.extraCandidates, queue: queue) { [weak self] event in
+                self?.handle(event)
+            }
         } catch {
-            Console.error("cannot start the WebSocket client: \(error)")
+            Console.error(error.message, hint: error.hint)
             return 1
         }
         if !outbox.pending.isEmpty {
@@ -123,7 +105,7 @@ public final class Sender: @unchecked Sendable {
         queue.async { self.connect() }
         scheduleTick()
         finished.wait()
-        dialer.shutdown()
+        link.shutdown()
         return queue.sync { exitCode ?? 1 }
     }
 
@@ -188,56 +170,28 @@ public final class Sender: @unchecked Sendable {
 
     // MARK: - Connection
 
-    func candidates() -> [Candidate] {
-        let current = peers.find(desktop.id.description) ?? desktop
-        var list = mdnsCandidates
-        list += current.addresses.map { Candidate(host: $0, port: current.port, source: "last known") }
-        list += options.extraCandidates
-        var seen = Set<Candidate>()
-        return list.filter { seen.insert($0).inserted }
-    }
-
     func connect() {
-        guard exitCode == nil, active == nil else { return }
-        if finder == nil {
-            finder = DesktopFinder(desktop: desktop.id, queue: queue) { [weak self] found in
-                guard let self else { return }
-                self.mdnsCandidates = found
-                // A new address from mDNS is tried right away, beside whatever is in flight.
-                if self.active == nil && self.exitCode == nil { self.dialer.dial(found, path: ConnectionIntent.session.path) }
-            }
-        }
-        dialer.dial(candidates(), path: ConnectionIntent.session.path)
+        guard exitCode == nil else { return }
+        link.connect()
     }
 
-    func handle(_ event: Dialer.Event) {
+    func handle(_ event: SessionLink.Event) {
         guard exitCode == nil else { return }
         switch event {
-        case .opened(let id, _):
-            do {
-                var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
-                                             desktopKey: desktop.publicKey, psk: desktop.psk,
-                                             firstMessage: .hello(agent: "speakbridge-cli/0.1"))
-                dialer.send(try m.start(), on: id)
-                machines[id] = m
-            } catch {
-                Console.error("handshake failed: \(error)")
-                finish(1)
+        case .established(let candidate):
+            backoff = 0.2
+            if reportedUnreachable {
+                Console.info("connected to \"\(desktop.name)\" at \(candidate)")
+                reportedUnreachable = false
             }
-        case .message(let id, let frame):
-            guard var m = machines[id] else { return }
-            let actions = m.receive(frame)
-            machines[id] = m
-            for action in actions { perform(action, on: id) }
-        case .closed(let id, _):
-            machines[id] = nil
-            if id == active {
-                active = nil
-                window.connectionLost()
-                scheduleReconnect("connection lost")
-            }
-        case .exhausted(let reason):
-            if active == nil { scheduleReconnect(reason) }
+            link.send([.resume(session: window.session, delivered: nil)])
+        case .received(let message):
+            receive(message)
+        case .lost(let reason):
+            window.connectionLost()
+            scheduleReconnect("connection lost: \(reason)")
+        case .unreachable(let reason, let refused):
+            scheduleReconnect(refused ? "the desktop did not accept this device (revoked or not paired there?)" : reason)
         }
     }
 
@@ -249,36 +203,6 @@ public final class Sender: @unchecked Sendable {
         let delay = backoff
         backoff = min(backoff * 2, 5)
         queue.asyncAfter(deadline: .now() + delay) { self.connect() }
-    }
-
-    func perform(_ action: InitiatorMachine.Action, on id: WebSocketConnectionID) {
-        switch action {
-        case .send(let frame):
-            dialer.send(frame, on: id)
-        case .established:
-            guard active == nil else {
-                dialer.close(id)
-                return
-            }
-            active = id
-            dialer.choose(id)
-            connectedTo = dialer.candidate(id)
-            backoff = 0.2
-            if reportedUnreachable {
-                Console.info("connected to \"\(desktop.name)\" at \(connectedTo?.description ?? "?")")
-                reportedUnreachable = false
-            }
-            rememberAddress()
-            transmit([.resume(session: window.session, delivered: nil)])
-        case .received(let message):
-            if id == active { receive(message) }
-        case .paired:
-            break
-        case .close(let reason):
-            if id == active { Console.warning("closing the connection: \(reason)") }
-            machines[id] = nil
-            dialer.close(id)
-        }
     }
 
     func receive(_ message: Message) {
@@ -296,7 +220,7 @@ public final class Sender: @unchecked Sendable {
         case let .error(code, text, _):
             Console.warning("desktop reported \(code): \(text)")
         case .bye:
-            if let active { dialer.close(active) }
+            link.drop()
         default:
             break
         }
@@ -312,22 +236,7 @@ public final class Sender: @unchecked Sendable {
     }
 
     func transmit(_ messages: [Message]) {
-        guard !messages.isEmpty, let id = active, var m = machines[id], m.isEstablished else { return }
-        for message in messages {
-            for action in m.encryptAndSend(message) {
-                if case .send(let frame) = action { dialer.send(frame, on: id) }
-            }
-        }
-        machines[id] = m
-    }
-
-    func rememberAddress() {
-        guard let c = connectedTo else { return }
-        try? peers.update(key: desktop.publicKey) { peer in
-            peer.addresses = [c.host] + peer.addresses.filter { $0 != c.host }
-            peer.port = c.port
-            peer.lastSeen = Date()
-        }
+        link.send(messages)
     }
 
     func checkDone() {
@@ -342,8 +251,7 @@ public final class Sender: @unchecked Sendable {
         exitCode = code
         // Give the bye frame a moment to leave before the context goes away.
         queue.asyncAfter(deadline: .now() + 0.05) {
-            self.finder?.stop()
-            self.dialer.hangUp()
+            self.link.hangUp()
             self.finished.signal()
         }
     }
@@ -370,7 +278,7 @@ public final class Sender: @unchecked Sendable {
         let now = clock.now.seconds(since: start)
         if window.isStalled(now: now) {
             Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
-            if let active { dialer.close(active) }
+            link.drop()
         }
         if options.timeout > 0, now > options.timeout {
             Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",

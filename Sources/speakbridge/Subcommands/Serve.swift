@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SpeakBridgeConfig
 import SpeakBridgeDaemon
 import SpeakBridgeProtocol
 import SpeakBridgeQR
@@ -51,9 +52,12 @@ struct Serve: ParsableCommand {
         }
         let daemon: Daemon
         do {
-            daemon = try Daemon(options: DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
-                                                       name: name, mdns: !noMDNS,
-                                                       pairingLifetime: pairingLifetime))
+            var options = DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
+                                        name: name, mdns: !noMDNS, pairingLifetime: pairingLifetime)
+            options.configHandler = try ConfigPeerHandler(home: home)
+            daemon = try Daemon(options: options)
+        } catch let error as ConfigError {
+            throw CLIError(error.message, hint: error.hint)
         } catch let error as StoreError {
             throw CLIError(error)
         } catch let error as SinkError {

@@ -1,0 +1,103 @@
+import SpeakBridgeProtocol
+
+/// One key as this installation stores it. A secret's value is not here but in the secret backend, under `ref`.
+public struct ConfigRecord: Sendable, Equatable {
+    public enum Body: Sendable, Equatable {
+        case value(ConfigValue)
+        /// A secret string, kept by the `SecretBackend` under this opaque reference.
+        case secret(ref: String)
+        /// A tombstone: the key was unset. Tombstones are kept and travel like values, so a deletion syncs.
+        case deleted
+    }
+
+    public var key: String
+    public var version: HLCTimestamp
+    public var body: Body
+
+    public init(key: String, version: HLCTimestamp, body: Body) {
+        self.key = key
+        self.version = version
+        self.body = body
+    }
+
+    public var isSecret: Bool { if case .secret = body { return true }; return false }
+    public var isDeleted: Bool { body == .deleted }
+    var secretRef: String? { if case .secret(let ref) = body { return ref }; return nil }
+}
+
+/// One key as it travels between devices (and into `apply`): a secret carries its value.
+public struct ConfigUpdate: Sendable, Equatable {
+    public enum Body: Sendable, Equatable {
+        case value(ConfigValue)
+        case secret(String)
+        case deleted
+    }
+
+    public var key: String
+    public var version: HLCTimestamp
+    public var body: Body
+
+    public init(key: String, version: HLCTimestamp, body: Body) {
+        self.key = key
+        self.version = version
+        self.body = body
+    }
+}
+
+/// A change a peer offered that waits for the user's consent (policy `ask`).
+public struct PendingRecord: Sendable, Equatable {
+    public var record: ConfigRecord
+    public var from: DeviceID
+    public var fromName: String
+    /// Unix seconds when it arrived.
+    public var received: Int64
+
+    public init(record: ConfigRecord, from: DeviceID, fromName: String, received: Int64) {
+        self.record = record
+        self.from = from
+        self.fromName = fromName
+        self.received = received
+    }
+}
+
+/// Per-key last-writer-wins: the higher version wins, whatever it carries (a value or a tombstone).
+/// Equal versions are the same write. Nothing else is consulted, so every device that has seen the same
+/// writes holds the same winner, in whatever order the writes arrived.
+public enum Merge {
+    public static func incomingWins(_ incoming: HLCTimestamp, over local: HLCTimestamp?) -> Bool {
+        guard let local else { return true }
+        return local < incoming
+    }
+}
+
+/// What applying one batch did; sent back to the peer as `config-result`.
+public struct ConfigResult: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        /// At least one key was applied.
+        case applied
+        /// Nothing applied, at least one key is held for consent (policy `ask`).
+        case pending
+        /// Nothing was newer than what the receiver has (or the batch was empty).
+        case unchanged
+        /// The receiver's policy for the sender is `deny`: nothing was stored.
+        case denied
+    }
+
+    public var batch: String
+    public var status: Status
+    public var applied: [String]
+    public var pending: [String]
+    public var unchanged: [String]
+    /// Keys marked local-only on the receiver: ignored there.
+    public var skipped: [String]
+
+    public init(batch: String, status: Status, applied: [String] = [], pending: [String] = [],
+                unchanged: [String] = [], skipped: [String] = []) {
+        self.batch = batch
+        self.status = status
+        self.applied = applied
+        self.pending = pending
+        self.unchanged = unchanged
+        self.skipped = skipped
+    }
+}

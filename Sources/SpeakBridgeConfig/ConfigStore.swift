@@ -1,0 +1,145 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// One installation's config: `config/settings.json`, the secret backend, and `state/config-outbox.json`.
+///
+/// Every read and every change takes an exclusive `flock` on `config/settings.lock`, so the CLI and the daemon
+/// (which reads the files afresh for every exchange) never see or write half of a change. A change is one
+/// `update { … }`: the closure edits a copy; nothing is written when it throws; otherwise new secrets are stored,
+/// then `settings.json` is replaced atomically (`FileIO.atomicWrite`: temp file, fsync, rename), which is the
+/// commit point of the whole change — a batch from a peer is applied entirely or not at all.
+public final class ConfigStore: Sendable {
+    public let home: Home
+    /// This installation's device ID: the writer part of every version it stamps.
+    public let device: DeviceID
+    public let secrets: any SecretBackend
+    /// Wall clock in Unix milliseconds (injectable for tests).
+    public let now: @Sendable () -> UInt64
+
+    var documentPath: String { home.settingsFile }
+    var outboxPath: String { home.state + "/config-outbox.json" }
+    var lockPath: String { home.config + "/settings.lock" }
+
+    public init(home: Home, device: DeviceID, secrets: (any SecretBackend)? = nil,
+                now: @escaping @Sendable () -> UInt64 = ConfigStore.wallClock) throws(ConfigError) {
+        do { try home.prepare() } catch { throw .local(error.description, hint: error.hint) }
+        self.home = home
+        self.device = device
+        self.secrets = secrets ?? FileSecretBackend(path: home.config + "/secrets.json")
+        self.now = now
+    }
+
+    public static let wallClock: @Sendable () -> UInt64 = { UInt64(max(0, Date().timeIntervalSince1970 * 1_000)) }
+
+    /// A consistent snapshot (document and outbox read under the lock).
+    public func read() throws(ConfigError) -> ConfigTransaction {
+        try withLock { () throws(ConfigError) -> ConfigTransaction in try load() }
+    }
+
+    /// Runs `body` on a copy of the store and commits it (see the type's comment).
+    @discardableResult
+    public func update<T>(_ body: (inout ConfigTransaction) throws(ConfigError) -> T) throws(ConfigError) -> T {
+        try withLock { () throws(ConfigError) -> T in
+            var tx = try load()
+            let before = tx
+            let result = try body(&tx)
+            try commit(tx, before: before)
+            return result
+        }
+    }
+
+    func load() throws(ConfigError) -> ConfigTransaction {
+        let doc: ConfigDocument
+        let outbox: StagedOutbox
+        do {
+            doc = try FileIO.read(documentPath).map { b throws(ConfigError) in try ConfigDocument.decode(b) } ?? ConfigDocument()
+            outbox = try FileIO.read(outboxPath).map { b throws(ConfigError) in try StagedOutbox.decode(b) } ?? StagedOutbox()
+        } catch let error as ConfigError {
+            throw error
+        } catch let error as StoreError {
+            throw .local(error.description, hint: error.hint)
+        } catch {
+            throw .local("\(error)")
+        }
+        return ConfigTransaction(document: doc, outbox: outbox, backend: secrets, device: device, now: now())
+    }
+
+    func commit(_ tx: ConfigTransaction, before: ConfigTransaction) throws(ConfigError) {
+        try secrets.put(tx.newSecrets)
+        do {
+            if tx.document != before.document { try FileIO.atomicWrite(documentPath, tx.document.encoded()) }
+            if tx.outbox != before.outbox { try FileIO.atomicWrite(outboxPath, tx.outbox.encoded()) }
+        } catch {
+            throw .local(error.description, hint: error.hint)
+        }
+        if tx.document != before.document || !tx.newSecrets.isEmpty {
+            try secrets.prune(keeping: tx.document.referencedSecrets)
+        }
+    }
+
+    func withLock<T>(_ body: () throws(ConfigError) -> T) throws(ConfigError) -> T {
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .local("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw .local("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }
+        }
+        defer { flock(fd, LOCK_UN) }
+        return try body()
+    }
+}
+
+/// A copy of the store being read or changed inside `ConfigStore.update`.
+public struct ConfigTransaction: Sendable {
+    public var document: ConfigDocument
+    public var outbox: StagedOutbox
+    /// Secrets written by this change (reference → value), stored before the document is replaced.
+    var newSecrets: [String: String] = [:]
+    let backend: any SecretBackend
+    public let device: DeviceID
+    /// Wall clock (Unix ms) when the change began.
+    public let now: UInt64
+
+    init(document: ConfigDocument, outbox: StagedOutbox, backend: any SecretBackend, device: DeviceID, now: UInt64) {
+        self.document = document
+        self.outbox = outbox
+        self.backend = backend
+        self.device = device
+        self.now = now
+    }
+
+    /// The value of a secret reference.
+    public func secret(_ ref: String) throws(ConfigError) -> String? {
+        if let v = newSecrets[ref] { return v }
+        return try backend.value(ref: ref)
+    }
+
+    /// Stores a secret value under a new random reference (written at commit).
+    mutating func putSecret(_ value: String) -> String {
+        let ref = Hex.encode(SecureRandom.bytes(16))
+        newSecrets[ref] = value
+        return ref
+    }
+
+    /// A new version for a local write.
+    mutating func tick() -> HLCTimestamp { document.clock.tick(now: now, device: device) }
+
+    /// A record's value as it travels (secrets resolved).
+    public func update(for record: ConfigRecord) throws(ConfigError) -> ConfigUpdate {
+        switch record.body {
+        case .value(let v): return ConfigUpdate(key: record.key, version: record.version, body: .value(v))
+        case .deleted: return ConfigUpdate(key: record.key, version: record.version, body: .deleted)
+        case .secret(let ref):
+            guard let value = try secret(ref) else {
+                throw .local("the secret value of \(record.key) is missing from \(backend.summary)",
+                             hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`")
+            }
+            return ConfigUpdate(key: record.key, version: record.version, body: .secret(value))
+        }
+    }
+}

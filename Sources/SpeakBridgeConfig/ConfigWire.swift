@@ -1,0 +1,261 @@
+import SpeakBridgeProtocol
+
+/// One part of an offer: a batch is split into parts that each fit one frame; it is applied only once every
+/// part has arrived on the same connection.
+public struct OfferPart: Sendable, Equatable {
+    public var batch: String
+    public var part: Int
+    public var parts: Int
+    /// `reply` (answers a `config-pull` with the same batch ID), `push` (the sender's user pushed), `staged`
+    /// (a push the user staged earlier for this device). Informational.
+    public var origin: String
+    public var entries: [ConfigUpdate]
+
+    public init(batch: String, part: Int, parts: Int, origin: String, entries: [ConfigUpdate]) {
+        self.batch = batch
+        self.part = part
+        self.parts = parts
+        self.origin = origin
+        self.entries = entries
+    }
+}
+
+/// The config messages of PROTOCOL.md ("Config transfer").
+public enum ConfigMessage: Sendable, Equatable {
+    /// "Send me your keys (these, or all you share)"; answered by an offer with the same batch ID, or an error.
+    case pull(batch: String, keys: [String]?)
+    case offer(OfferPart)
+    /// Answers a complete offer.
+    case result(ConfigResult)
+    /// Answers a message that was refused; `batch` names the batch or pull it refers to, when known.
+    case error(batch: String?, code: String, message: String)
+}
+
+/// Encoding and strict decoding of config messages. Every limit is checked before anything is stored; a
+/// message that breaks one is answered with `config-error` and changes nothing.
+public enum ConfigWire {
+    public static let pullType = "config-pull"
+    public static let offerType = "config-offer"
+    public static let resultType = "config-result"
+    public static let errorType = "config-error"
+
+    public static let maxEntriesPerPart = 256
+    public static let maxParts = 64
+    public static let maxEntriesPerBatch = 1_024
+    public static let maxPullKeys = 256
+    /// Encoded size a sender aims at for one part (a frame is 65,535 bytes; Noise adds a 16-byte tag).
+    public static let partBudget = 60_000
+
+    // MARK: encoding
+
+    public static func message(_ m: ConfigMessage) -> Message {
+        switch m {
+        case let .pull(batch, keys):
+            var body: [(String, JSONValue)] = [("batch", .string(batch))]
+            if let keys { body.append(("keys", .array(keys.map { .string($0) }))) }
+            return .config(type: pullType, body: .object(body))
+        case .offer(let p):
+            return .config(type: offerType, body: .object([
+                ("batch", .string(p.batch)), ("part", .integer(Int64(p.part))), ("parts", .integer(Int64(p.parts))),
+                ("origin", .string(p.origin)), ("entries", .array(p.entries.map(entryJSON))),
+            ]))
+        case .result(let r):
+            return .config(type: resultType, body: .object([
+                ("batch", .string(r.batch)), ("status", .string(r.status.rawValue)),
+                ("applied", .array(r.applied.map { .string($0) })), ("pending", .array(r.pending.map { .string($0) })),
+                ("unchanged", .array(r.unchanged.map { .string($0) })), ("skipped", .array(r.skipped.map { .string($0) })),
+            ]))
+        case let .error(batch, code, text):
+            var body: [(String, JSONValue)] = []
+            if let batch { body.append(("batch", .string(batch))) }
+            body += [("code", .string(code)), ("message", .string(String(text.prefix(512))))]
+            return .config(type: errorType, body: .object(body))
+        }
+    }
+
+    public static func entryJSON(_ u: ConfigUpdate) -> JSONValue {
+        var m: [(String, JSONValue)] = [("key", .string(u.key)), ("version", .string(u.version.description))]
+        switch u.body {
+        case .value(let v): m.append(("value", v.json))
+        case .secret(let s): m += [("value", .string(s)), ("secret", .bool(true))]
+        case .deleted: m.append(("deleted", .bool(true)))
+        }
+        return .object(m)
+    }
+
+    /// A batch as offer parts, each under `partBudget` bytes and `maxEntriesPerPart` entries. An empty batch is
+    /// one empty part (it still answers a pull). More than `maxParts` parts or `maxEntriesPerBatch` entries is refused
+    /// (`too-large`): a batch is applied whole, so the receiver must be able to hold all of it.
+    public static func offer(batch: String, origin: String, updates: [ConfigUpdate]) throws(ConfigError) -> [ConfigMessage] {
+        guard updates.count <= maxEntriesPerBatch else {
+            throw ConfigError(.tooLarge, "\(updates.count) keys are too many for one batch (at most \(maxEntriesPerBatch))",
+                              hint: "name fewer keys")
+        }
+        var groups: [[ConfigUpdate]] = [[]]
+        var size = 200
+        for u in updates {
+            let entrySize = entryJSON(u).encoded().count + 1
+            if !groups[groups.count - 1].isEmpty && (size + entrySize > partBudget || groups[groups.count - 1].count == maxEntriesPerPart) {
+                groups.append([])
+                size = 200
+            }
+            groups[groups.count - 1].append(u)
+            size += entrySize
+        }
+        guard groups.count <= maxParts else {
+            throw ConfigError(.tooLarge, "the values are too large for one batch (\(groups.count) frames, at most \(maxParts))",
+                              hint: "name fewer keys")
+        }
+        return groups.enumerated().map { i, entries in
+            .offer(OfferPart(batch: batch, part: i + 1, parts: groups.count, origin: origin, entries: entries))
+        }
+    }
+
+    // MARK: decoding
+
+    public static func decode(type: String, body: JSONValue) throws(ConfigError) -> ConfigMessage {
+        switch type {
+        case pullType:
+            let batch = try batchID(body["batch"])
+            var keys: [String]?
+            if let list = body["keys"], list != .null {
+                guard let items = list.arrayValue else { throw ConfigError(.malformed, "\"keys\" must be an array of keys") }
+                guard items.count <= maxPullKeys else { throw ConfigError(.tooLarge, "more than \(maxPullKeys) keys in one pull") }
+                keys = try items.map { v throws(ConfigError) -> String in
+                    guard let k = v.stringValue else { throw ConfigError(.malformed, "\"keys\" must be an array of keys") }
+                    try ConfigKey.validate(k)
+                    return k
+                }
+            }
+            return .pull(batch: batch, keys: keys)
+        case offerType:
+            let batch = try batchID(body["batch"])
+            guard let part = body["part"]?.int64Value, let parts = body["parts"]?.int64Value,
+                  (1...Int64(maxParts)).contains(parts), (1...parts).contains(part) else {
+                throw ConfigError(.malformed, "\"part\" and \"parts\" must be integers with 1 <= part <= parts <= \(maxParts)")
+            }
+            guard let items = body["entries"]?.arrayValue else { throw ConfigError(.malformed, "\"entries\" must be an array") }
+            guard items.count <= maxEntriesPerPart else {
+                throw ConfigError(.tooLarge, "more than \(maxEntriesPerPart) entries in one part")
+            }
+            var seen = Set<String>()
+            var entries: [ConfigUpdate] = []
+            for item in items {
+                let u = try entry(item)
+                guard seen.insert(u.key).inserted else { throw ConfigError(.malformed, "\(u.key) appears twice in one batch") }
+                entries.append(u)
+            }
+            let origin = body["origin"]?.stringValue.map { String($0.prefix(16)) } ?? "push"
+            return .offer(OfferPart(batch: batch, part: Int(part), parts: Int(parts), origin: origin, entries: entries))
+        case resultType:
+            let batch = try batchID(body["batch"])
+            guard let status = body["status"]?.stringValue.flatMap(ConfigResult.Status.init(rawValue:)) else {
+                throw ConfigError(.malformed, "\"status\" must be applied, pending, unchanged or denied")
+            }
+            func keys(_ field: String) -> [String] {
+                (body[field]?.arrayValue ?? []).prefix(maxEntriesPerBatch).compactMap(\.stringValue).filter(ConfigKey.isValid)
+            }
+            return .result(ConfigResult(batch: batch, status: status, applied: keys("applied"), pending: keys("pending"),
+                                        unchanged: keys("unchanged"), skipped: keys("skipped")))
+        case errorType:
+            let batch = body["batch"]?.stringValue.flatMap { MessageCodec.isValidSessionID($0) ? $0 : nil }
+            let code = ConfigText.clean(body["code"]?.stringValue ?? "error", limit: 32)
+            let text = ConfigText.clean(body["message"]?.stringValue ?? "", limit: 512)
+            return .error(batch: batch, code: code, message: text)
+        default:
+            throw ConfigError(.unknownType, "unknown config message type \"\(ConfigText.clean(type, limit: 32))\"")
+        }
+    }
+
+    static func batchID(_ v: JSONValue?) throws(ConfigError) -> String {
+        guard let s = v?.stringValue, MessageCodec.isValidSessionID(s) else {
+            throw ConfigError(.malformed, "\"batch\" must be 1-64 characters of A-Z a-z 0-9 . _ -")
+        }
+        return s
+    }
+
+    static func entry(_ v: JSONValue) throws(ConfigError) -> ConfigUpdate {
+        guard case .object = v, let key = v["key"]?.stringValue else {
+            throw ConfigError(.malformed, "an entry must be an object with a string \"key\"")
+        }
+        try ConfigKey.validate(key)
+        guard let versionText = v["version"]?.stringValue else { throw ConfigError(.malformed, "\(key) has no \"version\"") }
+        let version = try HLCTimestamp(parsing: versionText)
+        if let deleted = v["deleted"], deleted != .null {
+            guard deleted.boolValue != nil else { throw ConfigError(.malformed, "\"deleted\" of \(key) must be a boolean") }
+            if deleted.boolValue == true { return ConfigUpdate(key: key, version: version, body: .deleted) }
+        }
+        guard let raw = v["value"] else { throw ConfigError(.malformed, "\(key) has neither \"value\" nor \"deleted\"") }
+        let value = try ConfigValue(json: raw, key: key)
+        var secret = false
+        if let s = v["secret"], s != .null {
+            guard let b = s.boolValue else { throw ConfigError(.malformed, "\"secret\" of \(key) must be a boolean") }
+            secret = b
+        }
+        if secret {
+            guard case .string(let text) = value else { throw ConfigError(.malformed, "the secret \(key) must be a string") }
+            return ConfigUpdate(key: key, version: version, body: .secret(text))
+        }
+        return ConfigUpdate(key: key, version: version, body: .value(value))
+    }
+}
+
+/// Text from a peer for a terminal or a log: control and bidi characters become `?`, at most `limit` characters.
+public enum ConfigText {
+    public static func clean(_ s: String, limit: Int = 256) -> String {
+        String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit).map { scalar -> Unicode.Scalar in
+            let v = scalar.value
+            let bad = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v)
+                || (0x2066...0x2069).contains(v) || v == 0x200E || v == 0x200F
+            return bad ? "?" : scalar
+        }))
+    }
+}
+
+/// Collects the parts of incoming batches (per peer, per connection or device) until a batch is complete.
+/// A batch whose parts disagree is dropped whole; a batch that never completes is never applied.
+public struct BatchAssembler: Sendable {
+    struct Partial: Sendable {
+        var parts: Int
+        var origin: String
+        var received: [Int: [ConfigUpdate]] = [:]
+        var keys: Set<String> = []
+        var started: UInt64
+    }
+
+    /// Incomplete batches kept at once; the oldest is dropped beyond this.
+    public static let maxPartial = 2
+    var partial: [String: Partial] = [:]
+
+    public init() {}
+
+    public var incompleteBatches: Int { partial.count }
+
+    /// Adds a part; returns the whole batch (entries in part order) once its last part arrived.
+    public mutating func add(_ p: OfferPart, now: UInt64) throws(ConfigError) -> (origin: String, entries: [ConfigUpdate])? {
+        var batch = partial[p.batch] ?? Partial(parts: p.parts, origin: p.origin, started: now)
+        do throws(ConfigError) {
+            guard batch.parts == p.parts else { throw ConfigError(.malformed, "parts of batch \(p.batch) disagree on \"parts\"") }
+            guard batch.received[p.part] == nil else { throw ConfigError(.malformed, "part \(p.part) of batch \(p.batch) arrived twice") }
+            for u in p.entries {
+                guard batch.keys.insert(u.key).inserted else { throw ConfigError(.malformed, "\(u.key) appears twice in batch \(p.batch)") }
+            }
+            guard batch.keys.count <= ConfigWire.maxEntriesPerBatch else {
+                throw ConfigError(.tooLarge, "batch \(p.batch) has more than \(ConfigWire.maxEntriesPerBatch) entries")
+            }
+        } catch {
+            partial[p.batch] = nil
+            throw error
+        }
+        batch.received[p.part] = p.entries
+        if batch.received.count == batch.parts {
+            partial[p.batch] = nil
+            return (batch.origin, (1...batch.parts).flatMap { batch.received[$0]! })
+        }
+        partial[p.batch] = batch
+        if partial.count > Self.maxPartial, let oldest = partial.min(by: { $0.value.started < $1.value.started })?.key {
+            partial[oldest] = nil
+        }
+        return nil
+    }
+}

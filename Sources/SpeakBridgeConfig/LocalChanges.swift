@@ -1,0 +1,109 @@
+import SpeakBridgeProtocol
+
+/// Changes the user makes on this machine (`config set`, `unset`, `local-only`, `accept`, `reject`, `policy`),
+/// and what this machine offers to a peer. All run inside `ConfigStore.update` / `read`.
+extension ConfigTransaction {
+    /// `config set`: a new version of `key`. `secret` nil means: keep a secret key secret, and treat keys named
+    /// like credentials (`*.apiKey`, `*.token`, …) as secret. Secrets are strings. Returns the stored record.
+    @discardableResult
+    public mutating func set(_ key: String, _ value: ConfigValue, secret: Bool? = nil) throws(ConfigError) -> ConfigRecord {
+        try ConfigKey.validate(key)
+        try Self.refuseReserved(key)
+        let existing = document.records[key]
+        let isSecret = secret ?? ((existing?.isSecret ?? false) || ConfigKey.looksSecret(key))
+        let body: ConfigRecord.Body
+        if isSecret {
+            guard case .string(let s) = value else {
+                throw ConfigError(.malformed, "a secret is a string; \(key) was given a \(value.typeName)",
+                                  hint: "pass --string to store it as text")
+            }
+            body = .secret(ref: putSecret(s))
+        } else {
+            body = .value(value)
+        }
+        let record = ConfigRecord(key: key, version: tick(), body: body)
+        document.records[key] = record
+        return record
+    }
+
+    /// `config unset`: a tombstone, newer than the value it hides, that syncs like a value.
+    public mutating func unset(_ key: String) throws(ConfigError) {
+        try ConfigKey.validate(key)
+        try Self.refuseReserved(key)
+        guard let existing = document.records[key], !existing.isDeleted else {
+            throw ConfigError(.local, "\(key) is not set", hint: "list the keys with `speakbridge config list`")
+        }
+        document.records[key] = ConfigRecord(key: key, version: tick(), body: .deleted)
+    }
+
+    public mutating func setLocalOnly(_ key: String, _ on: Bool) throws(ConfigError) {
+        try ConfigKey.validate(key)
+        try Self.refuseReserved(key)
+        if on { document.localOnly.insert(key) } else { document.localOnly.remove(key) }
+    }
+
+    static func refuseReserved(_ key: String) throws(ConfigError) {
+        guard !ConfigKey.isReserved(key) else {
+            throw ConfigError(.forbidden, "\(key) is reserved: pairings, devices, identity and policy are not config",
+                              hint: "policies are set with `speakbridge config policy`; devices with `speakbridge devices`")
+        }
+    }
+
+    /// What may leave this machine: every record (tombstones included) that is not local-only and not reserved,
+    /// limited to `keys` when given, secrets only when `includeSecrets`.
+    public func offer(keys: [String]?, includeSecrets: Bool) throws(ConfigError) -> [ConfigUpdate] {
+        let wanted = keys.map(Set.init)
+        var out: [ConfigUpdate] = []
+        for key in document.records.keys.sorted() {
+            let record = document.records[key]!
+            if let wanted, !wanted.contains(key) { continue }
+            if document.localOnly.contains(key) || ConfigKey.isReserved(key) { continue }
+            if record.isSecret && !includeSecrets { continue }
+            out.append(try update(for: record))
+        }
+        return out
+    }
+
+    /// `config accept [KEY…]`: applies pending changes that are still newer than the local value; the others
+    /// were superseded meanwhile and are dropped. One commit for all.
+    public mutating func acceptPending(_ keys: [String]?) throws(ConfigError) -> (applied: [String], superseded: [String]) {
+        var applied: [String] = [], superseded: [String] = []
+        for key in try selectPending(keys) {
+            let p = document.pending.removeValue(forKey: key)!
+            if Merge.incomingWins(p.record.version, over: document.records[key]?.version) {
+                document.records[key] = p.record
+                applied.append(key)
+            } else {
+                superseded.append(key)
+            }
+        }
+        return (applied, superseded)
+    }
+
+    /// `config reject [KEY…]`.
+    public mutating func rejectPending(_ keys: [String]?) throws(ConfigError) -> [String] {
+        let selected = try selectPending(keys)
+        for key in selected { document.pending[key] = nil }
+        return selected
+    }
+
+    func selectPending(_ keys: [String]?) throws(ConfigError) -> [String] {
+        guard let keys, !keys.isEmpty else { return document.pending.keys.sorted() }
+        for key in keys where document.pending[key] == nil {
+            throw ConfigError(.local, "no pending change for \(ConfigKey.printable(key))",
+                              hint: "see them with `speakbridge config pending`")
+        }
+        return keys
+    }
+
+    /// Shown value of a record: masked for secrets unless `reveal`.
+    public func shown(_ record: ConfigRecord, reveal: Bool) throws(ConfigError) -> String {
+        switch record.body {
+        case .value(let v): return v.display
+        case .deleted: return "(deleted)"
+        case .secret(let ref):
+            guard let s = try secret(ref) else { return "(secret missing)" }
+            return reveal ? s : SecretMask.mask(s)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import SpeakBridgeProtocol
+
+/// Applying a batch a peer sent, all or nothing.
+///
+/// Order: (1) every entry is checked — a trust key anywhere, or a version too far in the future, rejects the whole
+/// batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
+/// entries as pending, `accept` applies them; (3) per key, last writer wins (`Merge`); local-only keys are skipped;
+/// (4) the clock observes every version, so later local writes win over what was just seen.
+extension ConfigTransaction {
+    /// Most records plus pending changes one installation keeps; a batch that would exceed it is refused.
+    public static let maxKeys = 2_048
+
+    public mutating func apply(_ updates: [ConfigUpdate], from device: DeviceID, name: String,
+                               acceptOverride: Bool = false) throws(ConfigError) -> ConfigResult {
+        for u in updates {
+            try ConfigKey.validate(u.key)
+            guard !ConfigKey.isReserved(u.key) else {
+                throw ConfigError(.forbidden, "\(u.key) is a trust key (pairings, devices, identity, policy): never accepted from a peer; nothing applied")
+            }
+            try HybridLogicalClock.check(u.version, now: now, key: u.key)
+        }
+        let policy = document.policy.policy(for: device)
+        if policy == .deny && !updates.isEmpty { return ConfigResult(batch: "", status: .denied) }
+        let apply = policy == .accept || acceptOverride
+        var result = ConfigResult(batch: "", status: .unchanged)
+        for u in updates {
+            document.clock.observe(u.version, now: now)
+            if document.localOnly.contains(u.key) {
+                result.skipped.append(u.key)
+                continue
+            }
+            let local = document.records[u.key]
+            guard Merge.incomingWins(u.version, over: local?.version) else {
+                result.unchanged.append(u.key)
+                continue
+            }
+            if apply {
+                document.records[u.key] = record(u, stickySecret: local?.isSecret ?? false)
+                if let p = document.pending[u.key], !Merge.incomingWins(p.record.version, over: u.version) {
+                    document.pending[u.key] = nil
+                }
+                result.applied.append(u.key)
+            } else {
+                if let p = document.pending[u.key], !Merge.incomingWins(u.version, over: p.record.version) {
+                    result.pending.append(u.key)  // the same or a newer change already waits
+                    continue
+                }
+                document.pending[u.key] = PendingRecord(record: record(u, stickySecret: local?.isSecret ?? false),
+                                                        from: device, fromName: name, received: Int64(now / 1_000))
+                result.pending.append(u.key)
+            }
+        }
+        guard document.records.count + document.pending.count <= Self.maxKeys else {
+            throw ConfigError(.tooLarge, "the batch would take this installation over \(Self.maxKeys) keys; nothing applied")
+        }
+        result.status = !result.applied.isEmpty ? .applied : !result.pending.isEmpty ? .pending : .unchanged
+        return result
+    }
+
+    /// A received update as a record. A key that is secret here stays secret when a peer sends a string for it.
+    mutating func record(_ u: ConfigUpdate, stickySecret: Bool) -> ConfigRecord {
+        switch u.body {
+        case .deleted:
+            return ConfigRecord(key: u.key, version: u.version, body: .deleted)
+        case .secret(let s):
+            return ConfigRecord(key: u.key, version: u.version, body: .secret(ref: putSecret(s)))
+        case .value(.string(let s)) where stickySecret:
+            return ConfigRecord(key: u.key, version: u.version, body: .secret(ref: putSecret(s)))
+        case .value(let v):
+            return ConfigRecord(key: u.key, version: u.version, body: .value(v))
+        }
+    }
+}

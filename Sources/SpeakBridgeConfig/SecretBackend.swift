@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// Where secret values live. The settings document refers to each by an opaque random reference; a commit
+/// first `put`s new secrets, then replaces the document (the commit point), then `prune`s what no record uses.
+/// A crash in between leaves unreferenced secrets at worst, removed by the next commit: never a record whose
+/// secret is missing.
+public protocol SecretBackend: Sendable {
+    /// For `config list`: e.g. `file (0600) /home/u/.config/speakbridge/secrets.json`.
+    var summary: String { get }
+    func value(ref: String) throws(ConfigError) -> String?
+    func put(_ secrets: [String: String]) throws(ConfigError)
+    func prune(keeping refs: Set<String>) throws(ConfigError)
+}
+
+/// Secrets in `config/secrets.json`, mode 0600 in a 0700 directory, replaced atomically. Used when no Secret
+/// Service backend is available (this build has none; see the README, "Config transfer").
+public struct FileSecretBackend: SecretBackend {
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    public var summary: String { "file (0600) \(path)" }
+
+    public func value(ref: String) throws(ConfigError) -> String? { try load()[ref] }
+
+    public func put(_ secrets: [String: String]) throws(ConfigError) {
+        guard !secrets.isEmpty else { return }
+        var all = try load()
+        all.merge(secrets) { _, new in new }
+        try save(all)
+    }
+
+    public func prune(keeping refs: Set<String>) throws(ConfigError) {
+        let all = try load()
+        let kept = all.filter { refs.contains($0.key) }
+        if kept.count != all.count { try save(kept) }
+    }
+
+    func load() throws(ConfigError) -> [String: String] {
+        let bytes: [UInt8]?
+        do { bytes = try FileIO.read(path) } catch { throw .local(error.description, hint: error.hint) }
+        guard let bytes else { return [:] }
+        if let mode = FileIO.mode(path), mode & 0o077 != 0 {
+            throw .local("\(path) is readable by other users (mode \(String(mode, radix: 8)))",
+                         hint: "run `chmod 600 \(path)` and consider replacing the API keys in it")
+        }
+        guard let doc = try? JSONValue.parse(bytes, maxDepth: 4, maxBytes: 64 << 20),
+              case .object(let members)? = doc["secrets"] else {
+            throw .local("\(path) is damaged", hint: "move it away and set the secrets again")
+        }
+        var out: [String: String] = [:]
+        for (ref, value) in members { if let s = value.stringValue { out[ref] = s } }
+        return out
+    }
+
+    func save(_ secrets: [String: String]) throws(ConfigError) {
+        let doc = JSONValue.object([("version", .integer(1)),
+                                    ("secrets", .object(secrets.keys.sorted().map { ($0, .string(secrets[$0]!)) }))])
+        do { try FileIO.atomicWrite(path, doc.encoded() + [0x0A]) } catch { throw .local(error.description, hint: error.hint) }
+    }
+}

@@ -1,0 +1,90 @@
+import SpeakBridgeConfig
+import SpeakBridgeProtocol
+import Testing
+
+@Suite("Wire format and batch assembly")
+struct WireTests {
+    let desk = device(1)
+
+    @Test("a batch round-trips through the message codec")
+    func roundTrip() throws {
+        let v = HLCTimestamp(ms: 1_700_000_000_000, counter: 2, device: desk)
+        let updates = [
+            ConfigUpdate(key: "deepgram.apiKey", version: v, body: .secret("dg_0123456789abcdef9f3a")),
+            ConfigUpdate(key: "transcription.locale", version: v, body: .value(.string("en-US"))),
+            ConfigUpdate(key: "llm.temperature", version: v, body: .value(.double(0.25))),
+            ConfigUpdate(key: "audio.rate", version: v, body: .value(.integer(16_000))),
+            ConfigUpdate(key: "ui.dark", version: v, body: .value(.bool(true))),
+            ConfigUpdate(key: "old.key", version: v, body: .deleted),
+        ]
+        let messages = try ConfigWire.offer(batch: "b-1", origin: "push", updates: updates)
+        #expect(messages.count == 1)
+        let bytes = MessageCodec.encode(ConfigWire.message(messages[0]))
+        guard case let .config(type, body) = try MessageCodec.decode(bytes) else { Issue.record("not config"); return }
+        #expect(try ConfigWire.decode(type: type, body: body) == messages[0])
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.hasPrefix(#"{"type":"config-offer","batch":"b-1","part":1,"parts":1,"origin":"push","entries":[{"key":"deepgram.apiKey","version":"1700000000000:2:"#))
+    }
+
+    @Test("a large batch is split into parts that each fit one frame, and reassembles in any order")
+    func split() throws {
+        let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
+        // Values full of characters that JSON escapes six-fold still fit.
+        let updates = (0..<300).map { i in
+            ConfigUpdate(key: "bulk.k\(i)", version: v, body: .value(.string(String(repeating: "\t\"", count: 1_000))))
+        }
+        let messages = try ConfigWire.offer(batch: "big", origin: "push", updates: updates)
+        #expect(messages.count > 1 && messages.count <= ConfigWire.maxParts)
+        var parts: [OfferPart] = []
+        for m in messages {
+            let bytes = MessageCodec.encode(ConfigWire.message(m))
+            #expect(bytes.count + 16 <= SpeakBridgeProtocol.maxFrameSize)
+            guard case let .config(type, body) = try MessageCodec.decode(bytes),
+                  case .offer(let p) = try ConfigWire.decode(type: type, body: body) else { Issue.record("bad part"); return }
+            parts.append(p)
+        }
+        var assembler = BatchAssembler()
+        var complete: [ConfigUpdate]?
+        for p in parts.reversed() {
+            #expect(complete == nil)
+            complete = try assembler.add(p, now: 0)?.entries
+        }
+        #expect(complete == updates)
+        #expect(assembler.incompleteBatches == 0)
+    }
+
+    @Test("a batch that cannot fit the part limit is refused by the sender")
+    func tooBig() {
+        let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
+        let huge = (0..<1_000).map { i in
+            ConfigUpdate(key: "bulk.k\(i)", version: v, body: .value(.string(String(repeating: "\u{1}", count: 1)
+                + String(repeating: "\"", count: 4_000))))
+        }
+        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: "push", updates: huge) }
+        let many = (0...ConfigWire.maxEntriesPerBatch).map { ConfigUpdate(key: "k.k\($0)", version: v, body: .deleted) }
+        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: "push", updates: many) }
+    }
+
+    @Test("a batch missing a part never completes; a repeated part or a disagreeing count drops it")
+    func incomplete() throws {
+        let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
+        let a = OfferPart(batch: "x", part: 1, parts: 2, origin: "push", entries: [ConfigUpdate(key: "a", version: v, body: .deleted)])
+        var assembler = BatchAssembler()
+        #expect(try assembler.add(a, now: 0) == nil)
+        #expect(throws: ConfigError.self) { try assembler.add(a, now: 0) }
+        #expect(assembler.incompleteBatches == 0)
+        _ = try assembler.add(a, now: 0)
+        var b = a
+        b.part = 2
+        b.parts = 3
+        #expect(throws: ConfigError.self) { try assembler.add(b, now: 0) }
+        // The same key in two parts of one batch.
+        _ = try assembler.add(a, now: 0)
+        var c = a
+        c.part = 2
+        #expect(throws: ConfigError.self) { try assembler.add(c, now: 0) }
+        // Many abandoned batches are not kept forever.
+        for i in 0..<20 { _ = try assembler.add(OfferPart(batch: "z\(i)", part: 1, parts: 2, origin: "push", entries: []), now: UInt64(i)) }
+        #expect(assembler.incompleteBatches <= BatchAssembler.maxPartial)
+    }
+}
