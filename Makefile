@@ -37,7 +37,7 @@ deps-test: deps-build
 	$(call apt_install,$(DEB_TEST))
 
 release: deps-build
-	$(SWIFT) build -c release --scratch-path $(SCRATCH)
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(SCRATCH)
 
 build: deps-build
 	$(SWIFT) build --scratch-path $(SCRATCH)
