@@ -32,9 +32,9 @@ import Testing
     @Test func doesNotWaitForForkedGrandchildren() throws {
         let clock = ContinuousClock()
         let started = clock.now
-        try ToolRunner.run("/bin/sh", ["-c", "sleep 3 & exit 0"], input: Array("x".utf8),
+        try ToolRunner.run("/bin/sh", ["-c", "sleep 30 & exit 0"], input: Array("x".utf8),
                            environment: Self.environment, timeout: .seconds(10))
-        #expect(clock.now - started < .seconds(2))
+        #expect(clock.now - started < .seconds(20))
     }
 
     @Test func timeoutKillsAndReapsTheChild() throws {
@@ -45,7 +45,7 @@ import Testing
         #expect(throws: ToolRunner.Failure.timedOut) {
             try ToolRunner.run("/bin/sleep", [marker], input: nil, environment: Self.environment, timeout: .milliseconds(200))
         }
-        #expect(clock.now - started < .seconds(2))
+        #expect(clock.now - started < .seconds(20))
         #expect(Self.processes(withArgument: marker).isEmpty, "the killed child is still there (zombie?)")
     }
 

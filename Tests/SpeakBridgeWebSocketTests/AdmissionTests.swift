@@ -122,7 +122,7 @@ struct AdmissionTests {
 
         #expect(await log.waitClosed(lingering) == "peer close 1008: handshake timeout")
         let elapsed = clock.now - start
-        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(3), "closed after \(elapsed)")
+        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(15), "closed after \(elapsed)")
 
         try await Task.sleep(for: .milliseconds(1500))
         #expect(log.closedReason(trusted) == nil, "the authenticated connection stays open")
