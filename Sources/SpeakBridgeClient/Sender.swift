@@ -14,7 +14,9 @@ public struct SendOptions: Sendable {
     /// Which paired desktop (ID, ID prefix or name); nil = the only one.
     public var desktop: String?
     public var source: Source
-    /// Give up after this many seconds without everything acknowledged (0 = keep trying).
+    /// Give up (exit 75) once a chunk has waited this many seconds without being acknowledged (0 = keep
+    /// trying). Measured per chunk from when it was read (or from the start, for chunks of an earlier run),
+    /// so a long-running `send` on an open pipe is not cut off while the desktop keeps acknowledging.
     public var timeout: Double
     public var extraCandidates: [Candidate]
 
@@ -58,8 +60,12 @@ public final class Sender: @unchecked Sendable {
     var reportedUnreachable = false
     var needsSync = false
     var connectedTo: Candidate?
+    /// (sequence number, seconds since start when read) of unacknowledged chunks, ascending: for `timeout`.
+    var waitingSince: [(seq: UInt64, at: Double)] = []
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
+    /// How many of the desktop's addresses peers.json keeps (as many as a pairing code carries).
+    static let rememberedAddresses = PairingCode.maxAddresses
 
     public init(options: SendOptions) throws(ClientError) {
         self.options = options
@@ -94,6 +100,7 @@ public final class Sender: @unchecked Sendable {
             throw ClientError(error.description, hint: error.hint)
         }
         window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
+        waitingSince = window.pending.map { (seq: $0.seq, at: 0) }
         start = clock.now
     }
 
@@ -178,6 +185,8 @@ public final class Sender: @unchecked Sendable {
         guard !pieces.isEmpty else { return }
         do {
             let chunks = try outbox.append(texts: pieces)
+            let now = clock.now.seconds(since: start)
+            waitingSince += chunks.map { (seq: $0.seq, at: now) }
             needsSync = true
             transmit(window.append(contentsOf: chunks))
         } catch {
@@ -203,8 +212,16 @@ public final class Sender: @unchecked Sendable {
             finder = DesktopFinder(desktop: desktop.id, queue: queue) { [weak self] found in
                 guard let self else { return }
                 self.mdnsCandidates = found
-                // A new address from mDNS is tried right away, beside whatever is in flight.
-                if self.active == nil && self.exitCode == nil { self.dialer.dial(found, path: ConnectionIntent.session.path) }
+                guard self.exitCode == nil else { return }
+                if self.active == nil {
+                    // A new address from mDNS is tried right away, beside whatever is in flight.
+                    self.dialer.dial(found, path: ConnectionIntent.session.path)
+                } else if let current = self.connectedTo, !found.contains(current) {
+                    // The desktop is announced at other addresses than the one we are connected to: it has
+                    // probably moved, and a connection to a vanished address only fails when acks stall
+                    // (15 s). Dial the new ones beside it; the first to prove the key takes over.
+                    self.dialer.probe(found, path: ConnectionIntent.session.path)
+                }
             }
         }
         dialer.dial(candidates(), path: ConnectionIntent.session.path)
@@ -256,9 +273,16 @@ public final class Sender: @unchecked Sendable {
         case .send(let frame):
             dialer.send(frame, on: id)
         case .established:
-            guard active == nil else {
-                dialer.close(id)
-                return
+            if let old = active {
+                // A probe (see `connect`) reached the desktop at its announced address: move there. What
+                // was in flight on the old connection is resent after `resume`; the desktop drops duplicates.
+                guard dialer.probing.contains(id) else {
+                    dialer.close(id)
+                    return
+                }
+                machines[old] = nil
+                window.connectionLost()
+                Console.info("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching")
             }
             active = id
             dialer.choose(id)
@@ -324,7 +348,9 @@ public final class Sender: @unchecked Sendable {
     func rememberAddress() {
         guard let c = connectedTo else { return }
         try? peers.update(key: desktop.publicKey) { peer in
-            peer.addresses = [c.host] + peer.addresses.filter { $0 != c.host }
+            // Most recent first; the oldest are forgotten, so a desktop that changes address often does not
+            // leave an ever longer list of dead addresses to dial.
+            peer.addresses = Array(([c.host] + peer.addresses.filter { $0 != c.host }).prefix(Self.rememberedAddresses))
             peer.port = c.port
             peer.lastSeen = Date()
         }
@@ -372,7 +398,12 @@ public final class Sender: @unchecked Sendable {
             Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
             if let active { dialer.close(active) }
         }
-        if options.timeout > 0, now > options.timeout {
+        if let acked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
+            waitingSince.removeFirst(acked)
+        } else {
+            waitingSince.removeAll()
+        }
+        if options.timeout > 0, let oldest = waitingSince.first, now - oldest.at > options.timeout {
             Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",
                           hint: "they stay in the outbox and go out with the next `speakbridge send`")
             try? outbox.sync()
