@@ -152,6 +152,11 @@ public final class ConfigExchange: @unchecked Sendable {
         guard outcome == nil else { return }
         switch event {
         case .established:
+            guard !established else {
+                finish(ClientError("the desktop moved to another address during the exchange; nothing was half-applied",
+                                   hint: "run the command again", exitCode: 75))
+                return
+            }
             established = true
             for message in first {
                 switch message {

@@ -45,6 +45,8 @@ final class Dialer: @unchecked Sendable {
     var pending: [WebSocketConnectionID: Candidate] = [:]
     var open: [WebSocketConnectionID: Candidate] = [:]
     var chosen: WebSocketConnectionID?
+    /// Attempts made by `probe` while a connection is chosen: allowed to open beside it.
+    var probing: Set<WebSocketConnectionID> = []
     var failures: [String] = []
     var path = ""
 
@@ -74,6 +76,25 @@ final class Dialer: @unchecked Sendable {
         }
     }
 
+    /// Dials candidates beside the chosen connection ("make before break"), for when discovery says the
+    /// desktop now lives elsewhere and the chosen connection may be dead without knowing it yet (an address
+    /// that vanished sends no RST). Each that opens is reported as `.opened`; the owner runs a handshake and
+    /// `choose`s it only if it proves the paired key, so a forged record can never take the live connection
+    /// down. A probe that fails just closes; it never reports `.exhausted`. Must be called on `queue`.
+    func probe(_ candidates: [Candidate], path: String, timeout: Int = 5) {
+        guard chosen != nil else {
+            dial(candidates, path: path, timeout: timeout)
+            return
+        }
+        let busy = Set(pending.values).union(open.values)
+        for candidate in candidates where !busy.contains(candidate) {
+            let id = client.connect(host: candidate.host, port: candidate.port, path: path,
+                                    subprotocol: SpeakBridgeProtocol.subprotocol, timeout: timeout)
+            pending[id] = candidate
+            probing.insert(id)
+        }
+    }
+
     var isIdle: Bool { chosen == nil && pending.isEmpty && open.isEmpty }
 
     func candidate(_ id: WebSocketConnectionID) -> Candidate? { open[id] }
@@ -81,6 +102,7 @@ final class Dialer: @unchecked Sendable {
     /// Keeps `id`, closes every other connection and attempt. Must be called on `queue`.
     func choose(_ id: WebSocketConnectionID) {
         chosen = id
+        probing.removeAll()
         for other in Array(pending.keys) + Array(open.keys) where other != id { client.close(other) }
     }
 
@@ -99,7 +121,7 @@ final class Dialer: @unchecked Sendable {
         switch event {
         case .opened(let id, _, _):
             guard let candidate = pending.removeValue(forKey: id) else { return }
-            guard chosen == nil else {
+            guard chosen == nil || probing.contains(id) else {
                 client.close(id)
                 return
             }
@@ -108,6 +130,7 @@ final class Dialer: @unchecked Sendable {
         case .message(let id, let bytes):
             if open[id] != nil { handler.call(.message(id, bytes)) }
         case .closed(let id, let reason):
+            probing.remove(id)
             if let candidate = pending.removeValue(forKey: id) ?? open.removeValue(forKey: id) {
                 failures.append("\(candidate): \(reason)")
                 if failures.count > 8 { failures.removeFirst() }

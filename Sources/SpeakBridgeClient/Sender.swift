@@ -14,7 +14,9 @@ public struct SendOptions: Sendable {
     /// Which paired desktop (ID, ID prefix or name); nil = the only one.
     public var desktop: String?
     public var source: Source
-    /// Give up after this many seconds without everything acknowledged (0 = keep trying).
+    /// Give up (exit 75) once a chunk has waited this many seconds without being acknowledged (0 = keep
+    /// trying). Measured per chunk from when it was read (or from the start, for chunks of an earlier run),
+    /// so a long-running `send` on an open pipe is not cut off while the desktop keeps acknowledging.
     public var timeout: Double
     public var extraCandidates: [Candidate]
 
@@ -53,6 +55,8 @@ public final class Sender: @unchecked Sendable {
     var backoff = 0.2
     var reportedUnreachable = false
     var needsSync = false
+    /// (sequence number, seconds since start when read) of unacknowledged chunks, ascending: for `timeout`.
+    var waitingSince: [(seq: UInt64, at: Double)] = []
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
@@ -73,6 +77,7 @@ public final class Sender: @unchecked Sendable {
             throw ClientError(error.description, hint: error.hint)
         }
         window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
+        waitingSince = window.pending.map { (seq: $0.seq, at: 0) }
         start = clock.now
     }
 
@@ -160,6 +165,8 @@ public final class Sender: @unchecked Sendable {
         guard !pieces.isEmpty else { return }
         do {
             let chunks = try outbox.append(texts: pieces)
+            let now = clock.now.seconds(since: start)
+            waitingSince += chunks.map { (seq: $0.seq, at: now) }
             needsSync = true
             transmit(window.append(contentsOf: chunks))
         } catch {
@@ -179,6 +186,8 @@ public final class Sender: @unchecked Sendable {
         guard exitCode == nil else { return }
         switch event {
         case .established(let candidate):
+            // Also after the link moved to a new address: what was in flight goes again after `resume`.
+            window.connectionLost()
             backoff = 0.2
             if reportedUnreachable {
                 Console.info("connected to \"\(desktop.name)\" at \(candidate)")
@@ -280,7 +289,12 @@ public final class Sender: @unchecked Sendable {
             Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
             link.drop()
         }
-        if options.timeout > 0, now > options.timeout {
+        if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
+            waitingSince.removeFirst(unacked)
+        } else {
+            waitingSince.removeAll()
+        }
+        if options.timeout > 0, let oldest = waitingSince.first, now - oldest.at > options.timeout {
             Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",
                           hint: "they stay in the outbox and go out with the next `speakbridge send`")
             try? outbox.sync()

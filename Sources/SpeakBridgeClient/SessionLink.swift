@@ -38,6 +38,8 @@ final class SessionLink: @unchecked Sendable {
     var mdnsCandidates: [Candidate] = []
     var refused = false
     private(set) var connectedTo: Candidate?
+    /// How many of the desktop's addresses peers.json keeps (as many as a pairing code carries).
+    static let rememberedAddresses = PairingCode.maxAddresses
 
     init(identity: Identity, desktop: Peer, peers: PeerStore, agent: String, extraCandidates: [Candidate],
          queue: DispatchQueue, onEvent: @escaping @Sendable (Event) -> Void) throws(ClientError) {
@@ -85,8 +87,15 @@ final class SessionLink: @unchecked Sendable {
             finder = DesktopFinder(desktop: desktop.id, queue: queue) { [weak self] found in
                 guard let self else { return }
                 self.mdnsCandidates = found
-                // A new address from mDNS is tried right away, beside whatever is in flight.
-                if self.active == nil { self.dialer.dial(found, path: ConnectionIntent.session.path) }
+                if self.active == nil {
+                    // A new address from mDNS is tried right away, beside whatever is in flight.
+                    self.dialer.dial(found, path: ConnectionIntent.session.path)
+                } else if let current = self.connectedTo, !found.contains(current) {
+                    // The desktop is announced at other addresses than the one we are connected to: it has
+                    // probably moved, and a connection to a vanished address only fails when acks stall.
+                    // Dial the new ones beside it; the first to prove the key takes over.
+                    self.dialer.probe(found, path: ConnectionIntent.session.path)
+                }
             }
         }
         dialer.dial(candidates(), path: ConnectionIntent.session.path)
@@ -160,9 +169,15 @@ final class SessionLink: @unchecked Sendable {
         case .send(let frame):
             dialer.send(frame, on: id)
         case .established:
-            guard active == nil else {
-                dialer.close(id)
-                return
+            if let old = active {
+                // A probe (see `connect`) reached the desktop at its announced address: move there. The
+                // owner sees a second `.established` and resumes; the desktop drops duplicates.
+                guard dialer.probing.contains(id) else {
+                    dialer.close(id)
+                    return
+                }
+                machines[old] = nil
+                Console.info("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching")
             }
             active = id
             dialer.choose(id)
@@ -182,7 +197,9 @@ final class SessionLink: @unchecked Sendable {
     func rememberAddress() {
         guard let c = connectedTo else { return }
         try? peers.update(key: desktop.publicKey) { peer in
-            peer.addresses = [c.host] + peer.addresses.filter { $0 != c.host }
+            // Most recent first; the oldest are forgotten, so a desktop that changes address often does not
+            // leave an ever longer list of dead addresses to dial.
+            peer.addresses = Array(([c.host] + peer.addresses.filter { $0 != c.host }).prefix(Self.rememberedAddresses))
             peer.port = c.port
             peer.lastSeen = Date()
         }

@@ -50,6 +50,31 @@ struct DeliveryTests {
         #expect(reader.snapshot == ["first", "second", "third"])
     }
 
+    @Test("send --timeout counts per line: a slow stream the desktop keeps acknowledging is not cut off")
+    func timeoutIsPerLine() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/out"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        try pair.join()
+        let pipe = Pipe()
+        let sender = try Proc(["send", "--timeout", "1"], home: pair.phoneHome, stdin: pipe.fileHandleForReading,
+                              label: "slow-send")
+        try pipe.fileHandleForWriting.write(contentsOf: Data("first\n".utf8))
+        try Harness.wait("the first line") { reader.count >= 1 }
+        usleep(2_500_000)  // longer than --timeout, with nothing unacknowledged
+        #expect(sender.process.isRunning, "send gave up although every line was acknowledged: \(sender.stderr)")
+        try pipe.fileHandleForWriting.write(contentsOf: Data("second\n".utf8))
+        try pipe.fileHandleForWriting.close()
+        let outcome = try sender.wait(timeout: 30)
+        #expect(outcome.status == 0, "send failed: \(outcome.stderr)")
+        try Harness.wait("2 lines") { reader.count >= 2 }
+        #expect(reader.snapshot == ["first", "second"])
+    }
+
     @Test("kill -9 the client mid-burst, rerun send: every line exactly once")
     func killClientMidBurst() throws {
         let pair = Pair()

@@ -35,19 +35,10 @@ read -r -a SWIFT_FLAGS_ARRAY <<< "${SWIFT_FLAGS:-}"
 swift build --build-tests "${SWIFT_FLAGS_ARRAY[@]}"
 t1=$(date +%s.%N)
 
-VENV="$ROOT/.build/netns-venv"
-ZEROCONF_PYTHON=""
-ZEROCONF_SKIP=""
-if "$VENV/bin/python" -c 'import zeroconf' 2> /dev/null; then
-    ZEROCONF_PYTHON="$VENV/bin/python"
-elif python3 -m venv "$VENV" > "$ROOT/.build/netns-venv.log" 2>&1 \
-     && "$VENV/bin/pip" install --quiet zeroconf >> "$ROOT/.build/netns-venv.log" 2>&1 \
-     && "$VENV/bin/python" -c 'import zeroconf' 2> /dev/null; then
-    ZEROCONF_PYTHON="$VENV/bin/python"
-else
-    ZEROCONF_SKIP="python-zeroconf could not be installed into $VENV (see .build/netns-venv.log)"
-    say "$ZEROCONF_SKIP; the zeroconf test will be skipped"
-fi
+# python-zeroconf in .build/netns-venv (shared with run-lan-e2e.sh).
+. "$ROOT/Tests/netns/zeroconf-venv.sh"
+zeroconf_venv
+[ -z "$ZEROCONF_SKIP" ] || say "$ZEROCONF_SKIP; the zeroconf test will be skipped"
 
 SB_LAN_STATE=$(mktemp -d /tmp/speakbridge-lan.XXXXXX)
 export SB_LAN_STATE SB_LAN_PREFIX="sbt$$"
