@@ -62,6 +62,7 @@ vectors:
 # Exit status 77 = "cannot create namespaces here": the script has said why in one line; not a failure.
 netns:
 	@bash Tests/netns/run-discovery-tests.sh; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
+	@SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/netns/run-lan-e2e.sh; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
 
 bench: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/run.sh
