@@ -16,6 +16,8 @@ import SpeakBridgeWebSocket
 ///    through locks or by hopping onto `queue`.
 public final class Daemon: @unchecked Sendable {
     let options: DaemonOptions
+    /// flock on state/daemon.lock, held for the life of the process.
+    let lockFD: Int32
     let identity: Identity
     let peers: PeerStore
     let progress: ProgressLog
@@ -41,6 +43,7 @@ public final class Daemon: @unchecked Sendable {
 
     public init(options: DaemonOptions) throws {
         self.options = options
+        lockFD = try options.home.lockDaemon()
         codes = PairingCodes(lifetime: TimeInterval(options.pairingLifetime))
         identity = try Identity.loadOrCreate(options.home)
         peers = try PeerStore(home: options.home)

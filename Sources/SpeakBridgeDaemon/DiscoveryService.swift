@@ -3,11 +3,10 @@ import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 
-/// Publishes this desktop over mDNS and keeps `status` informed. Says once, clearly, when Avahi is absent.
+/// Publishes this desktop over mDNS and keeps `status` informed. Says once per outage, clearly, when Avahi is
+/// absent (the publisher keeps retrying; the daemon keeps working by address).
 final class DiscoveryService: @unchecked Sendable {
     let publisher: MDNSPublisher
-    let lock = NSLock()
-    var warned = false
 
     init(name: String, port: Int, deviceID: DeviceID) {
         let warnedBox = WarnOnce()
@@ -19,6 +18,7 @@ final class DiscoveryService: @unchecked Sendable {
                     Console.warning("mDNS publishing is off: \(reason); clients can still reach this desktop by address")
                 }
             case .established(let name):
+                warnedBox.reset()
                 Console.info("published over mDNS as \"\(name)\"")
             case .failed(let reason):
                 Console.warning("mDNS publishing failed: \(reason)")
@@ -50,4 +50,5 @@ final class WarnOnce: @unchecked Sendable {
     let lock = NSLock()
     var done = false
     func first() -> Bool { lock.withLock { defer { done = true }; return !done } }
+    func reset() { lock.withLock { done = false } }
 }

@@ -41,6 +41,20 @@ public struct Home: Sendable, Equatable {
     public var progressFile: String { state + "/progress.log" }
     public var outboxDirectory: String { state + "/outbox" }
     public var controlSocket: String { runtime + "/control.sock" }
+    public var daemonLock: String { state + "/daemon.lock" }
+
+    /// Holds an exclusive lock for as long as the returned descriptor stays open: one daemon per home.
+    /// In the state directory (not the runtime one), so it also holds when two runtime dirs differ.
+    public func lockDaemon() throws(StoreError) -> Int32 {
+        try prepare()
+        let fd = try FileIO.openAppend(daemonLock)
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw StoreError("another speakbridge daemon is already running for this home (\(state))",
+                             hint: "stop it first (`speakbridge status` shows its pid), or use a different --home")
+        }
+        return fd
+    }
 
     /// Creates the three directories with mode 0700.
     public func prepare() throws(StoreError) {

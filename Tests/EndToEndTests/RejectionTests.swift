@@ -193,3 +193,20 @@ final class RawLink: @unchecked Sendable {
 
     func close() { client.shutdown() }
 }
+
+@Suite("End to end: one daemon per home", .serialized)
+struct SingleDaemonTests {
+    @Test("a second serve on the same home refuses to start, with a hint; the first keeps working")
+    func secondDaemonRefused() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        let second = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns"], home: pair.desktopHome, label: "second")
+        let out = try second.wait(timeout: 20)
+        #expect(out.status != 0)
+        #expect(out.stderr.contains("already running"))
+        #expect(out.stderr.contains("speakbridge: hint:"))
+        try pair.join()
+        #expect(try pair.send(["still here"]).status == 0)
+    }
+}
