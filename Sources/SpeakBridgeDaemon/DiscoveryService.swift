@@ -17,9 +17,13 @@ final class DiscoveryService: @unchecked Sendable {
                 if warnedBox.first() {
                     Console.warning("mDNS publishing is off: \(reason); clients can still reach this desktop by address")
                 }
-            case .established(let name):
+            case .established(let published):
                 warnedBox.reset()
-                Console.info("published over mDNS as \"\(name)\"")
+                if published == name {
+                    Console.info("published over mDNS as \"\(published)\"")
+                } else {
+                    Console.info("published over mDNS as \"\(published)\": another service on the LAN already uses \"\(name)\"")
+                }
             case .failed(let reason):
                 Console.warning("mDNS publishing failed: \(reason)")
             default:
