@@ -210,3 +210,36 @@ struct SingleDaemonTests {
         #expect(try pair.send(["still here"]).status == 0)
     }
 }
+
+@Suite("End to end: systemd notification")
+struct SystemdNotifyTests {
+    @Test("serve sends READY=1 to $NOTIFY_SOCKET once it listens")
+    func readyIsSent() throws {
+        let home = Harness.tempDir("notify")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let path = home + "/notify.sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() { raw[i] = b }
+        }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        var tv = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let daemon = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns"], home: home,
+                              env: ["NOTIFY_SOCKET": path], label: "serve")
+        defer { daemon.terminate() }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let n = recv(fd, &buffer, buffer.count, 0)
+        #expect(n > 0)
+        let text = String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
+        #expect(text.hasPrefix("READY=1\n"))
+        #expect(text.contains("listening on 127.0.0.1:"))
+    }
+}

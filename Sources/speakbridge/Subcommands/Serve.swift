@@ -71,11 +71,13 @@ struct Serve: ParsableCommand {
             Console.info("no paired device yet; pair one with this code:")
             PairCodePrinter.show(home: home, toStderr: true)
         }
+        SystemdNotify.send("READY=1\nSTATUS=listening on \(host):\(daemon.port)")
         let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {
                 Console.info("stopping")
+                SystemdNotify.send("STOPPING=1")
                 daemon.stop()
                 Foundation.exit(0)
             }
