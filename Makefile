@@ -36,8 +36,11 @@ deps-run: deps-build
 deps-test: deps-build
 	$(call apt_install,$(DEB_TEST))
 
+# The release binary links the Swift runtime statically (idle RSS 19 MB instead of 25 MB; runs without the
+# toolchain's shared libraries). lld, because gold prints a "mktemp is dangerous" warning for the static
+# FoundationEssentials archive (the toolchain's code, not ours; lld does not print .gnu.warning notes).
 release: deps-build
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(SCRATCH)
+	$(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --scratch-path $(SCRATCH)
 
 build: deps-build
 	$(SWIFT) build --scratch-path $(SCRATCH)
