@@ -32,6 +32,8 @@ let package = Package(
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
         // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
+        // libsecret-1.pc (through gio-2.0) adds -pthread, which SwiftPM drops with a warning whenever it plans the
+        // build. Unlike avahi, pkgConfig cannot go: the glib headers need -I paths outside /usr/include.
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
                        pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 

@@ -139,7 +139,8 @@ public struct ConfigTransaction: Sendable {
         case .secret(let ref):
             guard let value = try secret(ref) else {
                 throw .local("the secret value of \(record.key) is missing from \(backend.summary)",
-                             hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`")
+                             hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`, or run with "
+                                 + "the secret backend it was stored in (same session bus, same SPEAKBRIDGE_SECRETS)")
             }
             return ConfigUpdate(key: record.key, version: record.version, body: .secret(value))
         }

@@ -76,6 +76,9 @@ func temporaryHome(_ label: String) -> Home {
         let started = ContinuousClock.now
         #expect(try SecretBackends.choose(for: home, environment: env) is FileSecretBackend)
         #expect(ContinuousClock.now - started < .seconds(4))
+        #expect(throws: ConfigError.self) {
+            try SecretBackends.choose(for: home, environment: env.merging(["SPEAKBRIDGE_SECRETS": "secret-service"]) { $1 })
+        }
         SecretServiceKeyring.disconnect()
 
         try session.startKeyring()
