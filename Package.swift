@@ -2,9 +2,9 @@
 // SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
 //
 // Layout (dependencies point inward):
-//   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi — each imported by exactly one Swift target
+//   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
-//                   SpeakBridgeDiscovery (avahi), SpeakBridgeSinks (stdout, FIFO, clipboard)
+//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
 //   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
@@ -32,6 +32,10 @@ let package = Package(
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
         // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
+        // libsecret-1.pc (through gio-2.0) adds -pthread, which SwiftPM drops with a warning whenever it plans the
+        // build. Unlike avahi, pkgConfig cannot go: the glib headers need -I paths outside /usr/include.
+        .systemLibrary(name: "CSecret", path: "Sources/CSecret",
+                       pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium"]),
@@ -39,13 +43,16 @@ let package = Package(
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi"]),
         .target(name: "SpeakBridgeSinks"),
+        .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"]),
 
         // pure protocol core
         .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
-        .target(name: "SpeakBridgeConfig", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeConfig", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
+        ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
@@ -80,6 +87,9 @@ let package = Package(
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: ["SpeakBridgeStore", "SpeakBridgeProtocol"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
+        .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
+            "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol",
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
         ]),

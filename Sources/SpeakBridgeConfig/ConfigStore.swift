@@ -7,6 +7,8 @@ import SpeakBridgeProtocol
 import SpeakBridgeStore
 
 /// One installation's config: `config/settings.json`, the secret backend, and `state/config-outbox.json`.
+/// Without an explicit backend the store picks one with `SecretBackends.choose` (Secret Service or file), so the
+/// CLI, the client and the daemon all choose the same way.
 ///
 /// Every read and every change takes an exclusive `flock` on `config/settings.lock`, so the CLI and the daemon
 /// (which reads the files afresh for every exchange) never see or write half of a change. A change is one
@@ -30,7 +32,7 @@ public final class ConfigStore: Sendable {
         do { try home.prepare() } catch { throw .local(error.description, hint: error.hint) }
         self.home = home
         self.device = device
-        self.secrets = secrets ?? FileSecretBackend(path: home.config + "/secrets.json")
+        if let secrets { self.secrets = secrets } else { self.secrets = try SecretBackends.choose(for: home) }
         self.now = now
     }
 
@@ -137,7 +139,8 @@ public struct ConfigTransaction: Sendable {
         case .secret(let ref):
             guard let value = try secret(ref) else {
                 throw .local("the secret value of \(record.key) is missing from \(backend.summary)",
-                             hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`")
+                             hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`, or run with "
+                                 + "the secret backend it was stored in (same session bus, same SPEAKBRIDGE_SECRETS)")
             }
             return ConfigUpdate(key: record.key, version: record.version, body: .secret(value))
         }

@@ -17,7 +17,7 @@ public protocol SecretBackend: Sendable {
 }
 
 /// Secrets in `config/secrets.json`, mode 0600 in a 0700 directory, replaced atomically. Used when no Secret
-/// Service backend is available (this build has none; see the README, "Config transfer").
+/// Service answers on the session bus, or when `SPEAKBRIDGE_SECRETS=file` (see `SecretBackends`).
 public struct FileSecretBackend: SecretBackend {
     public let path: String
 

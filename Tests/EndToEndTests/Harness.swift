@@ -55,6 +55,8 @@ final class Proc: @unchecked Sendable {
         process.arguments = args + ["--home", home]
         var environment = ProcessInfo.processInfo.environment
         environment["SPEAKBRIDGE_HOME"] = nil
+        // Secrets in each test home's file, never in the developer's keyring (nor a keyring test's private one).
+        environment["SPEAKBRIDGE_SECRETS"] = "file"
         for (k, v) in env { environment[k] = v }
         process.environment = environment
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)

@@ -73,7 +73,7 @@ struct StoreTests {
             try tx.unset("a")
         }
         let first = try s.store.read().document
-        let again = try ConfigStore(home: s.home, device: device(1), now: { 0 }).read().document
+        let again = try ConfigStore(home: s.home, device: device(1), secrets: s.store.secrets, now: { 0 }).read().document
         #expect(first == again)
         #expect(again.policy.devices[device(2)] == .deny)
         #expect(again.records["a"]?.isDeleted == true)

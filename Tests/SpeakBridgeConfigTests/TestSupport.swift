@@ -37,7 +37,9 @@ struct TestStore {
         home = Home(config: root + "/config", state: root + "/state", runtime: root + "/run")
         self.clock = clock
         self.id = id
-        store = try ConfigStore(home: home, device: id, now: { clock.ms })
+        // Never the developer's keyring: these tests are about the store, not the backend.
+        store = try ConfigStore(home: home, device: id, secrets: FileSecretBackend(path: home.config + "/secrets.json"),
+                                now: { clock.ms })
     }
 
     func set(_ key: String, _ value: ConfigValue, secret: Bool? = nil) throws {

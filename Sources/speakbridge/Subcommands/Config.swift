@@ -85,7 +85,7 @@ struct Config: ParsableCommand {
             let tx = try ConfigCLI.run { try store.read() }
             let doc = tx.document
             let records = doc.records.keys.sorted().map { doc.records[$0]! }.filter { all || !$0.isDeleted }
-            let backend = "\(store.secrets.summary); no Secret Service backend in this build"
+            let backend = store.secrets.summary
             if json {
                 Console.out(String(decoding: JSONValue.object([
                     ("entries", .array(records.map { ConfigCLI.json($0, tx: tx, reveal: false) })),
