@@ -11,9 +11,9 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
 # Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, avahi and iproute2 for
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
-DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev pkg-config
+DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
 DEB_RUN   = xclip
-DEB_TEST  = xvfb xclip xsel xdotool zbar-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
+DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

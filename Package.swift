@@ -33,9 +33,11 @@ let package = Package(
         // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
         // libsecret-1.pc (through gio-2.0) adds -pthread, which SwiftPM drops with a warning whenever it plans the
-        // build. Unlike avahi, pkgConfig cannot go: the glib headers need -I paths outside /usr/include.
+        // build. So pkg-config is asked for glib-2.0 only (the architecture-specific glib include path, no
+        // -pthread), and the one libsecret include path, the same on every architecture, is added to the single
+        // target that imports CSecret. The modulemap links libsecret, gio, gobject and glib.
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
-                       pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+                       pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium"]),
@@ -43,7 +45,8 @@ let package = Package(
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi"]),
         .target(name: "SpeakBridgeSinks"),
-        .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"]),
+        .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
+                swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
         .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
