@@ -29,6 +29,8 @@ enum Command: Sendable {
     case close(WebSocketConnectionID, code: UInt16, reason: String)
     case markAuthenticated(WebSocketConnectionID)
     case connect(WebSocketConnectionID, ConnectRequest)
+    case watch(WatchRequest)
+    case unwatch(WebSocketWatchID)
     case stop
 }
 
@@ -97,6 +99,7 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
+    var watches: [WebSocketWatchID: Watch] = [:]
     var localCommands: [Command] = []
     var callbackDepth = 0
     var stopRequested = false
@@ -188,21 +191,36 @@ final class ServiceLoop: @unchecked Sendable {
         servicePthread.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
-    /// Hands a command to the service thread. Dropped once the loop has stopped.
-    func enqueue(_ command: Command) {
+    /// Hands a command to the service thread. Dropped (false) once the loop has stopped.
+    @discardableResult
+    func enqueue(_ command: Command) -> Bool {
         if isServiceThread {
             localCommands.append(command)
-            return
+            return true
         }
-        inbox.withLock { inbox in
-            guard let context = inbox.context else { return }
+        return inbox.withLock { inbox in
+            guard let context = inbox.context else { return false }
             inbox.commands.append(command)
             // Only the first command needs a wake-up: the service thread empties the whole
             // inbox under this lock each time it wakes.
             if inbox.commands.count == 1 {
                 lws_cancel_service(context.pointer)
             }
+            return true
         }
+    }
+
+    /// Watches `fd` for readability on the service thread; see ``WebSocketClient/watchReadable(fd:onReadable:)``.
+    func watchReadable(fd: Int32, handler: ReadableHandler) -> WebSocketWatchID? {
+        guard ServiceLoop.isWatchable(fd) else { return nil }
+        let request = WatchRequest(id: WebSocketWatchID(rawValue: makeConnectionID().rawValue), fd: fd, handler: handler)
+        if isServiceThread {
+            // Already inside an lws callback, like the commands drained from the inbox.
+            return adopt(request) ? request.id : nil
+        }
+        guard enqueue(.watch(request)) else { return nil }
+        request.done.wait()
+        return request.result.withLock { $0 } == true ? request.id : nil
     }
 
     // MARK: the service thread
@@ -237,10 +255,16 @@ final class ServiceLoop: @unchecked Sendable {
             }
             emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
         }
-        inbox.withLock { inbox in
+        forgetWatches()
+        let dropped = inbox.withLock { inbox in
             inbox.context = nil
-            inbox.commands.removeAll()
+            defer { inbox.commands.removeAll() }
+            return inbox.commands
         }
+        for case let .watch(request) in dropped + localCommands {
+            request.answer(false)
+        }
+        localCommands.removeAll()
         lws_sul_cancel(&deadlineTimer.pointee.sul)
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
