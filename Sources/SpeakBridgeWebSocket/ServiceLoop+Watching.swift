@@ -20,7 +20,8 @@ import Glibc
 
 /// The application's readability handler, stored as a value (C-LIBRARY-NOTES §6.2).
 struct ReadableHandler: Sendable {
-    let call: @Sendable () -> Void
+    /// False: stop watching.
+    let call: @Sendable () -> Bool
 }
 
 /// A request to adopt a descriptor, with the answer the caller waits for.
@@ -105,11 +106,15 @@ extension ServiceLoop {
         return watches[WebSocketWatchID(rawValue: UInt64(UInt(bitPattern: raw)))]
     }
 
-    /// LWS_CALLBACK_RAW_RX_FILE. Returning -1 makes lws close the wsi.
+    /// LWS_CALLBACK_RAW_RX_FILE. Returning -1 makes lws close the wsi (and the adopted copy).
     func watchedReadable(_ wsi: OpaquePointer) -> Int32 {
         guard let watch = watch(for: wsi) else { return -1 }
-        watch.handler.call()
-        return 0
+        if watch.handler.call() {
+            return 0
+        }
+        lws_set_opaque_user_data(wsi, nil)
+        watches[watch.id] = nil
+        return -1
     }
 
     /// LWS_CALLBACK_RAW_CLOSE_FILE: hang-up or end of input (or an error) on a watch that is
@@ -119,7 +124,7 @@ extension ServiceLoop {
         guard let watch = watch(for: wsi) else { return }
         lws_set_opaque_user_data(wsi, nil)
         watches[watch.id] = nil
-        watch.handler.call()
+        _ = watch.handler.call()
     }
 
     /// Before the context is destroyed: no handler runs from lws's final close callbacks.

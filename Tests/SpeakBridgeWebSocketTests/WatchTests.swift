@@ -14,7 +14,7 @@ struct WatchTests {
         let state = Mutex<(data: [UInt8], ends: Int, calls: Int, threads: Set<Int32>)>(([], 0, 0, []))
 
         /// One read per call, as the API asks.
-        func handler(fd: Int32) -> @Sendable () -> Void {
+        func handler(fd: Int32) -> @Sendable () -> Bool {
             { [self] in
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
@@ -24,6 +24,7 @@ struct WatchTests {
                     $0.threads.insert(tid)
                     if n > 0 { $0.data += buffer[0..<n] } else if n == 0 { $0.ends += 1 }
                 }
+                return n != 0
             }
         }
 
@@ -63,6 +64,27 @@ struct WatchTests {
         #expect(reads.snapshot.ends == 1)
     }
 
+    @Test func returningFalseEndsTheWatch() async throws {
+        // A socket whose peer shut down writing stays readable (read returns 0) without a
+        // hang-up, as a tty does after Ctrl-D: the handler has to end the watch.
+        var pair: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
+        let client = try WebSocketClient { _ in }
+        defer { client.shutdown() }
+        let reads = Reads()
+        try #require(client.watchReadable(fd: pair[0], onReadable: reads.handler(fd: pair[0])) != nil)
+        write(pair[1], "last")
+        shutdown(pair[1], Int32(SHUT_WR))
+        #expect(await reads.wait { $0.ends == 1 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(reads.snapshot.ends == 1)
+        #expect(String(decoding: reads.snapshot.data, as: UTF8.self) == "last")
+    }
+
     @Test func unwatchStopsTheHandlerAndReleasesTheDescriptor() async throws {
         let (readEnd, writeEnd) = try makePipe()
         defer { close(writeEnd) }
@@ -77,7 +99,7 @@ struct WatchTests {
         // unwatch is queued; a watch request after it is answered only once it has been processed.
         let probe = try makePipe()
         defer { close(probe.0); close(probe.1) }
-        _ = client.watchReadable(fd: probe.0) {}
+        _ = client.watchReadable(fd: probe.0) { true }
         let calls = reads.snapshot.calls
         write(writeEnd, "two\n")
         try await Task.sleep(for: .milliseconds(300))
@@ -98,7 +120,7 @@ struct WatchTests {
         #expect(reads.snapshot.calls == 0)
         close(readEnd)
         #expect(await pipeHasNoReader(writeEnd))
-        #expect(client.watchReadable(fd: writeEnd) {} == nil)
+        #expect(client.watchReadable(fd: writeEnd) { true } == nil)
     }
 
     @Test func regularFilesAreRefused() throws {
@@ -111,8 +133,8 @@ struct WatchTests {
         }
         let client = try WebSocketClient { _ in }
         defer { client.shutdown() }
-        #expect(client.watchReadable(fd: fd) {} == nil)
-        #expect(client.watchReadable(fd: -1) {} == nil)
+        #expect(client.watchReadable(fd: fd) { true } == nil)
+        #expect(client.watchReadable(fd: -1) { true } == nil)
     }
 
     @Test func framesSentFromTheHandlerGoOut() async throws {
@@ -131,6 +153,7 @@ struct WatchTests {
             var buffer = [UInt8](repeating: 0, count: 256)
             let n = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
             if n > 0 { client.send(Array(buffer[0..<n]), on: id) }
+            return n != 0
         }
         try #require(watch != nil)
         for line in ["a\n", "b\n", "c\n"] {
