@@ -33,9 +33,7 @@ public struct SendOptions: Sendable {
 ///
 /// Flow:
 /// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
-/// 2. Stdin lines become chunks, journaled (write(2)) before they are sent. A pipe, FIFO, socket or tty on stdin is
-///    read on the WebSocket service thread when it polls readable, so a line's frame goes out in the same loop with no
-///    thread wake-up between reading and writing; anything else (a regular file) is read by a thread of its own.
+/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before they are sent.
 /// 3. Dial the desktop's known addresses at once; Noise IKpsk1 with the per-pair psk; `resume` tells what the
 ///    desktop already has; `OutboxWindow` sends the rest in order and keeps at most N unacknowledged.
 /// 4. Acks are journaled and drop chunks; a lost connection or a stalled one is redialled with backoff.
@@ -105,25 +103,9 @@ public final class Sender: @unchecked Sendable {
                 self.checkDone()
             }
         case .stdin:
-            let input = LineReader(fd: 0)
-            // One read per call; false once the input ended (which also ends the watch).
-            let watched = link.watchReadable(fd: 0) { [self] in
-                let (lines, ended) = input.readOnce()
-                deliver(lines, ended: ended)
-                return !ended
-            }
-            if watched == nil {
-                let reader = Thread { [self] in
-                    var ended = false
-                    while !ended {
-                        let step = input.readOnce()
-                        ended = step.ended
-                        deliver(step.lines, ended: ended)
-                    }
-                }
-                reader.name = "sb-stdin"
-                reader.start()
-            }
+            let reader = Thread { [self] in readStdin() }
+            reader.name = "sb-stdin"
+            reader.start()
         }
         queue.async { self.connect() }
         scheduleTick()
@@ -134,17 +116,32 @@ public final class Sender: @unchecked Sendable {
 
     // MARK: - Input
 
-    /// Hands lines read from stdin to `queue`. sync, not async: when the queue is idle the block runs right here
-    /// (on the reading thread), saving a thread wake-up per line.
-    func deliver(_ lines: [String], ended: Bool) {
-        guard ended || !lines.isEmpty else { return }
-        queue.sync {
-            self.accept(lines)
-            if ended {
-                self.inputDone = true
-                self.checkDone()
-            }
+    func readStdin() {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var partial: [UInt8] = []
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            partial += buffer[0..<n]
+            guard let last = partial.lastIndex(of: 0x0A) else { continue }
+            let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(Self.text)
+            partial.removeFirst(last + 1)
+            // sync, not async: when the queue is idle the block runs right here, saving a thread wake-up per line.
+            queue.sync { self.accept(lines) }
         }
+        let rest = partial.isEmpty ? [] : [Self.text(partial[...])]
+        queue.async {
+            self.accept(rest)
+            self.inputDone = true
+            self.checkDone()
+        }
+    }
+
+    static func text(_ bytes: ArraySlice<UInt8>) -> String {
+        var line = bytes
+        if line.last == 0x0D { line = line.dropLast() }  // CRLF input
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// Journals and queues texts; blank lines are skipped; over-long lines are split at the chunk limit.
@@ -305,42 +302,6 @@ public final class Sender: @unchecked Sendable {
             return
         }
         scheduleTick()
-    }
-}
-
-/// Reads a descriptor into lines, keeping the partial last line between reads. Used by one thread at a time (the
-/// WebSocket service thread or the `sb-stdin` thread).
-final class LineReader: @unchecked Sendable {
-    let fd: Int32
-    private var buffer = [UInt8](repeating: 0, count: 65_536)
-    private var partial: [UInt8] = []
-    private(set) var ended = false
-
-    init(fd: Int32) { self.fd = fd }
-
-    /// One read(2): the complete lines it finished, and whether the input ended (then with the unterminated rest).
-    /// A read error counts as the end; EINTR and EAGAIN give no lines.
-    func readOnce() -> (lines: [String], ended: Bool) {
-        guard !ended else { return ([], true) }
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && (errno == EINTR || errno == EAGAIN) { return ([], false) }
-        if n <= 0 {
-            ended = true
-            let rest = partial.isEmpty ? [] : [Self.text(partial[...])]
-            partial = []
-            return (rest, true)
-        }
-        partial += buffer[0..<n]
-        guard let last = partial.lastIndex(of: 0x0A) else { return ([], false) }
-        let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(Self.text)
-        partial.removeFirst(last + 1)
-        return (lines, false)
-    }
-
-    static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        var line = bytes
-        if line.last == 0x0D { line = line.dropLast() }  // CRLF input
-        return String(decoding: line, as: UTF8.self)
     }
 }
 

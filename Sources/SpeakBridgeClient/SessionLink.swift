@@ -134,12 +134,6 @@ final class SessionLink: @unchecked Sendable {
 
     func shutdown() { dialer.shutdown() }
 
-    /// Calls `onReadable` on the WebSocket service thread whenever `fd` is readable (see
-    /// `WebSocketClient.watchReadable`); nil when `fd` cannot be watched (a regular file).
-    func watchReadable(fd: Int32, onReadable: @escaping @Sendable () -> Bool) -> WebSocketWatchID? {
-        dialer.client.watchReadable(fd: fd, onReadable: onReadable)
-    }
-
     func handle(_ event: Dialer.Event) {
         switch event {
         case .opened(let id, _):

@@ -69,11 +69,6 @@ extension ServiceLoop {
             return receive(wsi, input, length)
         case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
             return writeable(wsi)
-        case LWS_CALLBACK_RAW_RX_FILE:
-            return watchedReadable(wsi)
-        case LWS_CALLBACK_RAW_CLOSE_FILE:
-            watchedClosed(wsi)
-            return 0
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             peerStartedClose(wsi, input, length)
             return 0
@@ -124,10 +119,6 @@ extension ServiceLoop {
             }
         case let .connect(id, request):
             connect(id, request)
-        case let .watch(request):
-            request.answer(adopt(request))
-        case let .unwatch(id):
-            unwatch(id)
         case .stop:
             beginStop()
         }

@@ -29,8 +29,6 @@ enum Command: Sendable {
     case close(WebSocketConnectionID, code: UInt16, reason: String)
     case markAuthenticated(WebSocketConnectionID)
     case connect(WebSocketConnectionID, ConnectRequest)
-    case watch(WatchRequest)
-    case unwatch(WebSocketWatchID)
     case stop
 }
 
@@ -99,7 +97,6 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
-    var watches: [WebSocketWatchID: Watch] = [:]
     var localCommands: [Command] = []
     var callbackDepth = 0
     var stopRequested = false
@@ -191,36 +188,21 @@ final class ServiceLoop: @unchecked Sendable {
         servicePthread.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
-    /// Hands a command to the service thread. Dropped (false) once the loop has stopped.
-    @discardableResult
-    func enqueue(_ command: Command) -> Bool {
+    /// Hands a command to the service thread. Dropped once the loop has stopped.
+    func enqueue(_ command: Command) {
         if isServiceThread {
             localCommands.append(command)
-            return true
+            return
         }
-        return inbox.withLock { inbox in
-            guard let context = inbox.context else { return false }
+        inbox.withLock { inbox in
+            guard let context = inbox.context else { return }
             inbox.commands.append(command)
             // Only the first command needs a wake-up: the service thread empties the whole
             // inbox under this lock each time it wakes.
             if inbox.commands.count == 1 {
                 lws_cancel_service(context.pointer)
             }
-            return true
         }
-    }
-
-    /// Watches `fd` for readability on the service thread; see ``WebSocketClient/watchReadable(fd:onReadable:)``.
-    func watchReadable(fd: Int32, handler: ReadableHandler) -> WebSocketWatchID? {
-        guard ServiceLoop.isWatchable(fd) else { return nil }
-        let request = WatchRequest(id: WebSocketWatchID(rawValue: makeConnectionID().rawValue), fd: fd, handler: handler)
-        if isServiceThread {
-            // Already inside an lws callback, like the commands drained from the inbox.
-            return adopt(request) ? request.id : nil
-        }
-        guard enqueue(.watch(request)) else { return nil }
-        request.done.wait()
-        return request.result.withLock { $0 } == true ? request.id : nil
     }
 
     // MARK: the service thread
@@ -255,16 +237,10 @@ final class ServiceLoop: @unchecked Sendable {
             }
             emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
         }
-        forgetWatches()
-        let dropped = inbox.withLock { inbox in
+        inbox.withLock { inbox in
             inbox.context = nil
-            defer { inbox.commands.removeAll() }
-            return inbox.commands
+            inbox.commands.removeAll()
         }
-        for case let .watch(request) in dropped + localCommands {
-            request.answer(false)
-        }
-        localCommands.removeAll()
         lws_sul_cancel(&deadlineTimer.pointee.sul)
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil

@@ -53,33 +53,6 @@ public final class WebSocketClient: Sendable {
         loop.enqueue(.close(connection, code: code, reason: reason))
     }
 
-    /// Calls `onReadable` on the service thread whenever `fd` is readable, so that input read
-    /// there and sent from there goes out in the same loop without waking another thread.
-    ///
-    /// `onReadable` reads `fd` itself: **one** `read` per call (poll said it will not block;
-    /// a second one could). It is called again while data is left. It returns false to end
-    /// the watch, which it must do once `read` returned 0 (end of input), since an ended input
-    /// (a tty after Ctrl-D, a shut-down socket) stays readable. On a hang-up (a pipe whose
-    /// writers all closed) lws ends the watch itself and calls `onReadable` once more, for its
-    /// `read` to return what is left or 0. Calls it makes on this client (``send(_:on:)`` and
-    /// the rest) take effect when it returns, before the loop polls again. It must not block,
-    /// like `onEvent`.
-    ///
-    /// The client watches a duplicate of `fd`; the caller keeps `fd` open and closes it after
-    /// ``unwatch(_:)`` or ``shutdown()``. Returns nil when `fd` cannot be watched: it is not a
-    /// pipe, FIFO, socket or character device (regular files always poll readable: read them
-    /// on a thread of your own), or the client is shut down. Waits for the service thread when
-    /// called from another thread.
-    public func watchReadable(fd: Int32, onReadable: @escaping @Sendable () -> Bool) -> WebSocketWatchID? {
-        loop.watchReadable(fd: fd, handler: ReadableHandler(call: onReadable))
-    }
-
-    /// Stops a watch: once the service thread has processed this (called from `onReadable`:
-    /// when it returns) `onReadable` is not called again. Unknown or ended watches are ignored.
-    public func unwatch(_ watch: WebSocketWatchID) {
-        loop.enqueue(.unwatch(watch))
-    }
-
     /// Closes all connections and joins the service thread. Idempotent. No events are
     /// delivered after it returns (except when called from inside `onEvent`; see
     /// ``WebSocketServer/shutdown()``).

@@ -12,17 +12,6 @@ public struct WebSocketConnectionID: Hashable, Sendable, CustomStringConvertible
     public var description: String { "ws#\(rawValue)" }
 }
 
-/// Identifies one descriptor watched with ``WebSocketClient/watchReadable(fd:onReadable:)``.
-public struct WebSocketWatchID: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: UInt64
-
-    public init(rawValue: UInt64) {
-        self.rawValue = rawValue
-    }
-
-    public var description: String { "watch#\(rawValue)" }
-}
-
 /// What a server or client reports through its `onEvent` handler.
 ///
 /// For every ID the sequence is: at most one `.opened`, then any number of `.message`,
