@@ -72,12 +72,7 @@ public final class ConfigExchange: @unchecked Sendable {
 
     public init(options: ConfigExchangeOptions) throws(ClientError) {
         self.options = options
-        do {
-            identity = try Identity.loadOrCreate(options.home)
-            peers = try PeerStore(home: options.home)
-        } catch {
-            throw ClientError(error.description, hint: error.hint)
-        }
+        (identity, peers) = try SessionLink.localState(options.home)
         desktop = try SessionLink.pairedDesktop(peers, options.desktop)
         do {
             store = try ConfigStore(home: options.home, device: identity.deviceID)

@@ -23,14 +23,7 @@ public enum Joiner {
         } catch {
             throw ClientError("invalid pairing code: \(error.description)", hint: error.hint)
         }
-        let identity: Identity
-        let peers: PeerStore
-        do {
-            identity = try Identity.loadOrCreate(home)
-            peers = try PeerStore(home: home)
-        } catch {
-            throw ClientError(error.description, hint: error.hint)
-        }
+        let (identity, peers) = try SessionLink.localState(home)
         guard let desktopKey = try? X25519PublicKey(rawRepresentation: code.publicKey) else {
             throw ClientError("invalid pairing code: bad desktop key")
         }

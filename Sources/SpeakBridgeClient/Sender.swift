@@ -62,12 +62,7 @@ public final class Sender: @unchecked Sendable {
 
     public init(options: SendOptions) throws(ClientError) {
         self.options = options
-        do {
-            identity = try Identity.loadOrCreate(options.home)
-            peers = try PeerStore(home: options.home)
-        } catch {
-            throw ClientError(error.description, hint: error.hint)
-        }
+        (identity, peers) = try SessionLink.localState(options.home)
         desktop = try SessionLink.pairedDesktop(peers, options.desktop)
         do {
             outbox = try Outbox(home: options.home, desktop: desktop.id) {

@@ -57,6 +57,15 @@ final class SessionLink: @unchecked Sendable {
         }
     }
 
+    /// This installation's identity and paired devices, as `send` and `config` need them.
+    static func localState(_ home: Home) throws(ClientError) -> (Identity, PeerStore) {
+        do {
+            return (try Identity.loadOrCreate(home), try PeerStore(home: home))
+        } catch {
+            throw ClientError(error.description, hint: error.hint)
+        }
+    }
+
     /// The paired desktop `query` names (ID, ID prefix or name), or the only one.
     static func pairedDesktop(_ peers: PeerStore, _ query: String?) throws(ClientError) -> Peer {
         if let query {
