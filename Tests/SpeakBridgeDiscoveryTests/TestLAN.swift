@@ -1,5 +1,6 @@
 // Test helpers: the private LAN made by Tests/netns/lan.sh, child processes, waiting.
 import Foundation
+import SpeakBridgeTestSupport
 import Testing
 import Glibc
 import Synchronization
@@ -56,119 +57,19 @@ struct ChildResult: Sendable {
     var output: String
 }
 
-/// A child process (posix_spawn) whose stdout and stderr go to a temporary file.
-///
-/// Not Foundation's Process: Swift Testing runs tests on dispatch worker threads, which block
-/// nearly every signal, and a spawned child inherits that mask, so SIGTERM would never reach it
-/// (avahi-publish-service would outlive its test). Here the child starts with an empty signal
-/// mask and default dispositions. Waiting polls waitpid with WNOHANG.
-final class ChildProcess: Sendable {
-    let pid: pid_t
-    private let outputPath: String
-    private let exitStatus = Mutex<Int32?>(nil)
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        outputPath = FileManager.default.temporaryDirectory
-            .appendingPathComponent("speakbridge-test-\(UUID().uuidString).log").path
+typealias ChildProcess = SpawnedChild
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let environment = environment ?? ProcessInfo.processInfo.environment
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid: pid_t = 0
-        let error = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard error == 0 else {
-            throw NSError(domain: NSPOSIXErrorDomain, code: Int(error),
-                          userInfo: [NSLocalizedDescriptionKey: "posix_spawn \(executable): \(String(cString: strerror(error)))"])
-        }
-        self.pid = pid
-    }
-
-    var isRunning: Bool { reap(block: false) == nil }
-
-    /// What the child wrote so far. Plain read(2): FoundationEssentials' String(contentsOfFile:)
-    /// leaks a 4 KiB buffer on empty files (seen with ASan, Swift 6.3.1).
-    var output: String {
-        let fd = open(outputPath, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { break }
-            bytes += chunk[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// Waits up to `timeout`; past it the child gets SIGTERM (then SIGKILL after 5 s).
-    func wait(timeout: Duration) -> ChildResult {
-        let deadline = ContinuousClock.now + timeout
-        while reap(block: false) == nil && ContinuousClock.now < deadline {
-            usleep(20_000)
-        }
-        let status = reap(block: false) ?? terminate()
-        return ChildResult(status: status, output: output)
-    }
-
-    /// SIGTERM to this child's PID and nothing else, wait for it, remove its output file.
-    @discardableResult
-    func stop() -> Int32 {
-        let status = reap(block: false) ?? terminate()
-        try? FileManager.default.removeItem(atPath: outputPath)
-        return status
-    }
-
-    private func terminate() -> Int32 {
-        kill(pid, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline {
-            if let status = reap(block: false) { return status }
-            usleep(20_000)
-        }
-        kill(pid, SIGKILL)
-        return reap(block: true) ?? -1
-    }
-
-    /// The exit status (128+signal if killed), once the child has ended; nil while it runs.
-    private func reap(block: Bool) -> Int32? {
-        exitStatus.withLock { known in
-            if let known { return known }
-            var raw: Int32 = 0
-            guard waitpid(pid, &raw, block ? 0 : WNOHANG) == pid else { return nil }
-            let status = raw & 0x7F == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
-            known = status
-            return status
-        }
+extension SpawnedChild {
+    convenience init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        try self.init([executable] + arguments, environment: environment)
     }
 
     static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                     timeout: Duration) throws -> ChildResult {
         let child = try ChildProcess(executable, arguments, environment: environment)
-        let result = child.wait(timeout: timeout)
+        let status = child.wait(timeout: timeout)
+        let result = ChildResult(status: status, output: child.output)
         child.stop()
         return result
     }
