@@ -55,7 +55,8 @@ public final class Sender: @unchecked Sendable {
     var backoff = 0.2
     var reportedUnreachable = false
     var needsSync = false
-    /// (sequence number, seconds since start when read) of unacknowledged chunks, ascending: for `timeout`.
+    /// (last sequence number of a batch read together, seconds since start when read), ascending: for `timeout`.
+    /// One entry per read from stdin, not per chunk.
     var waitingSince: [(seq: UInt64, at: Double)] = []
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
@@ -72,7 +73,7 @@ public final class Sender: @unchecked Sendable {
             throw ClientError(error.description, hint: error.hint)
         }
         window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
-        waitingSince = window.pending.map { (seq: $0.seq, at: 0) }
+        waitingSince = outbox.pending.last.map { [(seq: $0.seq, at: 0)] } ?? []
         start = clock.now
     }
 
@@ -161,7 +162,7 @@ public final class Sender: @unchecked Sendable {
         do {
             let chunks = try outbox.append(texts: pieces)
             let now = clock.now.seconds(since: start)
-            waitingSince += chunks.map { (seq: $0.seq, at: now) }
+            if let last = chunks.last { waitingSince.append((seq: last.seq, at: now)) }
             needsSync = true
             transmit(window.append(contentsOf: chunks))
         } catch {
@@ -290,7 +291,7 @@ public final class Sender: @unchecked Sendable {
             waitingSince.removeAll()
         }
         if options.timeout > 0, let oldest = waitingSince.first, now - oldest.at > options.timeout {
-            Console.error("\(window.pending.count) chunk(s) not acknowledged after \(Int(options.timeout)) s",
+            Console.error("\(window.pendingCount) chunk(s) not acknowledged after \(Int(options.timeout)) s",
                           hint: "they stay in the outbox and go out with the next `speakbridge send`")
             try? outbox.sync()
             finish(75)

@@ -9,8 +9,11 @@ public struct OutboxWindow: Sendable {
     public let session: String
     public let maxInFlight: Int
     public let ackTimeout: Double
-    /// Unacknowledged chunks, ascending by sequence number.
-    public private(set) var pending: [Chunk]
+    /// Unacknowledged chunks, ascending by sequence number, from `head` on. Acks advance `head` instead of
+    /// shifting the array (a burst of 100,000 lines would otherwise move the whole array on every ack);
+    /// the acknowledged prefix is dropped once it is both large and more than half of the storage.
+    var storage: [Chunk]
+    var head = 0
     /// Index in `pending` of the first chunk not yet sent on this connection; nil while not resumed.
     var nextToSend: Int?
     public private(set) var acked: UInt64
@@ -21,13 +24,16 @@ public struct OutboxWindow: Sendable {
 
     public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
         self.session = session
-        self.pending = pending.filter { $0.seq > acked }
+        self.storage = pending.filter { $0.seq > acked }
         self.acked = acked
         self.maxInFlight = maxInFlight
         self.ackTimeout = ackTimeout
     }
 
-    public var isDrained: Bool { pending.isEmpty }
+    /// Unacknowledged chunks, ascending (a copy: for reports and tests).
+    public var pending: [Chunk] { Array(storage[head...]) }
+    public var pendingCount: Int { storage.count - head }
+    public var isDrained: Bool { head == storage.count }
     public var isResumed: Bool { nextToSend != nil }
     var inFlight: Int { nextToSend ?? 0 }
 
@@ -50,8 +56,9 @@ public struct OutboxWindow: Sendable {
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
         for chunk in chunks {
-            precondition(pending.last.map { chunk.seq > $0.seq } ?? (chunk.seq > acked), "sequence numbers must increase")
-            pending.append(chunk)
+            precondition((head < storage.count ? storage.last.map { chunk.seq > $0.seq } : nil) ?? (chunk.seq > acked),
+                         "sequence numbers must increase")
+            storage.append(chunk)
         }
         return nextMessages()
     }
@@ -71,19 +78,25 @@ public struct OutboxWindow: Sendable {
     mutating func dropThrough(_ seq: UInt64) {
         guard seq > acked else { return }
         acked = seq
-        let count = pending.prefix { $0.seq <= seq }.count
-        pending.removeFirst(count)
+        var count = 0
+        while head + count < storage.count, storage[head + count].seq <= seq { count += 1 }
+        head += count
         if let next = nextToSend { nextToSend = max(0, next - count) }
+        if head > 4_096 && head * 2 > storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
     }
 
     mutating func nextMessages() -> [Message] {
         guard var next = nextToSend else { return [] }
         var messages: [Message] = []
-        while next < pending.count, next < maxInFlight {
+        let available = storage.count - head
+        while next < available, next < maxInFlight {
             var batch: [Chunk] = []
             var size = 64 + session.utf8.count
-            while next < pending.count, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
-                let chunk = pending[next]
+            while next < available, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
+                let chunk = storage[head + next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
                 batch.append(chunk)

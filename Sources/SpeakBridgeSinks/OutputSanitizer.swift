@@ -32,6 +32,10 @@ public enum OutputSanitizer {
 
     /// Applies the rules above to `text`.
     public static func sanitize(_ text: String) -> String {
+        // Fast path, the common case: nothing to change. A byte scan finds every scalar the rules act on:
+        // C0 and DEL (< 0x20 except \t \n, 0x7F), C1 (U+0080–U+009F = C2 80–9F) and the bidi controls
+        // (U+202A–U+202E = E2 80 AA–AE, U+2066–U+2069 = E2 81 A6–A9).
+        if !needsWork(text) { return text }
         let input = Array(text.unicodeScalars)
         var output = String.UnicodeScalarView()
         var i = 0
@@ -59,6 +63,25 @@ public enum OutputSanitizer {
             }
         }
         return String(output)
+    }
+
+    static func needsWork(_ text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        var previous: UInt8 = 0
+        var beforePrevious: UInt8 = 0
+        while let byte = utf8.next() {
+            switch byte {
+            case 0x09, 0x0A: break
+            case 0x00...0x1F, 0x7F: return true
+            case 0x80...0x9F where previous == 0xC2: return true
+            case 0xAA...0xAE where previous == 0x80 && beforePrevious == 0xE2: return true
+            case 0xA6...0xA9 where previous == 0x81 && beforePrevious == 0xE2: return true
+            default: break
+            }
+            beforePrevious = previous
+            previous = byte
+        }
+        return false
     }
 
     /// `start` is just after an ESC; returns the index after the sequence it introduces.

@@ -15,7 +15,10 @@ import SpeakBridgeProtocol
 public final class Outbox: @unchecked Sendable {
     public let session: String
     public private(set) var acked: UInt64
-    public private(set) var pending: [Chunk]
+    /// The chunks of earlier runs that were not acknowledged when this journal was opened. Not kept up to date
+    /// afterwards: the caller's window owns the live list (keeping a second copy current cost an array shift per
+    /// ack, quadratic in a burst).
+    public let pending: [Chunk]
     public private(set) var nextSeq: UInt64
     let path: String
     var fd: Int32
@@ -69,7 +72,6 @@ public final class Outbox: @unchecked Sendable {
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
-        pending += chunks
         return chunks
     }
 
@@ -77,7 +79,6 @@ public final class Outbox: @unchecked Sendable {
         guard seq > acked else { return }
         try FileIO.writeAll(fd, JSONValue.object([("a", .integer(Int64(seq)))]).encoded() + [0x0A], path: path)
         acked = seq
-        pending.removeFirst(pending.prefix { $0.seq <= seq }.count)
     }
 
     public func sync() throws(StoreError) {
