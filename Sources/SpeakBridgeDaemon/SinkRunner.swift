@@ -1,0 +1,170 @@
+import Foundation
+import SpeakBridgeProtocol
+import SpeakBridgeSinks
+import SpeakBridgeStore
+
+/// One sink's thread: waits for readiness, records progress right before each write, writes, reports.
+final class SinkRunner: @unchecked Sendable {
+    let sink: any Sink
+    let progress: ProgressLog
+    unowned let pipeline: DeliveryPipeline
+    let condition = NSCondition()
+    var queue: [DeliveryPipeline.Item] = []
+    var head = 0
+    var stopped = false
+    /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
+    var busy = false
+    var currentProblem: String?
+    static let batchLimit = 256
+    /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
+    /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
+    /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
+    let writesInline: Bool
+
+    init(sink: any Sink, progress: ProgressLog, pipeline: DeliveryPipeline) {
+        self.sink = sink
+        self.progress = progress
+        self.pipeline = pipeline
+        writesInline = sink is FIFOSink
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "sb-sink"
+        thread.start()
+    }
+
+    var problem: String? { condition.withLock { currentProblem } }
+    var queuedCount: Int { condition.withLock { queue.count - head } }
+
+    func enqueue(_ items: [DeliveryPipeline.Item]) {
+        let inline: [DeliveryPipeline.Item]? = condition.withLock {
+            // Skip what this sink already took (it may be ahead of the ack level after a restart).
+            let fresh = items.filter { item in
+                let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
+                return pipeline.sinkLevelUnlocked(sink.label, key).map { item.chunk.seq > $0 } ?? true
+            }
+            if writesInline && !busy && !stopped && head == queue.count && fresh.count <= Self.batchLimit {
+                busy = true
+                return fresh
+            }
+            queue += fresh
+            condition.signal()
+            return nil
+        }
+        guard let batch = inline else { return }
+        var taken = 0
+        if sink.waitUntilReady(timeout: .zero) == nil {
+            let (n, problem) = deliver(batch)
+            taken = n
+            setProblem(problem)
+        }
+        report(batch, taken: taken)
+        condition.withLock {
+            queue += batch[taken...]
+            busy = false
+            condition.signal()
+        }
+    }
+
+    func report(_ batch: [DeliveryPipeline.Item], taken: Int) {
+        guard taken > 0 else { return }
+        var levels: [DeliveryPipeline.SessionKey: UInt64] = [:]
+        for item in batch[0..<taken] {
+            levels[DeliveryPipeline.SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+        }
+        pipeline.sinkAdvanced(sink.label, levels)
+    }
+
+    func stop() {
+        condition.withLock {
+            stopped = true
+            condition.signal()
+        }
+    }
+
+    func setProblem(_ p: String?) { condition.withLock { currentProblem = p } }
+
+    func run() {
+        while true {
+            condition.lock()
+            while (head == queue.count || busy) && !stopped { condition.wait() }
+            if stopped {
+                condition.unlock()
+                sink.close()
+                return
+            }
+            busy = true
+            let batch = Array(queue[head..<min(queue.count, head + Self.batchLimit)])
+            condition.unlock()
+
+            if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
+                setProblem(reason)
+                condition.withLock { busy = false }
+                continue
+            }
+            let (taken, problem) = deliver(batch)
+            setProblem(problem)
+            condition.withLock {
+                busy = false
+                head += taken
+                if head > 4096 && head * 2 > queue.count {
+                    queue.removeFirst(head)
+                    head = 0
+                }
+            }
+            report(batch, taken: taken)
+            if taken == 0 && problem != nil {
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
+    }
+
+    /// Writes `batch`; returns how many texts the sink fully took, and the problem if it stopped early.
+    func deliver(_ batch: [DeliveryPipeline.Item]) -> (Int, String?) {
+        var recorded = 0
+        var before: [DeliveryPipeline.SessionKey: UInt64] = [:]
+        let label = sink.label
+        do throws(SinkError) {
+            try sink.deliver(batch.map(\.chunk.text)) { (k: Int) throws -> Void in
+                guard k > recorded else { return }
+                var latest: [DeliveryPipeline.SessionKey: UInt64] = [:]
+                for item in batch[recorded..<k] {
+                    let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
+                    if before[key] == nil {
+                        before[key] = progress.progress(sink: label, device: item.device, session: item.session) ?? 0
+                    }
+                    latest[key] = item.chunk.seq
+                }
+                do throws(StoreError) {
+                    for (key, seq) in latest {
+                        try progress.record(sink: label, device: key.device, session: key.session, seq: seq)
+                    }
+                } catch {
+                    throw SinkError(delivered: recorded, message: "cannot record progress: \(error.description)",
+                                    hint: error.hint)
+                }
+                recorded = k
+            }
+            return (batch.count, nil)
+        } catch {
+            let taken = min(error.delivered, batch.count)
+            if recorded > taken {
+                // Roll back records made for texts that did not get written.
+                var restore: [DeliveryPipeline.SessionKey: UInt64] = [:]
+                for item in batch[taken..<recorded] {
+                    let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
+                    restore[key] = before[key] ?? 0
+                }
+                for item in batch[0..<taken] {
+                    let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
+                    if restore[key] != nil { restore[key] = item.chunk.seq }
+                }
+                for (key, seq) in restore {
+                    try? progress.record(sink: label, device: key.device, session: key.session, seq: seq)
+                }
+            }
+            return (taken, error.message)
+        }
+    }
+}
