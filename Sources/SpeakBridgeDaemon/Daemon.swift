@@ -56,7 +56,7 @@ public final class Daemon: @unchecked Sendable {
             self.queue.async { self.durable(advanced) }
         }
         // lws warns for every refused upgrade (wrong path or subprotocol, over the cap): a port scan would fill
-        // the log. Refusals are counted in `status`; other lws lines keep going to stderr.
+        // the log, so those lines are dropped; other lws lines keep going to stderr.
         WebSocketLog.setHandler { level, line in
             if line.contains("denied connection") { return }
             if level == .error { Console.error("lws: " + line) } else { Console.warning("lws: " + line) }
