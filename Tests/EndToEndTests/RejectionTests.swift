@@ -243,3 +243,19 @@ struct SystemdNotifyTests {
         #expect(text.contains("listening on 127.0.0.1:"))
     }
 }
+
+@Suite("End to end: graceful stop", .serialized)
+struct GracefulStopTests {
+    @Test("SIGTERM and SIGINT stop the daemon cleanly: exit 0, control socket gone", arguments: [SIGTERM, SIGINT])
+    func stopsOnSignal(_ sig: Int32) throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        let daemon = try #require(pair.daemon)
+        kill(daemon.pid, sig)
+        let out = try daemon.wait(timeout: 10)
+        #expect(out.status == 0)
+        #expect(out.stderr.contains("speakbridge: stopping"))
+        #expect(!FileManager.default.fileExists(atPath: pair.desktopHome + "/run/control.sock"))
+    }
+}

@@ -50,6 +50,15 @@ struct Serve: ParsableCommand {
         } catch {
             throw CLIError("\(error)", hint: "valid sinks: stdout, fifo:PATH, clipboard, clipboard:primary, type, type:enter")
         }
+        // SIGINT and SIGTERM are blocked here, before the daemon starts any thread, so every thread inherits the
+        // block and the signals stay pending until `sigwait` below takes them: a graceful stop however the
+        // signal is sent. (A DispatchSource signal source did not fire reliably here: measured, the daemon kept
+        // running after SIGTERM.) Children (clipboard and typing tools) are spawned with a clean mask.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
         let daemon: Daemon
         do {
             var options = DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
@@ -72,19 +81,12 @@ struct Serve: ParsableCommand {
             PairCodePrinter.show(home: home, toStderr: true)
         }
         SystemdNotify.send("READY=1\nSTATUS=listening on \(host):\(daemon.port)")
-        let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                Console.info("stopping")
-                SystemdNotify.send("STOPPING=1")
-                daemon.stop()
-                Foundation.exit(0)
-            }
-            source.resume()
-            return source
-        }
-        withExtendedLifetime(signals) { dispatchMain() }
+        var received: Int32 = 0
+        while sigwait(&stopSignals, &received) != 0 {}
+        Console.info("stopping (\(received == SIGINT ? "SIGINT" : "SIGTERM"))")
+        SystemdNotify.send("STOPPING=1")
+        daemon.stop()
+        Foundation.exit(0)
     }
 }
 
