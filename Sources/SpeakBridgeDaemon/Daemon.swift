@@ -88,12 +88,15 @@ public final class Daemon: @unchecked Sendable {
 
     var serviceName: String { options.name ?? "SpeakBridge \(identity.deviceID.compact.prefix(4))" }
 
+    /// Stops in order of importance: no new frames, sinks stopped, progress durable, control socket gone; the
+    /// mDNS withdrawal (a D-Bus round trip to avahi-daemon that can stall) comes last, so a caller that gives
+    /// up waiting loses nothing.
     public func stop() {
-        discovery?.stop()
-        control.stop()
         server.shutdown()
         pipeline.stop()
         try? progress.sync()
+        control.stop()
+        discovery?.stop()
     }
 
     // MARK: - Connections (on `queue`)

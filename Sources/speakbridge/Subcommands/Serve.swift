@@ -85,8 +85,17 @@ struct Serve: ParsableCommand {
         while sigwait(&stopSignals, &received) != 0 {}
         Console.info("stopping (\(received == SIGINT ? "SIGINT" : "SIGTERM"))")
         SystemdNotify.send("STOPPING=1")
+        // Everything that matters is durable before the mDNS withdrawal starts (see Daemon.stop); if that
+        // withdrawal stalls (avahi-daemon not answering over D-Bus), leave anyway after 3 s.
+        // _exit, not exit: atexit handlers of the C libraries could wait on the very thread that is stuck.
+        // Nothing is lost by skipping them: every write this process makes is a plain write(2).
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 3)
+            Console.warning("withdrawing the mDNS record took too long; exiting without it")
+            _exit(0)
+        }
         daemon.stop()
-        Foundation.exit(0)
+        _exit(0)
     }
 }
 
