@@ -106,12 +106,9 @@ struct AdmissionTests {
     @Test func unauthenticatedConnectionIsClosedAfterHandshakeTimeout() async throws {
         var configuration = WebSocketServerConfiguration()
         configuration.handshakeTimeout = 1
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
+        let link = try Loopback(configuration: configuration)
+        defer { link.shutdown() }
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
 
         let clock = ContinuousClock()
         let start = clock.now
@@ -133,12 +130,9 @@ struct AdmissionTests {
     @Test func unauthenticatedConnectionsAreCapped() async throws {
         var configuration = WebSocketServerConfiguration()
         configuration.maxUnauthenticated = 2
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
+        let link = try Loopback(configuration: configuration)
+        defer { link.shutdown() }
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
 
         _ = try await connectClient(client, log, port: server.port)
         _ = try await connectClient(client, log, port: server.port)

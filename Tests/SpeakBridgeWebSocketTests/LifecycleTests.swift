@@ -27,20 +27,8 @@ struct LifecycleTests {
     @Test func silentServerTimesOut() async throws {
         // A socket that listens but never accepts: the kernel completes the TCP handshake,
         // nobody answers the upgrade.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = try loopbackSocket(listenBacklog: 4)
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                try #require(bind(listener, $0, length) == 0)
-                try #require(listen(listener, 4) == 0)
-                try #require(getsockname(listener, $0, &length) == 0)
-            }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
 
         let log = EventLog()
         let client = try WebSocketClient(onEvent: log.handler)
@@ -202,15 +190,10 @@ struct LifecycleTests {
     }
 
     @Test func serviceThreadSleepsWhenIdle() async throws {
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: WebSocketServerConfiguration(), onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
-        let id = try await connectClient(client, log, port: server.port)
-        #expect(await serverLog.wait { !serverLog.openedIDs($0).isEmpty })
-        server.markAuthenticated(serverLog.openedIDs()[0])
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+        let (id, _) = try await link.connectAuthenticated()
         client.send([1], on: id)
         #expect(await serverLog.wait { !serverLog.messages(serverLog.openedIDs($0)[0], $0).isEmpty })
 

@@ -37,16 +37,10 @@ struct MessagingTests {
     }
 
     @Test func tenThousandMessagesArriveInOrderBothWays() async throws {
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: WebSocketServerConfiguration(), onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
-        let id = try await connectClient(client, log, port: server.port)
-        #expect(await serverLog.wait { serverLog.openedIDs($0).count == 1 })
-        let serverSide = try #require(serverLog.openedIDs().first)
-        server.markAuthenticated(serverSide)
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+        let (id, serverSide) = try await link.connectAuthenticated()
 
         let count = 10_000
         let clock = ContinuousClock()
@@ -65,16 +59,10 @@ struct MessagingTests {
     }
 
     @Test func burstOfLargeMessagesArrivesInOrder() async throws {
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: WebSocketServerConfiguration(), onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
-        let id = try await connectClient(client, log, port: server.port)
-        #expect(await serverLog.wait { serverLog.openedIDs($0).count == 1 })
-        let serverSide = serverLog.openedIDs()[0]
-        server.markAuthenticated(serverSide)
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (server, log) = (link.server, link.log)
+        let (id, serverSide) = try await link.connectAuthenticated()
 
         // 300 × 65,535 B ≈ 20 MB: far more than the socket buffers hold, so lws has to
         // buffer partial writes and the writer has to wait for WRITEABLE again.
@@ -105,14 +93,11 @@ struct MessagingTests {
     }
 
     @Test func closeWithCodeReachesThePeer() async throws {
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: WebSocketServerConfiguration(), onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
 
-        let first = try await connectClient(client, log, port: server.port)
+        let first = try await link.connect()
         client.send([1], on: first)
         client.close(first, code: 4001, reason: "bye")
         #expect(await serverLog.wait { events in

@@ -101,6 +101,44 @@ final class Locked<Value: Sendable>: Sendable {
     }
 }
 
+/// A server and a client on loopback, each with its own event log; shut down with `shutdown()` (use `defer`).
+final class Loopback {
+    let serverLog = EventLog()
+    let server: WebSocketServer
+    let log = EventLog()
+    let client: WebSocketClient
+
+    init(configuration: WebSocketServerConfiguration = WebSocketServerConfiguration()) throws {
+        server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
+        do {
+            client = try WebSocketClient(onEvent: log.handler)
+        } catch {
+            server.shutdown()
+            throw error
+        }
+    }
+
+    /// Opens a client connection and waits until it is established.
+    func connect() async throws -> WebSocketConnectionID {
+        try await connectClient(client, log, port: server.port)
+    }
+
+    /// Opens a connection and marks the server's side authenticated: (client side, server side).
+    func connectAuthenticated() async throws -> (WebSocketConnectionID, WebSocketConnectionID) {
+        let before = serverLog.openedIDs().count
+        let id = try await connect()
+        #expect(await serverLog.wait { serverLog.openedIDs($0).count == before + 1 })
+        let serverSide = try #require(serverLog.openedIDs().last)
+        server.markAuthenticated(serverSide)
+        return (id, serverSide)
+    }
+
+    func shutdown() {
+        client.shutdown()
+        server.shutdown()
+    }
+}
+
 /// Opens a client connection and waits until it is established.
 func connectClient(
     _ client: WebSocketClient, _ log: EventLog, port: Int,
@@ -249,21 +287,34 @@ extension Array where Element: Equatable {
     }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on (bound, read back, closed).
-func unusedPort() throws -> Int {
+/// A TCP socket bound to 127.0.0.1 on an ephemeral port (listening if `backlog` is given): (fd, port).
+/// The caller closes the fd.
+func loopbackSocket(listenBacklog backlog: Int32? = nil) throws -> (Int32, Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    try withUnsafeMutablePointer(to: &address) { pointer in
-        try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            try #require(bind(fd, $0, length) == 0)
-            try #require(getsockname(fd, $0, &length) == 0)
+    do {
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                try #require(bind(fd, $0, length) == 0)
+                if let backlog { try #require(listen(fd, backlog) == 0) }
+                try #require(getsockname(fd, $0, &length) == 0)
+            }
         }
+    } catch {
+        close(fd)
+        throw error
     }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on (bound, read back, closed).
+func unusedPort() throws -> Int {
+    let (fd, port) = try loopbackSocket()
+    close(fd)
+    return port
 }
 
 /// CPU time (utime + stime, in clock ticks) a thread of this process has used.
