@@ -67,26 +67,17 @@ public struct SecretServiceKeyring: Sendable {
 
     /// Stores (or replaces) the value of `ref`.
     public func store(ref: String, value: String, label: String) throws(KeyringError) {
-        try prepareBus()
-        let schema = Self.newSchema()
-        defer { secret_schema_unref(schema) }
-        let attributes = attributeTable(ref: ref)
-        defer { g_hash_table_unref(attributes) }
-        var error: UnsafeMutablePointer<GError>?
-        let ok = secret_password_storev_sync(schema, attributes, SECRET_COLLECTION_DEFAULT, label, value, nil, &error)
-        try check(ok != 0, error, "cannot store a secret")
+        let ok = try call(ref: ref, failing: "cannot store a secret") { schema, attributes, error in
+            secret_password_storev_sync(schema, attributes, SECRET_COLLECTION_DEFAULT, label, value, nil, &error)
+        }
+        guard ok != 0 else { throw .failed("cannot store a secret") }
     }
 
     /// The value of `ref`, or nil when there is no such item.
     public func lookup(ref: String) throws(KeyringError) -> String? {
-        try prepareBus()
-        let schema = Self.newSchema()
-        defer { secret_schema_unref(schema) }
-        let attributes = attributeTable(ref: ref)
-        defer { g_hash_table_unref(attributes) }
-        var error: UnsafeMutablePointer<GError>?
-        let value = secret_password_lookupv_sync(schema, attributes, nil, &error)
-        try check(error == nil, error, "cannot read a secret")
+        let value = try call(ref: ref, failing: "cannot read a secret") { schema, attributes, error in
+            secret_password_lookupv_sync(schema, attributes, nil, &error)
+        }
         guard let value else { return nil }
         // secret_password_free wipes the C copy before freeing it.
         defer { secret_password_free(value) }
@@ -96,14 +87,9 @@ public struct SecretServiceKeyring: Sendable {
     /// Deletes the item of `ref`; false if there was none.
     @discardableResult
     public func clear(ref: String) throws(KeyringError) -> Bool {
-        try prepareBus()
-        let schema = Self.newSchema()
-        defer { secret_schema_unref(schema) }
-        let attributes = attributeTable(ref: ref)
-        defer { g_hash_table_unref(attributes) }
-        var error: UnsafeMutablePointer<GError>?
-        let removed = secret_password_clearv_sync(schema, attributes, nil, &error)
-        try check(error == nil, error, "cannot delete a secret")
+        let removed = try call(ref: ref, failing: "cannot delete a secret") { schema, attributes, error in
+            secret_password_clearv_sync(schema, attributes, nil, &error)
+        }
         return removed != 0
     }
 
@@ -119,16 +105,28 @@ public struct SecretServiceKeyring: Sendable {
 
     // MARK: - libsecret plumbing
 
-    func search(flags: SecretSearchFlags, cancellable: Cancellable?) throws(KeyringError) -> Set<String> {
+    /// One libsecret call on this installation's items (`ref` nil: all of them): the bus is made ready, the schema
+    /// and attribute table are built and released around `body`, and a GError becomes a KeyringError.
+    func call<Result>(ref: String?, cancellable: Cancellable? = nil, failing what: String,
+                      _ body: (UnsafeMutablePointer<SecretSchema>, OpaquePointer,
+                               inout UnsafeMutablePointer<GError>?) -> Result) throws(KeyringError) -> Result {
         try prepareBus(cancellable: cancellable)
         let schema = Self.newSchema()
         defer { secret_schema_unref(schema) }
-        let attributes = attributeTable(ref: nil)
+        let attributes = attributeTable(ref: ref)
         defer { g_hash_table_unref(attributes) }
         var error: UnsafeMutablePointer<GError>?
-        let list = secret_password_searchv_sync(schema, attributes, flags, cancellable?.pointer, &error)
+        let result = body(schema, attributes, &error)
+        try check(error == nil, error, what)
+        return result
+    }
+
+    func search(flags: SecretSearchFlags, cancellable: Cancellable?) throws(KeyringError) -> Set<String> {
+        var list: UnsafeMutablePointer<GList>?
         defer { g_list_free_full(list, g_object_unref) }
-        try check(error == nil, error, "cannot list secrets")
+        list = try call(ref: nil, cancellable: cancellable, failing: "cannot list secrets") { schema, attributes, error in
+            secret_password_searchv_sync(schema, attributes, flags, cancellable?.pointer, &error)
+        }
         var refs: Set<String> = []
         var node = list
         while let item = node {
