@@ -117,6 +117,11 @@ extension ServiceLoop {
                 connection.deadline = nil
                 rescheduleDeadlineTimer()
             }
+        case let .setReceiving(id, enabled):
+            guard let connection = connections[id], connection.isEstablished, let wsi = connection.wsi else { return }
+            // Frames lws already read stay buffered and are delivered after a resume; no new bytes are read
+            // from the socket meanwhile, so the peer's TCP window fills and it is held back by the kernel.
+            lws_rx_flow_control(wsi, enabled ? 1 : 0)
         case let .connect(id, request):
             connect(id, request)
         case .stop:

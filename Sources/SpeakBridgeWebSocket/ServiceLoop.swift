@@ -28,6 +28,8 @@ enum Command: Sendable {
     case send(WebSocketConnectionID, [UInt8])
     case close(WebSocketConnectionID, code: UInt16, reason: String)
     case markAuthenticated(WebSocketConnectionID)
+    /// Stops (false) or resumes (true) reading from a connection's socket (lws rx flow control).
+    case setReceiving(WebSocketConnectionID, Bool)
     case connect(WebSocketConnectionID, ConnectRequest)
     case stop
 }

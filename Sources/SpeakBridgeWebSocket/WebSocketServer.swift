@@ -52,6 +52,18 @@ public final class WebSocketServer: Sendable {
         loop.enqueue(.markAuthenticated(connection))
     }
 
+    /// Backpressure: stops reading from a connection's socket until ``resumeReceiving(_:)``. The peer's
+    /// sends then stall in the kernel's buffers (TCP flow control), so it cannot make this process buffer
+    /// more. Events already read may still arrive. Ignored for unknown connections.
+    public func pauseReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, false))
+    }
+
+    /// Resumes reading after ``pauseReceiving(_:)``.
+    public func resumeReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, true))
+    }
+
     /// Closes a connection with a status code (1000...4999) after the messages already
     /// queued for it. The reason is cut to 123 bytes. `.closed` follows.
     public func close(_ connection: WebSocketConnectionID, code: UInt16 = 1000, reason: String = "") {
