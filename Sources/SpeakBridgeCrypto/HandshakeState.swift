@@ -35,10 +35,12 @@ public struct HandshakeState: Sendable {
     ///   supplies a `pskResolver` to `readMessage` for message 1.
     /// - `localEphemeral` exists only to replay published test vectors; real handshakes leave it nil so a
     ///   fresh ephemeral key is generated.
-    public init(pattern: NoiseHandshakePattern, role: NoiseRole, prologue: [UInt8], localStatic: X25519PrivateKey,
+    public init(pattern: NoiseHandshakePattern, cipher: NoiseCipher = .chaChaPoly, role: NoiseRole,
+                prologue: [UInt8], localStatic: X25519PrivateKey,
                 remoteStatic: X25519PublicKey? = nil, psk: SymmetricKey? = nil,
                 localEphemeral: X25519PrivateKey? = nil) throws {
         try Sodium.ensureAvailable()
+        guard cipher.isAvailable else { throw CryptoError.cipherUnavailable(cipher.rawValue) }
         switch role {
         case .initiator where remoteStatic == nil:
             throw CryptoError.handshakeState("the \(pattern.patternName) initiator needs the responder's static key")
@@ -61,7 +63,7 @@ public struct HandshakeState: Sendable {
         self.rs = remoteStatic
         self.psk = psk
         // Calls InitializeSymmetric(protocol_name).
-        symmetric = SymmetricState(protocolName: pattern.protocolName)
+        symmetric = SymmetricState(protocolName: pattern.protocolName(cipher: cipher), cipher: cipher)
         // Calls MixHash(prologue).
         symmetric.mixHash(prologue)
         // Calls MixHash() once for each public key listed in the pre-messages: "<- s", the responder's static key.
