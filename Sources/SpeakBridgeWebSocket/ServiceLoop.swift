@@ -6,16 +6,16 @@
 // 2. The thread runs `lws_service` until a stop is requested and the connections have closed
 //    (or the grace period ran out). Idle, it sleeps in poll(): lws wakes it only for socket
 //    activity, its own timers (validity pings) and our one timer (`deadlineTimer`).
-// 3. Other threads never call lws except `lws_cancel_service`. They append a `Command` to
-//    `inbox` and, if the inbox was empty, call `lws_cancel_service` while still holding the
-//    lock. lws then calls LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread, which
-//    drains the whole inbox (ServiceLoop+Callbacks.swift).
-// 4. Calls made on the service thread itself (from an event handler) go to `localCommands`
-//    and run when the outermost lws callback returns, so lws is never re-entered from a
-//    handler.
-// 5. On exit the thread reports every remaining connection closed, marks the inbox dead under
-//    its lock (later commands are dropped instead of reaching a freed context) and destroys
-//    the context on its own thread.
+// 3. Commands reach the service thread through ONE FIFO, `inbox`, whichever thread issues
+//    them (the service thread itself included, e.g. a send from inside an event handler). So
+//    commands run in the order they were enqueued: a caller that encrypts and enqueues under
+//    one lock of its own gets its frames on the wire in encryption order, whatever thread
+//    each enqueue came from. Other threads never call lws except `lws_cancel_service`: when
+//    they make the inbox non-empty they call it, still holding the lock, and lws then calls
+//    LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread.
+// 4. The service thread drains the inbox when the outermost lws callback returns (every
+//    callback, EVENT_WAIT_CANCELLED included), so lws is never re-entered from a handler and
+//    a command issued on the service thread needs no wake-up (ServiceLoop+Callbacks.swift).
 import Dispatch
 import Synchronization
 internal import CLibWebSockets
@@ -99,7 +99,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
-    var localCommands: [Command] = []
+    /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
+    var admission: AdmissionControl<WebSocketConnectionID>
     var callbackDepth = 0
     var stopRequested = false
     var stopDeadline: UInt64 = 0
@@ -119,6 +120,13 @@ final class ServiceLoop: @unchecked Sendable {
         self.role = role
         self.sink = sink
         self.threadName = threadName
+        switch role {
+        case let .server(configuration):
+            admission = AdmissionControl(maxTotal: configuration.maxUnauthenticated,
+                                         maxPerAddress: configuration.maxUnauthenticatedPerAddress)
+        case .client:
+            admission = AdmissionControl(maxTotal: 1, maxPerAddress: 1)
+        }
         deadlineTimer = .allocate(capacity: 1)
         deadlineTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
@@ -190,18 +198,18 @@ final class ServiceLoop: @unchecked Sendable {
         servicePthread.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
-    /// Hands a command to the service thread. Dropped once the loop has stopped.
+    /// Hands a command to the service thread, behind every command enqueued before it (from
+    /// any thread). Dropped once the loop has stopped.
     func enqueue(_ command: Command) {
-        if isServiceThread {
-            localCommands.append(command)
-            return
-        }
+        let fromServiceThread = isServiceThread
         inbox.withLock { inbox in
             guard let context = inbox.context else { return }
             inbox.commands.append(command)
-            // Only the first command needs a wake-up: the service thread empties the whole
-            // inbox under this lock each time it wakes.
-            if inbox.commands.count == 1 {
+            // The service thread drains the inbox when its current callback returns, so it needs
+            // no wake-up for its own commands. Another thread wakes it when the inbox becomes
+            // non-empty; later commands ride on that wake-up (the drain takes the whole inbox,
+            // and one that leaves commands behind wakes itself: `drainInbox`).
+            if !fromServiceThread && inbox.commands.count == 1 {
                 lws_cancel_service(context.pointer)
             }
         }
@@ -237,7 +245,9 @@ final class ServiceLoop: @unchecked Sendable {
             if let wsi = connection.wsi {
                 lws_set_opaque_user_data(wsi, nil)
             }
-            emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
+            if connection.isAnnounced {
+                emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
+            }
         }
         inbox.withLock { inbox in
             inbox.context = nil
