@@ -1,5 +1,8 @@
 import Testing
 import SpeakBridgeWebSocket
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What the server refuses or closes: sizes, frame types, paths, subprotocols, handshake
 /// time and the cap on unauthenticated connections.
@@ -229,6 +232,23 @@ struct AdmissionTests {
 }
 
 extension AdmissionTests {
+    /// When exactly an oversize frame is refused: lws calls back (and the size rule runs) with the first payload
+    /// bytes of a frame, not on its header alone. A header announcing too much, with no payload yet, is held like
+    /// any silent peer (no buffer: the handshake deadline or the hang-up timer ends it); the first payload byte
+    /// gets 1009 at once. A header announcing 0 bytes is reported on its own.
+    @Test func oversizeHeaderIsRefusedAtItsFirstPayloadByte() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        raw.sendFrame(opcode: 0x2, payload: [], announcedLength: 1 << 40)
+        var byte: UInt8 = 0
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(recv(raw.fd, &byte, 1, Int32(MSG_DONTWAIT)) < 0 && errno == EAGAIN, "nothing yet: no callback for a bare header")
+        raw.sendAll([0x55])
+        #expect(raw.readCloseCode() == 1009)
+    }
+
     /// Issue 8 row 1: a fragment, then a continuation whose header announces 2^63 − 1 bytes. Used to trap the
     /// service thread (integer overflow); now refused with 1009, and the server keeps serving.
     @Test func continuationAnnouncingTwoToTheSixtyThreeIsRefused() async throws {

@@ -65,6 +65,55 @@ struct OrderAndFlowTests {
         #expect(inversions == 0, "\(inversions) frames overtook one enqueued before them")
     }
 
+    /// The same on the client side (the CLI's stdin thread and its lws thread both send on one connection).
+    @Test func clientSendsFromItsServiceThreadAndOtherThreadsKeepTheirOrder() async throws {
+        let counter = Mutex<Int>(0)
+        let echo = try EchoServer()  // echoes the numbered messages back, in the order they arrived
+        defer { echo.shutdown() }
+        let log = EventLog()
+        let reference = Locked<WebSocketClient?>(nil)
+        let ticks = Mutex<Int>(0)
+        let client = try WebSocketClient { event in
+            log.handler(event)
+            // Every echo that comes back makes the service thread send one more numbered message.
+            guard case let .message(id, _) = event, let client = reference.value else { return }
+            let more = ticks.withLock { value in
+                value += 1
+                return value <= 3_000
+            }
+            guard more else { return }
+            counter.withLock { value in
+                value += 1
+                client.send(numbered(value), on: id)
+            }
+        }
+        reference.value = client
+        defer {
+            client.shutdown()
+            reference.value = nil
+        }
+        let id = try await connectClient(client, log, port: echo.port)
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                for _ in 0..<2_000 {
+                    counter.withLock { value in
+                        value += 1
+                        client.send(numbered(value), on: id)
+                    }
+                }
+            }
+        }
+        group.wait()
+        let total = 4_000 + 3_000
+        #expect(await log.wait(timeout: .seconds(20)) { log.messages(id, $0).count >= total })
+        let numbers = log.messages(id).map(number)
+        #expect(numbers.count == total)
+        var inversions = 0
+        for (previous, next) in zip(numbers, numbers.dropFirst()) where next <= previous { inversions += 1 }
+        #expect(inversions == 0, "\(inversions) frames overtook one enqueued before them")
+    }
+
     /// pauseReceiving: nothing the peer sends meanwhile is delivered; after resumeReceiving all of it is, in order.
     @Test func pausedConnectionDeliversNothingUntilResumedThenEverythingInOrder() async throws {
         let link = try Loopback()
