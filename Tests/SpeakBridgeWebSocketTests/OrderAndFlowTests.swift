@@ -41,8 +41,8 @@ struct OrderAndFlowTests {
         #expect(await serverLog.wait { serverLog.openedIDs($0).count == 1 })
         let serverSide = try #require(serverLog.openedIDs().first)
 
-        let ticks = 3_000
-        let perThread = 3_000
+        let ticks = 10_000
+        let perThread = 10_000
         let group = DispatchGroup()
         for _ in 0..<2 {
             DispatchQueue.global().async(group: group) {
@@ -79,7 +79,7 @@ struct OrderAndFlowTests {
             guard case let .message(id, _) = event, let client = reference.value else { return }
             let more = ticks.withLock { value in
                 value += 1
-                return value <= 3_000
+                return value <= 10_000
             }
             guard more else { return }
             counter.withLock { value in
@@ -96,7 +96,7 @@ struct OrderAndFlowTests {
         let group = DispatchGroup()
         for _ in 0..<2 {
             DispatchQueue.global().async(group: group) {
-                for _ in 0..<2_000 {
+                for _ in 0..<6_000 {
                     counter.withLock { value in
                         value += 1
                         client.send(numbered(value), on: id)
@@ -105,7 +105,7 @@ struct OrderAndFlowTests {
             }
         }
         group.wait()
-        let total = 4_000 + 3_000
+        let total = 12_000 + 10_000
         #expect(await log.wait(timeout: .seconds(20)) { log.messages(id, $0).count >= total })
         let numbers = log.messages(id).map(number)
         #expect(numbers.count == total)
