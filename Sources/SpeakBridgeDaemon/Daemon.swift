@@ -69,6 +69,7 @@ public final class Daemon: @unchecked Sendable {
         config.maxMessageSize = SpeakBridgeProtocol.maxFrameSize
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
+        config.maxUnauthenticatedPerAddress = SpeakBridgeProtocol.maxUnauthenticatedPerAddress
         // `queue.sync` from the lws thread: when the queue is idle the handler runs right on the lws thread
         // (no wake-up of another thread per frame); the critical sections are short and never wait on lws.
         server = try WebSocketServer(configuration: config) { [weak self] event in
