@@ -204,10 +204,7 @@ public enum ConfigWire {
 public enum ConfigText {
     public static func clean(_ s: String, limit: Int = 256) -> String {
         String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit).map { scalar -> Unicode.Scalar in
-            let v = scalar.value
-            let bad = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v)
-                || (0x2066...0x2069).contains(v) || v == 0x200E || v == 0x200F
-            return bad ? "?" : scalar
+            PeerText.needsEscape(scalar) ? "?" : scalar
         }))
     }
 }

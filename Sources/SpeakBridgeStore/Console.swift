@@ -1,9 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SpeakBridgeProtocol
 
 /// Messages for people go to stderr as `speakbridge: …`, `speakbridge: error: …`, `speakbridge: hint: …`
 /// (lowercase, no trailing period); stdout carries only the payload. Thread-safe (one write(2) per call).
+///
+/// Every line given to `info`, `warning` and `error` is passed through `PeerText.escape` whole, whoever built it:
+/// a peer-chosen name or message inside it can neither start a new line (no forged `speakbridge: …` line) nor
+/// reach the terminal or the journal as an escape sequence. One call is one line, always.
 public enum Console {
     public static func info(_ text: String) { emit("speakbridge: " + text) }
     public static func warning(_ text: String) { emit("speakbridge: warning: " + text) }
@@ -23,5 +28,5 @@ public enum Console {
         _ = try? FileIO.writeAll(1, Array((text + "\n").utf8), path: "stdout")
     }
 
-    static func emit(_ line: String) { raw(line + "\n") }
+    static func emit(_ line: String) { raw(PeerText.escape(line) + "\n") }
 }
