@@ -122,7 +122,8 @@ enum PairCodePrinter {
             let text = qr + "\n" + code + "\n"
             if toStderr { Console.raw(text) } else { Console.out(qr + "\n" + code) }
             let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '\(code)'")
+            // The code is shown once (above); it is not repeated in this line.
+            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '<code above>'")
         } catch {
             Console.error(error.message, hint: error.hint)
         }
