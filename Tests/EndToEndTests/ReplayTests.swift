@@ -105,7 +105,10 @@ struct PairingCodeDisplayTests {
         defer { try? FileManager.default.removeItem(atPath: home) }
         let daemon = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns"], home: home, label: "serve")
         defer { daemon.terminate() }
-        try Harness.wait("the pairing hint") { TerminalBytes.read(daemon.stderrPath).contains("speakbridge pair") }
+        try Harness.wait("the pairing hint (or a code)") {
+            let log = TerminalBytes.read(daemon.stderrPath)
+            return log.contains("speakbridge pair") || log.contains("single use")
+        }
         usleep(300_000)
         let log = TerminalBytes.read(daemon.stderrPath)
         #expect(!log.contains("SB1:"), "the pairing code reached a log: \(log)")
