@@ -72,9 +72,11 @@ public final class ConfigPeerHandler: PeerConfigHandler, @unchecked Sendable {
                 } else {
                     Console.info("config: sending \(updates.count) key(s) to \(who)")
                 }
-                return try out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates)
+                return try out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates, withheld: withheld)
             case .offer(let part):
-                guard let (_, entries) = try assemblers[device, default: BatchAssembler()].add(part, now: store.now()) else { return [] }
+                guard let (_, entries, withheld) = try assemblers[device, default: BatchAssembler()].add(part, now: store.now())
+                else { return [] }
+                if withheld > 0 { Console.info("config: \(who) withheld \(withheld) secret(s) (its share mode is public)") }
                 var out = try staged(for: device)
                 var result = try store.update { tx throws(ConfigError) -> ConfigResult in
                     let r = try tx.apply(entries, from: device, name: name)

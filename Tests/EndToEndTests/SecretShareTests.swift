@@ -31,7 +31,9 @@ struct SecretShareTests {
         _ = try config(["policy", "accept"], pair.phoneHome)  // the phone applies what it gets at once
         #expect(try config(["share"], pair.desktopHome).stdout == "share: public\n")
 
-        _ = try config(["pull"], pair.phoneHome)
+        let pull = try config(["pull"], pair.phoneHome)
+        #expect(pull.stderr.contains("withheld 1 secret(s)"), "the phone is told why: \(pull.stderr)")
+        #expect(pull.stderr.contains("speakbridge config share all"))
         #expect(try value("transcription.locale", pair.phoneHome) == "de-CH", "public keys still travel")
         #expect(try value("deepgram.apiKey", pair.phoneHome) == nil, "no secret without a decision on the desktop")
         try Harness.wait("the desktop to log the withheld secret") {
@@ -41,7 +43,8 @@ struct SecretShareTests {
         // The desktop user decides: every paired device may pull secrets now.
         let share = try config(["share", "all"], pair.desktopHome)
         #expect(share.stderr.contains("warning: every paired device can now pull every secret"))
-        _ = try config(["pull"], pair.phoneHome)
+        let second = try config(["pull"], pair.phoneHome)
+        #expect(!second.stderr.contains("withheld"))
         #expect(try value("deepgram.apiKey", pair.phoneHome) == Self.secret)
         // The choice survives a reload of the settings (it is confirmed, not a leftover default).
         #expect(try config(["share"], pair.desktopHome).stdout == "share: all\n")

@@ -37,6 +37,30 @@ struct ShareModeTests {
         }
     }
 
+    @Test("an offer says how many secrets were withheld; the count survives the wire and the assembler")
+    func withheldOnTheWire() throws {
+        let v = try HLCTimestamp(parsing: "1700000000000:0:\(device(1).compact)")
+        let parts = try ConfigWire.offer(batch: "b-1", origin: "reply",
+                                         updates: [ConfigUpdate(key: "a", version: v, body: .value(.string("x")))],
+                                         withheld: 3)
+        var assembler = BatchAssembler()
+        for part in parts {
+            guard case .config(let type, let body) = ConfigWire.message(part),
+                  case .offer(let decoded) = try ConfigWire.decode(type: type, body: body) else {
+                Issue.record("not an offer")
+                return
+            }
+            #expect(decoded.withheld == 3)
+            let whole = try assembler.add(decoded, now: 0)
+            #expect(whole?.withheld == 3 && whole?.entries.count == 1)
+        }
+        for bad in [JSONValue.integer(-1), .integer(1_025), .string("3")] {
+            let body = JSONValue.object([("batch", .string("b")), ("part", .integer(1)), ("parts", .integer(1)),
+                                         ("entries", .array([])), ("withheld", bad)])
+            #expect(throws: ConfigError.self) { try ConfigWire.decode(type: ConfigWire.offerType, body: body) }
+        }
+    }
+
     @Test("a pull under the default withholds secrets but offers the rest")
     func pullWithholdsSecrets() throws {
         let s = try TestStore("share", device: device(1))
