@@ -67,7 +67,8 @@ public struct ResponderMachine {
         case awaitingPairConfirm(NoiseTransport, PairingOutcome)
         case paired(NoiseTransport)
         /// Message 2 sent; waiting for the initiator's first transport message (which might never come: replay).
-        case awaitingFirstTransport(NoiseTransport, DeviceID, X25519PublicKey)
+        /// Keeps the psk message 1 was read with, to check the device is still paired under it when that comes.
+        case awaitingFirstTransport(NoiseTransport, DeviceID, X25519PublicKey, SymmetricKey)
         case established(NoiseTransport, DeviceID)
         case closed
     }
@@ -106,9 +107,13 @@ public struct ResponderMachine {
             return actions
         case .paired:
             return fail("unexpected message after pairing")
-        case .awaitingFirstTransport(var transport, let device, let key):
+        case .awaitingFirstTransport(var transport, let device, let key, let psk):
             guard let plaintext = try? transport.decrypt(frame) else {
                 return fail("session refused: the first transport message did not decrypt (replayed message 1?)")
+            }
+            // Revoked (or paired again, with a new psk) since message 1: refused like an unknown device.
+            guard let current = context.sessionPSK(key), current == psk else {
+                return fail("session refused: \(device) was revoked during the handshake")
             }
             state = .established(transport, device)
             return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
@@ -193,24 +198,28 @@ public struct ResponderMachine {
         var handshake: HandshakeState
         let payload: [UInt8]
         let lookup = context.sessionPSK
+        var used: SymmetricKey?
         do {
             handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
                                            prologue: ConnectionIntent.session.prologue,
                                            localStatic: context.localStatic)
-            payload = try handshake.readMessage(frame, pskResolver: { key in lookup(key) })
+            payload = try handshake.readMessage(frame, pskResolver: { key in
+                used = lookup(key)
+                return used
+            })
         } catch CryptoError.unknownPeer {
             return fail("session refused: unknown or revoked device")
         } catch {
             return fail("session handshake failed: \(error)")
         }
-        guard let peerKey = handshake.remoteStaticKey else { return fail("no initiator key") }
+        guard let peerKey = handshake.remoteStaticKey, let psk = used else { return fail("no initiator key") }
         let device = KeySchedule.deviceID(of: peerKey)
         guard case .hello? = try? MessageCodec.decode(payload) else {
             return fail("session message 1 from \(device) did not carry hello")
         }
         do {
             let message2 = try handshake.writeMessage(payload: MessageCodec.encode(.welcome))
-            state = .awaitingFirstTransport(try handshake.transport(), device, peerKey)
+            state = .awaitingFirstTransport(try handshake.transport(), device, peerKey, psk)
             return [.send(message2)]
         } catch {
             return fail("session handshake failed: \(error)")

@@ -77,6 +77,31 @@ struct SessionAuthenticationTests {
         #expect(a3.contains { if case .deliver = $0 { return true } else { return false } })
     }
 
+    @Test("a device revoked (or paired again) between message 1 and its first transport message is refused")
+    func revokedDuringHandshake() throws {
+        final class Paired: @unchecked Sendable {  // test-only box; the test runs on one thread
+            var psk: SymmetricKey?
+            init(_ psk: SymmetricKey) { self.psk = psk }
+        }
+        for replacement in [nil, SymmetricKey.random()] {
+            let paired = Paired(psk)
+            var r = ResponderMachine(intent: .session, context: ResponderContext(
+                localStatic: desktop, localName: "desk", pairingSecret: { nil },
+                sessionPSK: { [phone] in $0 == phone.publicKey ? paired.psk : nil }, delivered: { _, _ in 0 }))
+            var i = try initiator()
+            _ = i.receive(try #require(Self.sent(r.receive(try i.start())).first))
+            paired.psk = replacement  // `devices revoke` (nil), or revoke and pair again (a new psk)
+            guard case .send(let frame)? = i.encryptAndSend(.resume(session: "s", delivered: nil)).first else {
+                Issue.record("no frame")
+                return
+            }
+            let actions = r.receive(frame)
+            #expect(!actions.contains(where: Self.isAuthenticated))
+            #expect(actions.contains { if case .close = $0 { return true } else { return false } })
+            #expect(!r.isEstablished)
+        }
+    }
+
     @Test("an undecryptable first transport message closes without authenticating")
     func tamperedFirstTransportMessage() throws {
         var r = responder()
