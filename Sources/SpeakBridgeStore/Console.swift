@@ -17,7 +17,7 @@ public enum Console {
         if let hint { emit("speakbridge: hint: " + hint) }
     }
 
-    /// Raw text to stderr (the terminal QR).
+    /// Raw text to stderr (the terminal QR): only for text this program made itself, never for anything a peer chose.
     public static func raw(_ text: String) {
         let bytes = Array(text.utf8)
         _ = try? FileIO.writeAll(2, bytes, path: "stderr")
