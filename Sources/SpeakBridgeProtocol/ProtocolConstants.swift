@@ -64,6 +64,13 @@ public enum ConnectionIntent: String, Sendable, CaseIterable {
 /// Key material derivations named in PROTOCOL.md.
 public enum KeySchedule {
     /// Per-pair psk: HKDF-SHA256(ikm = pairing secret, salt = pairing handshake hash, info = label, L = 32).
+    /// Secret in, secret out: both stay in self-wiping storage.
+    public static func sessionPSK(pairingSecret: SymmetricKey, pairingHandshakeHash: [UInt8]) -> SymmetricKey {
+        HKDFSHA256.deriveKey(ikm: pairingSecret, salt: pairingHandshakeHash,
+                             info: Array(SpeakBridgeProtocol.sessionPSKLabel.utf8))
+    }
+
+    /// The same derivation on plain bytes, for the vector generator and the walkthrough example.
     public static func sessionPSK(pairingSecret: [UInt8], pairingHandshakeHash: [UInt8]) -> [UInt8] {
         HKDFSHA256.deriveKey(ikm: pairingSecret, salt: pairingHandshakeHash,
                              info: Array(SpeakBridgeProtocol.sessionPSKLabel.utf8), outputByteCount: 32)
