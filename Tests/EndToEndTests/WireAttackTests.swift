@@ -20,7 +20,7 @@ struct WireAttackTests {
         try pair.join()
         #expect(try pair.send(["before"]).status == 0)
 
-        let raw = try RawPeer(port: pair.port)
+        let raw = try RawSocketPeer(port: pair.port)
         #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
         raw.sendFrame(first: 0x02, payload: [1, 2, 3])  // binary, FIN clear
         // One payload byte after the header: lws calls back only once payload has arrived.
@@ -69,7 +69,7 @@ struct WireAttackTests {
 }
 
 /// A hand-made WebSocket client over a TCP socket from a chosen loopback address, for frames lws would never send.
-private final class RawPeer {
+private final class RawSocketPeer {
     let fd: Int32
 
     init(port: Int, source: String = "127.0.0.1", receiveTimeout: Int = 5) throws {
@@ -199,7 +199,7 @@ private struct FrameFuzzer {
         var sent = 0
         var connections = 0
         while sent < frames && Date() < deadline {
-            guard let peer = try? RawPeer(port: port, receiveTimeout: 1) else { continue }
+            guard let peer = try? RawSocketPeer(port: port, receiveTimeout: 1) else { continue }
             connections += 1
             guard peer.upgrade().hasPrefix("HTTP/1.1 101") else { continue }
             // A handful of frames per connection: most mutations get the connection closed quickly.
