@@ -4,6 +4,9 @@ import SpeakBridgeSinks
 import SpeakBridgeStore
 
 /// One sink's thread: waits for readiness, records progress right before each write, writes, reports.
+/// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
+/// is over the high-water mark and refuses its messages above the hard limit.
+// `@unchecked Sendable` is sound: `queue`, `head`, `stopped`, `busy` and `currentProblem` are guarded by `condition`.
 final class SinkRunner: @unchecked Sendable {
     let sink: any Sink
     let progress: ProgressLog
@@ -37,13 +40,23 @@ final class SinkRunner: @unchecked Sendable {
     var problem: String? { condition.withLock { currentProblem } }
     var queuedCount: Int { condition.withLock { queue.count - head } }
 
+    /// `items` are one message's chunks: one device, one session, ascending.
     func enqueue(_ items: [DeliveryPipeline.Item]) {
+        guard let first = items.first else { return }
+        // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
+        // count as taken by this sink for the backlog.
+        let key = DeliveryPipeline.SessionKey(device: first.device, session: first.session)
+        let fresh: [DeliveryPipeline.Item]
+        if let level = pipeline.sinkLevelUnlocked(sink.label, key), first.chunk.seq <= level {
+            fresh = items.filter { $0.chunk.seq > level }
+            let skipped = items.prefix { $0.chunk.seq <= level }
+            let bytes = skipped.reduce(UInt64(0)) { $0 &+ UInt64($1.chunk.text.utf8.count) }
+            pipeline.sinkTook(sink.label, [first.device: .init(chunks: UInt64(skipped.count), bytes: bytes)])
+        } else {
+            fresh = items
+        }
+        guard !fresh.isEmpty else { return }
         let inline: [DeliveryPipeline.Item]? = condition.withLock {
-            // Skip what this sink already took (it may be ahead of the ack level after a restart).
-            let fresh = items.filter { item in
-                let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
-                return pipeline.sinkLevelUnlocked(sink.label, key).map { item.chunk.seq > $0 } ?? true
-            }
             if writesInline && !busy && !stopped && head == queue.count && fresh.count <= Self.batchLimit {
                 busy = true
                 return fresh
@@ -70,10 +83,15 @@ final class SinkRunner: @unchecked Sendable {
     func report(_ batch: [DeliveryPipeline.Item], taken: Int) {
         guard taken > 0 else { return }
         var levels: [DeliveryPipeline.SessionKey: UInt64] = [:]
+        var counts: [DeviceID: BacklogMeter.Level] = [:]
         for item in batch[0..<taken] {
             levels[DeliveryPipeline.SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+            var level = counts[item.device] ?? BacklogMeter.Level()
+            level.chunks &+= 1
+            level.bytes &+= UInt64(item.chunk.text.utf8.count)
+            counts[item.device] = level
         }
-        pipeline.sinkAdvanced(sink.label, levels)
+        pipeline.sinkAdvanced(sink.label, levels, counts: counts)
     }
 
     func stop() {
@@ -108,7 +126,11 @@ final class SinkRunner: @unchecked Sendable {
             condition.withLock {
                 busy = false
                 head += taken
-                if head > 4096 && head * 2 > queue.count {
+                if head == queue.count {
+                    // Drained: release the storage (and the texts it still referenced) at once.
+                    queue = []
+                    head = 0
+                } else if head > 4096 && head * 2 > queue.count {
                     queue.removeFirst(head)
                     head = 0
                 }
