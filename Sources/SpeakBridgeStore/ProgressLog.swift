@@ -39,7 +39,8 @@ public final class ProgressLog: @unchecked Sendable {
     var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
     var tail: [UInt8]?
-    static let compactAfterBytes = 8 << 20
+    /// Guarded by `lock`; a test lowers it.
+    var compactAfterBytes = 8 << 20
 
     public init(path: String) throws(StoreError) {
         self.path = path
@@ -76,7 +77,13 @@ public final class ProgressLog: @unchecked Sendable {
         defer { lock.unlock() }
         try append(line)
         live[device, default: [:]][session, default: [:]][sink] = seq
-        if retired[device]?[session] != nil { retired[device]?[session] = nil }
+        Self.unretire(&retired, device, session)
+    }
+
+    static func unretire(_ retired: inout Retired, _ device: DeviceID, _ session: String) {
+        guard retired[device]?[session] != nil else { return }
+        retired[device]?[session] = nil
+        if retired[device]?.isEmpty == true { retired[device] = nil }
     }
 
     /// The session was retired with ack level `delivered`: its per-sink progress is replaced by that level.
@@ -112,7 +119,7 @@ public final class ProgressLog: @unchecked Sendable {
     /// Called from one thread at a time (the pipeline's committer, then `stop`).
     public func sync() throws(StoreError) {
         lock.lock()
-        if appendedBytes > Self.compactAfterBytes && tail == nil {
+        if appendedBytes > compactAfterBytes && tail == nil {
             let state = (live, retired)
             tail = []
             lock.unlock()
@@ -188,15 +195,17 @@ public final class ProgressLog: @unchecked Sendable {
         guard let bytes = try FileIO.read(path) else { return ([:], [:]) }
         var live: Live = [:]
         var retired: Retired = [:]
+        var devices: [String: DeviceID] = [:]  // parsed once per device, not once per line
         // A torn last line (killed mid-write) is ignored: it was never acknowledged.
         for line in bytes.split(separator: 0x0A) {
             guard let v = try? JSONValue.parse(Array(line)), let a = v.arrayValue, a.count == 4,
-                  let sink = a[0].stringValue, let dev = a[1].stringValue.flatMap({ try? DeviceID(parsing: $0) }),
-                  let session = a[2].stringValue, let seq = a[3].int64Value, seq >= 0 else { continue }
+                  let sink = a[0].stringValue, let text = a[1].stringValue,
+                  let dev = devices[text] ?? (try? DeviceID(parsing: text)), let session = a[2].stringValue, let seq = a[3].int64Value, seq >= 0 else { continue }
+            devices[text] = dev
             switch (sink.isEmpty, session.isEmpty) {
             case (false, _):
                 live[dev, default: [:]][session, default: [:]][sink] = UInt64(seq)
-                if retired[dev]?[session] != nil { retired[dev]?[session] = nil }
+                unretire(&retired, dev, session)
             case (true, false):
                 live[dev]?[session] = nil
                 retired[dev, default: [:]][session] = UInt64(seq)
