@@ -19,6 +19,7 @@ final class SinkRunner: @unchecked Sendable {
     var busy = false
     var currentProblem: String?
     static let batchLimit = 256
+    static let batchBytes = 64 << 10
     /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
     /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
     /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
@@ -113,7 +114,15 @@ final class SinkRunner: @unchecked Sendable {
                 return
             }
             busy = true
-            let batch = Array(queue[head..<min(queue.count, head + Self.batchLimit)])
+            // At most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a pipe's worth per
+            // call (a FIFO whose reader is slow) must not re-frame megabytes for every 64 KiB it writes.
+            var end = head
+            var bytes = 0
+            while end < queue.count, end - head < Self.batchLimit, end == head || bytes < Self.batchBytes {
+                bytes += queue[end].chunk.text.utf8.count
+                end += 1
+            }
+            let batch = Array(queue[head..<end])
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
