@@ -226,6 +226,10 @@ public final class Daemon: @unchecked Sendable {
         for retirement in offer.retired { retire(device, retirement) }
         stats.duplicatesDropped += UInt64(offer.duplicates)
         if pipeline.submit(device: device, session: session, chunks: offer.accepted) == .pause {
+            if paused[device]?.contains(id) != true {
+                let backlog = pipeline.undelivered(device)
+                Console.info("\(device): \(backlog.chunks) chunks (\(backlog.bytes) bytes) not yet in every sink; reading paused")
+            }
             server.pauseReceiving(id)
             paused[device, default: []].insert(id)
         }

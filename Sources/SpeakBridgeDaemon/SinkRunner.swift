@@ -5,15 +5,15 @@ import SpeakBridgeStore
 
 /// One sink's thread: waits for readiness, records progress right before each write, writes, reports.
 /// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
-/// is over the high-water mark and refuses its messages above the hard limit.
-// `@unchecked Sendable` is sound: `queue`, `head`, `stopped`, `busy` and `currentProblem` are guarded by `condition`.
+/// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
+/// (`FairQueue`): one device's backlog never sits in front of another device's line.
+// `@unchecked Sendable` is sound: `queue`, `stopped`, `busy` and `currentProblem` are guarded by `condition`.
 final class SinkRunner: @unchecked Sendable {
     let sink: any Sink
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
     let condition = NSCondition()
-    var queue: [DeliveryPipeline.Item] = []
-    var head = 0
+    var queue = FairQueue<DeviceID, DeliveryPipeline.Item>()
     var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
     var busy = false
@@ -39,7 +39,7 @@ final class SinkRunner: @unchecked Sendable {
     }
 
     var problem: String? { condition.withLock { currentProblem } }
-    var queuedCount: Int { condition.withLock { queue.count - head } }
+    var queuedCount: Int { condition.withLock { queue.count } }
 
     /// `items` are one message's chunks: one device, one session, ascending.
     func enqueue(_ items: [DeliveryPipeline.Item]) {
@@ -58,11 +58,11 @@ final class SinkRunner: @unchecked Sendable {
         }
         guard !fresh.isEmpty else { return }
         let inline: [DeliveryPipeline.Item]? = condition.withLock {
-            if writesInline && !busy && !stopped && head == queue.count && fresh.count <= Self.batchLimit {
+            if writesInline && !busy && !stopped && queue.isEmpty && fresh.count <= Self.batchLimit {
                 busy = true
                 return fresh
             }
-            queue += fresh
+            queue.append(first.device, fresh)
             condition.signal()
             return nil
         }
@@ -75,7 +75,7 @@ final class SinkRunner: @unchecked Sendable {
         }
         report(batch, taken: taken)
         condition.withLock {
-            queue += batch[taken...]
+            queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
             busy = false
             condition.signal()
         }
@@ -107,22 +107,20 @@ final class SinkRunner: @unchecked Sendable {
     func run() {
         while true {
             condition.lock()
-            while (head == queue.count || busy) && !stopped { condition.wait() }
+            while (queue.isEmpty || busy) && !stopped { condition.wait() }
             if stopped {
                 condition.unlock()
                 sink.close()
                 return
             }
-            busy = true
-            // At most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a pipe's worth per
-            // call (a FIFO whose reader is slow) must not re-frame megabytes for every 64 KiB it writes.
-            var end = head
-            var bytes = 0
-            while end < queue.count, end - head < Self.batchLimit, end == head || bytes < Self.batchBytes {
-                bytes += queue[end].chunk.text.utf8.count
-                end += 1
+            // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
+            // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
+            guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
+                                                   weight: { $0.chunk.text.utf8.count }) else {
+                condition.unlock()
+                continue
             }
-            let batch = Array(queue[head..<end])
+            busy = true
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
@@ -134,15 +132,7 @@ final class SinkRunner: @unchecked Sendable {
             setProblem(problem)
             condition.withLock {
                 busy = false
-                head += taken
-                if head == queue.count {
-                    // Drained: release the storage (and the texts it still referenced) at once.
-                    queue = []
-                    head = 0
-                } else if head > 4096 && head * 2 > queue.count {
-                    queue.removeFirst(head)
-                    head = 0
-                }
+                queue.consume(device, taken: taken, of: batch.count)
             }
             report(batch, taken: taken)
             if taken == 0 && problem != nil {
