@@ -135,7 +135,10 @@ final class SinkRunner: @unchecked Sendable {
                 queue.consume(device, taken: taken, of: batch.count)
             }
             report(batch, taken: taken)
-            if taken == 0 && problem != nil {
+            // A failing sink is retried after a pause, so it is not hammered. Not a FIFO: a full pipe is waited for
+            // by `waitUntilReady` (poll), which returns the moment the reader made room; a fixed 200 ms sleep there
+            // held every device's lines whenever a fast reader fell behind for an instant.
+            if taken == 0 && problem != nil && !writesInline {
                 Thread.sleep(forTimeInterval: 0.2)
             }
         }

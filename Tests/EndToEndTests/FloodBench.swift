@@ -37,6 +37,11 @@ struct FloodBench {
         let drain = DiscardingReader(path: fifo)
         drain.start()
         defer { drain.stop() }
+        // Baseline: the same probe for 5 s without the flood (fsync and scheduling on this machine right now).
+        let idle = try AckProbe(home: otherHome, port: pair.port)
+        idle.start()
+        usleep(5_000_000)
+        print("flood: other device ack without the flood (baseline) " + AckProbe.summary(idle.stop()))
         let probe = try AckProbe(home: otherHome, port: pair.port)
         probe.start()
 
@@ -136,6 +141,8 @@ final class AckProbe: @unchecked Sendable {
     var stopping = false
     var thread: Thread?
     let done = DispatchSemaphore(value: 0)
+    /// A fresh session ID per probe: a reused one would restart at seq 1 and be acked at once as duplicates.
+    let name = "probe-\(UInt32.random(in: 0...UInt32.max))"
 
     init(home: String, port: Int) throws {
         session = try DeviceSession(home: home, port: port)
@@ -147,9 +154,9 @@ final class AckProbe: @unchecked Sendable {
             while !lock.withLock({ stopping }) {
                 seq += 1
                 let sent = Date()
-                session.send(.chunk(session: "probe", Chunk(seq: seq, text: "probe \(seq)")))
+                session.send(.chunk(session: name, Chunk(seq: seq, text: "probe \(seq)")))
                 let wanted = seq
-                let got = try? session.receive(timeout: 30) { if case .ack("probe", let s) = $0 { s >= wanted } else { false } }
+                let got = try? session.receive(timeout: 30) { if case .ack(self.name, let s) = $0 { s >= wanted } else { false } }
                 session.inbox.removeAll()
                 if got == nil { break }
                 lock.withLock { samples.append(Date().timeIntervalSince(sent) * 1_000) }
