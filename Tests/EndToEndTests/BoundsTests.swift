@@ -152,6 +152,25 @@ struct BoundsTests {
     }
 }
 
+extension BoundsTests {
+    @Test("revoking a device drops its delivery progress from the daemon's state (durably)")
+    func revokeDropsProgress() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        try pair.join()
+        #expect(try pair.send(["before revoke"]).status == 0)
+        let id = try Identity.loadOrCreate(Home.resolve(override: pair.phoneHome)).deviceID
+        let revoke = try run(["devices", "revoke", id.description], home: pair.desktopHome)
+        #expect(revoke.status == 0, "\(revoke.stderr)")
+        pair.daemon!.terminate()
+        let log = try ProgressLog(path: pair.desktopHome + "/state/progress.log")
+        let left = log.entries().keys.filter { $0.device == id }.count
+        #expect(left == 0)
+        #expect(log.retiredEntries()[id] == nil)
+    }
+}
+
 /// An authenticated session with a paired device's own key and psk, driven message by message by a test.
 final class DeviceSession {
     let link: RawLink
