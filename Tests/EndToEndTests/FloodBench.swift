@@ -132,6 +132,43 @@ struct FloodBench {
     }
 }
 
+extension FloodBench {
+    /// The same session IDs sent as fast as the socket takes them, answers never waited for.
+    @Test func hundredThousandSessionsUnpaced() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        try pair.join()
+        let otherHome = try pairOther(pair)
+        defer { try? FileManager.default.removeItem(atPath: otherHome) }
+        let pid = pair.daemon!.pid
+        let probe = try AckProbe(home: otherHome, port: pair.port)
+        probe.start()
+        let device = try DeviceSession(home: pair.phoneHome, port: pair.port)
+        let started = Date()
+        for i in 0..<Self.sessionCount {
+            device.sendPlaintext(Array(#"{"type":"chunk","session":"u-\#(i)","seq":1,"text":"u","final":true}"#.utf8))
+        }
+        // Until the daemon answered every message (acks and errors arrive; nothing else is sent to it).
+        var answers = 0
+        while answers < Self.sessionCount, Date().timeIntervalSince(started) < 300 {
+            guard let frame = try? device.link.next(timeout: 10) else { break }
+            _ = frame
+            answers += 1
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let latencies = probe.stop()
+        let peak = ProcStatus.kilobytes("VmHWM", pid: pid) ?? 0
+        let statusStart = Date()
+        let status = try run(["status", "--json"], home: pair.desktopHome)
+        print(String(format: "sessions unpaced: %d session IDs answered in %.1f s (%d answers); daemon RSS peak %d MiB; status --json %@ in %.3f s",
+                     Self.sessionCount, seconds, answers, peak >> 10, status.status == 0 ? "answered" : "FAILED",
+                     Date().timeIntervalSince(statusStart)))
+        print("sessions unpaced: other device ack " + AckProbe.summary(latencies))
+        device.close()
+    }
+}
+
 /// Another paired device: one chunk every 10 ms on its own session, timing each ack.
 final class AckProbe: @unchecked Sendable {
     // Sound: `session` is used only by the probe's thread until `stop` joined it; `samples`/`stopping` under `lock`.
