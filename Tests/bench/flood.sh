@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8, row 3 figures (a benchmark, not a test): a paired device sends 1 GB of chunks without reading acks,
 # then a paired device uses 100,000 session IDs (paced by the answers, then as fast as the socket takes them);
-# each time another paired device times its acks (one chunk every 10 ms). Prints daemon peak/final RSS, the other device's ack p50/p99/max, `status --json` and restart times.
+# each time another paired device times its acks (one chunk every 10 ms). Prints daemon peak/final RSS, the other
+# device's ack p50/p99/max, `status --json` and restart times.
 # Targets: daemon RSS < 64 MiB, other device's ack p99 < 50 ms.
 #
 # The daemon is the release build (BIN, default .build/release/speakbridge); the flooding clients are the
