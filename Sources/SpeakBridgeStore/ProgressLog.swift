@@ -30,8 +30,7 @@ public final class ProgressLog: @unchecked Sendable {
     typealias Retired = [DeviceID: [String: UInt64]]
 
     let path: String
-    // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held
-    // (`compacting` is also only touched by the one thread that runs `sync`, under the lock).
+    // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held.
     let lock = NSLock()
     var fd: Int32
     var live: Live = [:]
@@ -116,7 +115,7 @@ public final class ProgressLog: @unchecked Sendable {
 
     /// Makes every record so far durable; compacts the log when it has grown. The fsync runs on a duplicate of
     /// the descriptor without holding the lock, so sinks keep recording (and writing) while the disk catches up.
-    /// Called from one thread at a time (the pipeline's committer, then `stop`).
+    /// At most one compaction runs at a time (a non-nil `tail` marks it); a concurrent call just fsyncs.
     public func sync() throws(StoreError) {
         lock.lock()
         if appendedBytes > compactAfterBytes && tail == nil {
