@@ -6,13 +6,15 @@
 # Targets: daemon RSS < 64 MiB, other device's ack p99 < 50 ms.
 #
 # The daemon is the release build (BIN, default .build/release/speakbridge); the flooding clients are the
-# gated `FloodBench` suite of the end-to-end tests (debug test build). Sizes: SPEAKBRIDGE_BENCH_FLOOD_MB (1024),
+# gated `FloodBench` suite of the end-to-end tests (debug test build in SCRATCH, default .build, like the Makefile). Sizes: SPEAKBRIDGE_BENCH_FLOOD_MB (1024),
 # SPEAKBRIDGE_BENCH_SESSIONS (100000). Loopback only; every process it starts is stopped by the suite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${BIN:-$root/.build/release/speakbridge}
+SWIFT=${SWIFT:-swift}
+SCRATCH=${SCRATCH:-.build}
+BIN=${BIN:-$root/$SCRATCH/release/speakbridge}
 [ -x "$BIN" ] || { echo "speakbridge: error: no daemon binary at $BIN" >&2; echo "speakbridge: hint: swift build -c release" >&2; exit 1; }
 cd "$root"
-swift build --build-tests >/dev/null
-SPEAKBRIDGE_BENCH_FLOOD=1 SPEAKBRIDGE_BIN="$BIN" swift test --skip-build --filter FloodBench 2>&1 \
+$SWIFT build --build-tests --scratch-path "$SCRATCH" >/dev/null
+SPEAKBRIDGE_BENCH_FLOOD=1 SPEAKBRIDGE_BIN="$BIN" $SWIFT test --skip-build --scratch-path "$SCRATCH" --filter FloodBench 2>&1 \
     | grep -E '^(flood|sessions)( unpaced)?:|✘|error' || true
