@@ -5,9 +5,9 @@
 # device's ack p50/p99/max, `status --json` and restart times.
 # Targets: daemon RSS < 64 MiB, other device's ack p99 < 50 ms.
 #
-# The daemon is the release build (BIN, default .build/release/speakbridge); the flooding clients are the
-# gated `FloodBench` suite of the end-to-end tests (debug test build in SCRATCH, default .build, like the Makefile). Sizes: SPEAKBRIDGE_BENCH_FLOOD_MB (1024),
-# SPEAKBRIDGE_BENCH_SESSIONS (100000). Loopback only; every process it starts is stopped by the suite.
+# The daemon is the release build (BIN, default $SCRATCH/release/speakbridge); the flooding clients are the
+# gated `FloodBench` suite of the end-to-end tests (debug test build in SCRATCH, default .build, as in the
+# Makefile). Sizes: SPEAKBRIDGE_BENCH_FLOOD_MB (1024), SPEAKBRIDGE_BENCH_SESSIONS (100000). Loopback only; every process it starts is stopped by the suite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 SWIFT=${SWIFT:-swift}
