@@ -12,6 +12,9 @@ import SpeakBridgeWebSocket
 /// 2. Listen for WebSockets (lws thread). Each event hops to `queue`, the one serial queue that owns every
 ///    `ResponderMachine` and `SessionLedger`; their actions are carried out there.
 /// 3. Accepted chunks go to the pipeline; when they are in every sink and durable, acks go back on `queue`.
+///    Bounded by construction: a device's connections stop being read while its undelivered backlog is over the
+///    high-water mark (resumed when the pipeline reports it drained); above the hard limit a message is refused
+///    by closing that connection; each device has at most 64 live sessions (`SessionLedger`).
 /// 4. The control socket (`status`, `pair`, `devices`, `revoke`) runs on its own thread and reads shared state
 ///    through locks or by hopping onto `queue`.
 public final class Daemon: @unchecked Sendable {
@@ -33,6 +36,8 @@ public final class Daemon: @unchecked Sendable {
     var machines: [WebSocketConnectionID: ResponderMachine] = [:]
     var connectionDevice: [WebSocketConnectionID: DeviceID] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]
+    /// Connections whose reading is paused because their device's backlog is over the high-water mark.
+    var paused: [DeviceID: Set<WebSocketConnectionID>] = [:]
     var stats = Stats()
 
     struct Stats {
@@ -51,10 +56,14 @@ public final class Daemon: @unchecked Sendable {
         let sinks = try options.sinks.map { spec throws(SinkError) in
             try SinkFactory.make(spec, sanitize: !options.raw, environment: ProcessInfo.processInfo.environment)
         }
-        pipeline = DeliveryPipeline(sinks: sinks, progress: progress) { [weak self] advanced in
+        pipeline = DeliveryPipeline(sinks: sinks, progress: progress, onDurable: { [weak self] advanced in
             guard let self else { return }
             self.queue.async { self.durable(advanced) }
-        }
+        }, onDrained: { [weak self] devices in
+            guard let self else { return }
+            self.queue.async { self.drained(devices) }
+        })
+        restoreLedgers()
         // lws warns for every refused upgrade (wrong path or subprotocol, over the cap): a port scan would fill
         // the log, so those lines are dropped; other lws lines keep going to stderr.
         WebSocketLog.setHandler { level, line in
@@ -115,11 +124,9 @@ public final class Daemon: @unchecked Sendable {
             })
     }
 
+    /// The `resume` answer: live, retired or unknown (0). Creates no state, so `resume` alone cannot grow it.
     func ledgerDelivered(_ device: DeviceID, _ session: String) -> UInt64 {
-        if let entry = ledgers[device]?.entry(session) { return entry.delivered }
-        let level = pipeline.delivered(.init(device: device, session: session))
-        ledgers[device, default: SessionLedger()].restore(session: session, delivered: level)
-        return level
+        ledgers[device]?.delivered(session) ?? 0
     }
 
     func handle(_ event: WebSocketEvent) {
@@ -141,6 +148,7 @@ public final class Daemon: @unchecked Sendable {
             machines[id] = machine
             perform(actions, on: id)
         case let .closed(id, _):
+            if let device = connectionDevice[id] { paused[device]?.remove(id) }
             machines[id] = nil
             connectionDevice[id] = nil
         }
@@ -208,10 +216,29 @@ public final class Daemon: @unchecked Sendable {
     }
 
     func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: WebSocketConnectionID) {
-        _ = ledgerDelivered(device, session)  // seeds the ledger from durable state
+        if pipeline.isOverflowing(device) {
+            // Frames read before the pause took effect, or from yet another connection: not accepted (no ack), so
+            // the client resends them after it reconnects. Closing keeps later chunks of this connection from
+            // being taken as a forward jump.
+            server.close(id, code: 1013, reason: "too much undelivered; try again later")
+            machines[id] = nil
+            return
+        }
         let offer = ledgers[device, default: SessionLedger()].offer(session: session, chunks: chunks)
+        if let refusal = offer.refusal {
+            reply([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            return
+        }
+        for retirement in offer.retired { retire(device, retirement) }
         stats.duplicatesDropped += UInt64(offer.duplicates)
-        pipeline.submit(device: device, session: session, chunks: offer.accepted)
+        if pipeline.submit(device: device, session: session, chunks: offer.accepted) == .pause {
+            if paused[device]?.contains(id) != true {
+                let backlog = pipeline.undelivered(device)
+                Console.info("\(device): \(backlog.chunks) chunks (\(backlog.bytes) bytes) not yet in every sink; reading paused")
+            }
+            server.pauseReceiving(id)
+            paused[device, default: []].insert(id)
+        }
         if let ack = offer.immediateAck, var machine = machines[id] {
             let actions = machine.acknowledge(session: session, through: ack)
             machines[id] = machine
@@ -219,26 +246,76 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The pipeline says `devices` fell to their low-water mark: read their connections again, unless one was
+    /// throttled again meanwhile (then a later drain comes).
+    func drained(_ devices: [DeviceID]) {
+        for device in devices where !pipeline.isThrottled(device) {
+            for id in paused.removeValue(forKey: device) ?? [] { server.resumeReceiving(id) }
+        }
+    }
+
+    /// Drops a retired session's state outside the ledger: its pipeline levels and its per-sink progress (one
+    /// line in the progress log records the retirement with its ack level instead).
+    func retire(_ device: DeviceID, _ retirement: SessionLedger.Retirement) {
+        pipeline.retire(.init(device: device, session: retirement.session))
+        do {
+            try progress.retire(device: device, session: retirement.session, delivered: retirement.delivered)
+        } catch {
+            // Not fatal: the session stays live in the log, which only means more state after a restart.
+            Console.warning("cannot record a retired session: \(error.description)")
+        }
+    }
+
+    /// Seeds every device's ledger from durable state: live sessions at their ack level, retired ones from the
+    /// log; sessions beyond the live bound (a log written by an older desktop) are retired now.
+    func restoreLedgers() {
+        for (key, level) in pipeline.durableLevels() {
+            ledgers[key.device, default: SessionLedger()].restore(session: key.session, delivered: level)
+        }
+        for (device, sessions) in progress.retiredEntries() {
+            for (session, level) in sessions {
+                ledgers[device, default: SessionLedger()].restoreRetired(session: session, delivered: level)
+            }
+        }
+        for device in Array(ledgers.keys) {
+            for retirement in ledgers[device]!.trim() { retire(device, retirement) }
+        }
+    }
+
     func durable(_ advanced: [(DeliveryPipeline.SessionKey, UInt64)]) {
+        // One pass over the connections per batch (not per session): group the acks by device first.
+        var acks: [DeviceID: [(String, UInt64)]] = [:]
         for (key, seq) in advanced {
             let before = ledgers[key.device]?.entry(key.session)?.delivered ?? 0
-            ledgers[key.device, default: SessionLedger()].markDelivered(session: key.session, through: seq)
-            stats.chunksDelivered += seq > before ? seq - before : 0
-            for (id, device) in connectionDevice where device == key.device {
-                guard var machine = machines[id], machine.isEstablished else { continue }
-                let actions = machine.acknowledge(session: key.session, through: seq)
-                machines[id] = machine
-                perform(actions, on: id)
-            }
+            guard ledgers[key.device]?.markDelivered(session: key.session, through: seq) == true else { continue }
+            stats.chunksDelivered += seq - before
+            acks[key.device, default: []].append((key.session, seq))
+        }
+        guard !acks.isEmpty else { return }
+        for (id, device) in connectionDevice {
+            guard let list = acks[device], var machine = machines[id], machine.isEstablished else { continue }
+            var actions: [ResponderMachine.Action] = []
+            for (session, seq) in list { actions += machine.acknowledge(session: session, through: seq) }
+            machines[id] = machine
+            perform(actions, on: id)
         }
     }
 
     /// Closes every live connection of a revoked device.
+    /// Also drops its delivery state (ledger, pipeline levels, progress log): a revoked device keeps nothing here.
     func disconnect(_ device: DeviceID) {
         for (id, d) in connectionDevice where d == device {
             server.close(id, code: 1008, reason: "revoked")
             machines[id] = nil
             connectionDevice[id] = nil
+        }
+        paused[device] = nil
+        ledgers[device] = nil
+        pipeline.forget(device)
+        do {
+            try progress.forget(device: device)
+        } catch {
+            Console.warning("cannot drop the progress of a revoked device: \(error.description)")
         }
     }
 }

@@ -14,6 +14,11 @@ import SpeakBridgeStore
 ///    advances (group commit) and only then calls `onDurable`, which sends the acks.
 /// After a restart, each sink resumes from its own recorded progress, so a sink that had already written a
 /// chunk is not given it again even if another sink had not.
+/// Backpressure: `submit` and the runners' reports keep a `BacklogMeter` (per device: handed to the sinks, not
+/// yet taken by all) under the same lock, with no extra thread hop; `submit` answers `.pause` above the
+/// high-water mark and `onDrained` fires (on the committer's or a runner's thread) when a paused device fell to
+/// the low-water mark.
+// `@unchecked Sendable` is sound: every mutable field is guarded by `condition` (runners are set once in init).
 final class DeliveryPipeline: @unchecked Sendable {
     struct Item: Sendable {
         var device: DeviceID
@@ -27,6 +32,7 @@ final class DeliveryPipeline: @unchecked Sendable {
     }
 
     struct DurableHandler: Sendable { let call: @Sendable ([(SessionKey, UInt64)]) -> Void }
+    struct DrainedHandler: Sendable { let call: @Sendable ([DeviceID]) -> Void }
 
     let progress: ProgressLog
     var runners: [SinkRunner] = []
@@ -39,11 +45,20 @@ final class DeliveryPipeline: @unchecked Sendable {
     var pendingDurable: [SessionKey: UInt64] = [:]
     var stopped = false
     var commitFailure: String?
+    var meter: BacklogMeter
+    let onDrained: DrainedHandler
+    /// Sink label → index in the meter.
+    let sinkIndex: [String: Int]
 
-    init(sinks: [any Sink], progress: ProgressLog, onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void) {
+    init(sinks: [any Sink], progress: ProgressLog, limits: BacklogMeter.Limits = .desktop,
+         onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void,
+         onDrained: @escaping @Sendable ([DeviceID]) -> Void) {
         self.progress = progress
         self.onDurable = DurableHandler(call: onDurable)
+        self.onDrained = DrainedHandler(call: onDrained)
         let labels = sinks.map(\.label)
+        meter = BacklogMeter(sinks: labels.count, limits: limits)
+        sinkIndex = Dictionary(labels.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
         // Seed levels from the log: a sink with no record for a session joins at the others' level.
         var perSession: [SessionKey: [String: UInt64]] = [:]
         for (key, seq) in progress.entries() {
@@ -68,27 +83,71 @@ final class DeliveryPipeline: @unchecked Sendable {
         condition.withLock { durable[key] ?? 0 }
     }
 
+    /// Every (device, session) ack level, for seeding the ledgers at start.
+    func durableLevels() -> [SessionKey: UInt64] { condition.withLock { durable } }
+
     /// The progress a sink starts from for a session it has not seen in this run.
     func level(sink: String, key: SessionKey) -> UInt64? {
         condition.withLock { sinkLevels[sink]?[key] }
     }
 
-    func submit(device: DeviceID, session: String, chunks: [Chunk]) {
-        guard !chunks.isEmpty else { return }
+    /// Hands accepted chunks to every sink. Counted in the backlog first (a sink that writes inline reports them
+    /// taken before this returns). `.pause`: the device is over its high-water mark.
+    func submit(device: DeviceID, session: String, chunks: [Chunk]) -> BacklogMeter.Pressure {
+        guard !chunks.isEmpty else { return .normal }
+        let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
+        let pressure = condition.withLock { meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes) }
         let items = chunks.map { Item(device: device, session: session, chunk: $0) }
         for runner in runners { runner.enqueue(items) }
+        return pressure
     }
 
-    /// Called by a runner after its sink took `levels`.
-    func sinkAdvanced(_ label: String, _ levels: [SessionKey: UInt64]) {
+    /// At or above the hard limit: the caller must not accept more of this device now.
+    func isOverflowing(_ device: DeviceID) -> Bool { condition.withLock { meter.isOverflowing(device) } }
+
+    func isThrottled(_ device: DeviceID) -> Bool { condition.withLock { meter.isThrottled(device) } }
+
+    func undelivered(_ device: DeviceID) -> BacklogMeter.Level { condition.withLock { meter.undelivered(device) } }
+
+    /// A sink took (or skipped as already taken) `count` chunks of `device`, `bytes` of text.
+    func sinkTook(_ label: String, _ counts: [DeviceID: BacklogMeter.Level]) {
+        guard let index = sinkIndex[label], !counts.isEmpty else { return }
+        let drained: [DeviceID] = condition.withLock {
+            counts.compactMap { device, level in
+                meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) ? device : nil
+            }
+        }
+        if !drained.isEmpty { onDrained.call(drained) }
+    }
+
+    /// Called by a runner after its sink took `levels` (`counts`: how much of each device that was).
+    func sinkAdvanced(_ label: String, _ levels: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level] = [:]) {
         condition.lock()
-        defer { condition.unlock() }
         for (key, seq) in levels {
             sinkLevels[label, default: [:]][key] = max(sinkLevels[label]?[key] ?? 0, seq)
             let all = sinkLevels.values.map { $0[key] ?? 0 }.min() ?? seq
             if all > (durable[key] ?? 0), all > (pendingDurable[key] ?? 0) { pendingDurable[key] = all }
         }
         if !pendingDurable.isEmpty { condition.broadcast() }
+        condition.unlock()
+        sinkTook(label, counts)
+    }
+
+    /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
+    func retire(_ key: SessionKey) {
+        condition.withLock {
+            for label in sinkLevels.keys { sinkLevels[label]?[key] = nil }
+            durable[key] = nil
+            pendingDurable[key] = nil
+        }
+    }
+
+    /// A revoked device: drops its levels. O(sessions), on revocation only.
+    func forget(_ device: DeviceID) {
+        condition.withLock {
+            for label in sinkLevels.keys { sinkLevels[label] = sinkLevels[label]?.filter { $0.key.device != device } }
+            durable = durable.filter { $0.key.device != device }
+        }
     }
 
     func commitLoop() {

@@ -4,18 +4,22 @@ import SpeakBridgeSinks
 import SpeakBridgeStore
 
 /// One sink's thread: waits for readiness, records progress right before each write, writes, reports.
+/// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
+/// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
+/// (`FairQueue`): one device's backlog never sits in front of another device's line.
+// `@unchecked Sendable` is sound: `queue`, `stopped`, `busy` and `currentProblem` are guarded by `condition`.
 final class SinkRunner: @unchecked Sendable {
     let sink: any Sink
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
     let condition = NSCondition()
-    var queue: [DeliveryPipeline.Item] = []
-    var head = 0
+    var queue = FairQueue<DeviceID, DeliveryPipeline.Item>()
     var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
     var busy = false
     var currentProblem: String?
     static let batchLimit = 256
+    static let batchBytes = 64 << 10
     /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
     /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
     /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
@@ -35,20 +39,30 @@ final class SinkRunner: @unchecked Sendable {
     }
 
     var problem: String? { condition.withLock { currentProblem } }
-    var queuedCount: Int { condition.withLock { queue.count - head } }
+    var queuedCount: Int { condition.withLock { queue.count } }
 
+    /// `items` are one message's chunks: one device, one session, ascending.
     func enqueue(_ items: [DeliveryPipeline.Item]) {
+        guard let first = items.first else { return }
+        // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
+        // count as taken by this sink for the backlog.
+        let key = DeliveryPipeline.SessionKey(device: first.device, session: first.session)
+        let fresh: [DeliveryPipeline.Item]
+        if let level = pipeline.sinkLevelUnlocked(sink.label, key), first.chunk.seq <= level {
+            fresh = items.filter { $0.chunk.seq > level }
+            let skipped = items.prefix { $0.chunk.seq <= level }
+            let bytes = skipped.reduce(UInt64(0)) { $0 &+ UInt64($1.chunk.text.utf8.count) }
+            pipeline.sinkTook(sink.label, [first.device: .init(chunks: UInt64(skipped.count), bytes: bytes)])
+        } else {
+            fresh = items
+        }
+        guard !fresh.isEmpty else { return }
         let inline: [DeliveryPipeline.Item]? = condition.withLock {
-            // Skip what this sink already took (it may be ahead of the ack level after a restart).
-            let fresh = items.filter { item in
-                let key = DeliveryPipeline.SessionKey(device: item.device, session: item.session)
-                return pipeline.sinkLevelUnlocked(sink.label, key).map { item.chunk.seq > $0 } ?? true
-            }
-            if writesInline && !busy && !stopped && head == queue.count && fresh.count <= Self.batchLimit {
+            if writesInline && !busy && !stopped && queue.isEmpty && fresh.count <= Self.batchLimit {
                 busy = true
                 return fresh
             }
-            queue += fresh
+            queue.append(first.device, fresh)
             condition.signal()
             return nil
         }
@@ -61,7 +75,7 @@ final class SinkRunner: @unchecked Sendable {
         }
         report(batch, taken: taken)
         condition.withLock {
-            queue += batch[taken...]
+            queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
             busy = false
             condition.signal()
         }
@@ -70,10 +84,15 @@ final class SinkRunner: @unchecked Sendable {
     func report(_ batch: [DeliveryPipeline.Item], taken: Int) {
         guard taken > 0 else { return }
         var levels: [DeliveryPipeline.SessionKey: UInt64] = [:]
+        var counts: [DeviceID: BacklogMeter.Level] = [:]
         for item in batch[0..<taken] {
             levels[DeliveryPipeline.SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+            var level = counts[item.device] ?? BacklogMeter.Level()
+            level.chunks &+= 1
+            level.bytes &+= UInt64(item.chunk.text.utf8.count)
+            counts[item.device] = level
         }
-        pipeline.sinkAdvanced(sink.label, levels)
+        pipeline.sinkAdvanced(sink.label, levels, counts: counts)
     }
 
     func stop() {
@@ -88,14 +107,20 @@ final class SinkRunner: @unchecked Sendable {
     func run() {
         while true {
             condition.lock()
-            while (head == queue.count || busy) && !stopped { condition.wait() }
+            while (queue.isEmpty || busy) && !stopped { condition.wait() }
             if stopped {
                 condition.unlock()
                 sink.close()
                 return
             }
+            // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
+            // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
+            guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
+                                                   weight: { $0.chunk.text.utf8.count }) else {
+                condition.unlock()
+                continue
+            }
             busy = true
-            let batch = Array(queue[head..<min(queue.count, head + Self.batchLimit)])
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
@@ -107,14 +132,13 @@ final class SinkRunner: @unchecked Sendable {
             setProblem(problem)
             condition.withLock {
                 busy = false
-                head += taken
-                if head > 4096 && head * 2 > queue.count {
-                    queue.removeFirst(head)
-                    head = 0
-                }
+                queue.consume(device, taken: taken, of: batch.count)
             }
             report(batch, taken: taken)
-            if taken == 0 && problem != nil {
+            // A failing sink is retried after a pause, so it is not hammered. Not a FIFO: a full pipe is waited for
+            // by `waitUntilReady` (poll), which returns the moment the reader made room; a fixed 200 ms sleep there
+            // held every device's lines whenever a fast reader fell behind for an instant.
+            if taken == 0 && problem != nil && !writesInline {
                 Thread.sleep(forTimeInterval: 0.2)
             }
         }

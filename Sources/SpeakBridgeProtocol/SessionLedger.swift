@@ -7,10 +7,37 @@
 ///   it has not seen acknowledged, so a jump means this desktop lost its own state (its files were reset), and
 ///   the chunks in between are gone from the client already;
 /// - chunks inside one message must be consecutive (the codec checks that).
+///
+/// Bounds (PROTOCOL.md, "Session bound"): at most `maxLive` sessions are *live* (full state, in the sinks'
+/// progress). A new session beyond that *retires* the least recently used live session that has nothing in
+/// flight (`accepted == delivered`): it keeps only its ack level, in a compact table of at most `maxRetired`
+/// entries. Retired state is never forgotten (only revoking the device drops it), so a retired session that
+/// comes back is restored with its level and no chunk of it is ever accepted twice. When no live session can be
+/// retired (all have chunks in flight, or the retired table is full), the new session is refused with
+/// `too-many-sessions` and nothing of it is accepted.
 public struct SessionLedger: Sendable {
     public struct Entry: Sendable, Equatable {
         public var accepted: UInt64
         public var delivered: UInt64
+    }
+
+    /// Why a message for a session was refused; the daemon sends `too-many-sessions` with `message`.
+    public enum Refusal: Error, Sendable, Equatable {
+        /// Every live session has chunks in flight: retry once acks came.
+        case busy
+        /// The retired table is full: this device has used too many sessions; only revoking it resets that.
+        case exhausted
+
+        public static let code = "too-many-sessions"
+
+        public var message: String {
+            switch self {
+            case .busy:
+                return "every open session of this device has chunks in flight; retry this session after their acks"
+            case .exhausted:
+                return "this device has used too many sessions; the desktop must revoke and re-pair it"
+            }
+        }
     }
 
     public struct Offer: Sendable, Equatable {
@@ -20,23 +47,80 @@ public struct SessionLedger: Sendable {
         public var duplicates: Int
         /// When the offer held only duplicates that are already durable: the ack to send right away.
         public var immediateAck: UInt64?
+        /// Set when the session was refused: nothing was accepted and nothing changed.
+        public var refusal: Refusal? = nil
+        /// Live sessions this offer retired (session, ack level): the caller drops their other state.
+        public var retired: [Retirement] = []
     }
 
-    var sessions: [String: Entry] = [:]
+    public struct Retirement: Sendable, Equatable {
+        public var session: String
+        public var delivered: UInt64
+    }
 
-    public init() {}
+    public static let defaultMaxLive = 64
+    public static let defaultMaxRetired = 4_096
+
+    public let maxLive: Int
+    public let maxRetired: Int
+    var sessions: [String: Entry] = [:]
+    /// Last use of each live session, by `tick` (for least-recently-used retirement).
+    var lastUse: [String: UInt64] = [:]
+    var tick: UInt64 = 0
+    /// Retired sessions: their ack level only.
+    var retiredLevels: [String: UInt64] = [:]
+
+    public init(maxLive: Int = SessionLedger.defaultMaxLive, maxRetired: Int = SessionLedger.defaultMaxRetired) {
+        self.maxLive = max(1, maxLive)
+        self.maxRetired = max(0, maxRetired)
+    }
 
     public func entry(_ session: String) -> Entry? { sessions[session] }
 
     public var allSessions: [String: Entry] { sessions }
+    public var retiredSessions: [String: UInt64] { retiredLevels }
+    public var liveCount: Int { sessions.count }
 
-    /// Seeds a session from durable state (after a restart).
+    /// The ack level of a session for `resume`: live, retired or 0 when unknown. Changes nothing.
+    public func delivered(_ session: String) -> UInt64 {
+        sessions[session]?.delivered ?? retiredLevels[session] ?? 0
+    }
+
+    /// Seeds a live session from durable state (after a restart). Bounds are applied by `trim()`.
     public mutating func restore(session: String, delivered: UInt64) {
         let current = sessions[session] ?? Entry(accepted: 0, delivered: 0)
         sessions[session] = Entry(accepted: max(current.accepted, delivered), delivered: max(current.delivered, delivered))
+        retiredLevels[session] = nil
+        touch(session)
+    }
+
+    /// Seeds a retired session from durable state (after a restart).
+    public mutating func restoreRetired(session: String, delivered: UInt64) {
+        guard sessions[session] == nil else { return }
+        retiredLevels[session] = max(retiredLevels[session] ?? 0, delivered)
+    }
+
+    /// After restoring: retires live sessions beyond `maxLive` (all are quiescent after a restart). The retired
+    /// table may then exceed `maxRetired` (state written by an older desktop): nothing is ever forgotten; new
+    /// sessions are refused until it is back under the bound.
+    public mutating func trim() -> [Retirement] {
+        var out: [Retirement] = []
+        while sessions.count > maxLive, let victim = leastRecentlyUsedQuiescent() {
+            out.append(retire(victim))
+        }
+        return out
     }
 
     public mutating func offer(session: String, chunks: [Chunk]) -> Offer {
+        var retired: [Retirement] = []
+        if sessions[session] == nil {
+            switch admit(session) {
+            case .success(let r): retired = r
+            case .failure(let refusal):
+                return Offer(accepted: [], duplicates: 0, immediateAck: nil, refusal: refusal)
+            }
+        }
+        touch(session)
         var entry = sessions[session] ?? Entry(accepted: 0, delivered: 0)
         var fresh: [Chunk] = []
         var duplicates = 0
@@ -50,17 +134,61 @@ public struct SessionLedger: Sendable {
         }
         sessions[session] = entry
         let ack: UInt64? = fresh.isEmpty && duplicates > 0 && entry.delivered == entry.accepted ? entry.delivered : nil
-        return Offer(accepted: fresh, duplicates: duplicates, immediateAck: ack)
+        return Offer(accepted: fresh, duplicates: duplicates, immediateAck: ack, retired: retired)
     }
 
     /// Every sink took `session` through `seq` and it is durable. Returns true when that moved the ack level.
+    /// Only live sessions move (a retired one has nothing in flight; an unknown one was never accepted).
     @discardableResult
     public mutating func markDelivered(session: String, through seq: UInt64) -> Bool {
-        var entry = sessions[session] ?? Entry(accepted: seq, delivered: 0)
-        guard seq > entry.delivered else { return false }
+        guard var entry = sessions[session], seq > entry.delivered else { return false }
         entry.delivered = seq
         entry.accepted = max(entry.accepted, seq)
         sessions[session] = entry
         return true
+    }
+
+    // MARK: - Bound
+
+    /// Makes room for `session` (new or retired) among the live sessions.
+    mutating func admit(_ session: String) -> Result<[Retirement], Refusal> {
+        let comesBack = retiredLevels[session]
+        var retired: [Retirement] = []
+        if sessions.count >= maxLive {
+            guard let victim = leastRecentlyUsedQuiescent() else { return .failure(.busy) }
+            // A returning session frees its own retired slot for the victim.
+            guard comesBack != nil || retiredLevels.count < maxRetired else { return .failure(.exhausted) }
+            retired.append(retire(victim))
+        } else if comesBack == nil && retiredLevels.count > maxRetired {
+            // Over the bound only after restoring an older desktop's state: take no new sessions.
+            return .failure(.exhausted)
+        }
+        let level = comesBack ?? 0
+        retiredLevels[session] = nil
+        sessions[session] = Entry(accepted: level, delivered: level)
+        return .success(retired)
+    }
+
+    mutating func retire(_ session: String) -> Retirement {
+        let level = sessions[session]?.delivered ?? 0
+        sessions[session] = nil
+        lastUse[session] = nil
+        retiredLevels[session] = level
+        return Retirement(session: session, delivered: level)
+    }
+
+    /// O(live sessions), at most `maxLive`: runs only when a session is admitted, never per chunk.
+    func leastRecentlyUsedQuiescent() -> String? {
+        var best: (String, UInt64)?
+        for (session, entry) in sessions where entry.accepted == entry.delivered {
+            let used = lastUse[session] ?? 0
+            if best == nil || used < best!.1 { best = (session, used) }
+        }
+        return best?.0
+    }
+
+    mutating func touch(_ session: String) {
+        tick &+= 1
+        lastUse[session] = tick
     }
 }

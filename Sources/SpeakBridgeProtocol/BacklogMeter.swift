@@ -1,0 +1,116 @@
+/// The desktop's backpressure rule, as a value: per device, how many chunks (and text bytes) were handed to the
+/// sinks but not yet taken by every sink, and when that device's connections must stop or may resume reading.
+///
+/// - `submit` counts a message's accepted chunks. Above the high-water mark (chunks OR bytes) the device is
+///   *throttled*: the caller stops reading its connections (WebSocket rx flow control), so the peer's further
+///   frames wait in its own TCP buffers, not in this process.
+/// - `taken` counts what one sink took. When a throttled device falls to the low-water mark (chunks AND bytes)
+///   it is reported once as drained; the caller resumes reading.
+/// - `isOverflowing`: at or above the hard limit, a message is not even accepted (the caller closes that
+///   connection; the client resends after its reconnect). This bounds what frames already read before the pause
+///   took effect can add, however many connections the device opens.
+/// All arithmetic saturates: counts come from this process, but they must never trap.
+public struct BacklogMeter: Sendable {
+    public struct Limits: Sendable, Equatable {
+        public var highChunks: UInt64
+        public var highBytes: UInt64
+        public var lowChunks: UInt64
+        public var lowBytes: UInt64
+        public var hardChunks: UInt64
+        public var hardBytes: UInt64
+
+        public init(highChunks: UInt64, highBytes: UInt64, lowChunks: UInt64, lowBytes: UInt64,
+                    hardChunks: UInt64, hardBytes: UInt64) {
+            self.highChunks = highChunks
+            self.highBytes = highBytes
+            self.lowChunks = lowChunks
+            self.lowBytes = lowBytes
+            self.hardChunks = hardChunks
+            self.hardBytes = hardBytes
+        }
+
+        /// Reference desktop: pause above 2,048 chunks or 4 MiB, resume at 512 chunks and 1 MiB, refuse above
+        /// 8,192 chunks or 16 MiB (a client's 4,096 chunks in flight fit under the hard limit).
+        public static let desktop = Limits(highChunks: 2_048, highBytes: 4 << 20, lowChunks: 512, lowBytes: 1 << 20,
+                                           hardChunks: 8_192, hardBytes: 16 << 20)
+    }
+
+    public struct Level: Sendable, Equatable {
+        public var chunks: UInt64 = 0
+        public var bytes: UInt64 = 0
+        public init(chunks: UInt64 = 0, bytes: UInt64 = 0) {
+            self.chunks = chunks
+            self.bytes = bytes
+        }
+    }
+
+    public enum Pressure: Sendable, Equatable {
+        case normal
+        /// Over the high-water mark: stop reading this device's connections.
+        case pause
+    }
+
+    public let limits: Limits
+    let sinks: Int
+    var submitted: [DeviceID: Level] = [:]
+    /// Per device, per sink index: cumulative chunks and bytes taken.
+    var taken: [DeviceID: [Level]] = [:]
+    var throttled: Set<DeviceID> = []
+
+    public init(sinks: Int, limits: Limits = .desktop) {
+        self.sinks = max(0, sinks)
+        self.limits = limits
+    }
+
+    /// Handed to the sinks, not yet taken by every sink.
+    public func undelivered(_ device: DeviceID) -> Level {
+        guard sinks > 0 else { return Level() }  // nothing can take chunks: nothing waits for a sink either
+        let sub = submitted[device] ?? Level()
+        let per = taken[device] ?? []
+        var minChunks = UInt64.max
+        var minBytes = UInt64.max
+        for i in 0..<sinks {
+            let level = i < per.count ? per[i] : Level()
+            minChunks = min(minChunks, level.chunks)
+            minBytes = min(minBytes, level.bytes)
+        }
+        return Level(chunks: sub.chunks &- min(sub.chunks, minChunks), bytes: sub.bytes &- min(sub.bytes, minBytes))
+    }
+
+    public func isThrottled(_ device: DeviceID) -> Bool { throttled.contains(device) }
+
+    public func isOverflowing(_ device: DeviceID) -> Bool {
+        let u = undelivered(device)
+        return u.chunks >= limits.hardChunks || u.bytes >= limits.hardBytes
+    }
+
+    public mutating func submit(_ device: DeviceID, chunks: UInt64, bytes: UInt64) -> Pressure {
+        var level = submitted[device] ?? Level()
+        level.chunks = Self.add(level.chunks, chunks)
+        level.bytes = Self.add(level.bytes, bytes)
+        submitted[device] = level
+        let u = undelivered(device)
+        guard u.chunks > limits.highChunks || u.bytes > limits.highBytes else { return .normal }
+        throttled.insert(device)
+        return .pause
+    }
+
+    /// Sink `sink` (0-based) took `chunks`/`bytes` of `device`. True when that drained a throttled device.
+    public mutating func taken(_ device: DeviceID, sink: Int, chunks: UInt64, bytes: UInt64) -> Bool {
+        guard sink >= 0, sink < sinks else { return false }
+        var per = taken[device] ?? Array(repeating: Level(), count: sinks)
+        per[sink].chunks = Self.add(per[sink].chunks, chunks)
+        per[sink].bytes = Self.add(per[sink].bytes, bytes)
+        taken[device] = per
+        guard throttled.contains(device) else { return false }
+        let u = undelivered(device)
+        guard u.chunks <= limits.lowChunks && u.bytes <= limits.lowBytes else { return false }
+        throttled.remove(device)
+        return true
+    }
+
+    static func add(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
+    }
+}

@@ -1,0 +1,61 @@
+import Testing
+@testable import SpeakBridgeProtocol
+
+/// The backpressure rule: pause above the high-water mark, resume at the low-water mark, refuse at the hard limit.
+@Suite("Backlog meter")
+struct BacklogMeterTests {
+    let a = DeviceID(publicKeyDigest: Array(repeating: 1, count: 32))
+    let b = DeviceID(publicKeyDigest: Array(repeating: 2, count: 32))
+    let limits = BacklogMeter.Limits(highChunks: 10, highBytes: 1_000, lowChunks: 4, lowBytes: 400,
+                                     hardChunks: 20, hardBytes: 2_000)
+
+    @Test func pausesAboveTheHighWaterMarkByCountOrBytesPerDevice() {
+        var meter = BacklogMeter(sinks: 1, limits: limits)
+        #expect(meter.submit(a, chunks: 10, bytes: 10) == .normal)
+        #expect(meter.submit(a, chunks: 1, bytes: 1) == .pause)
+        #expect(meter.isThrottled(a))
+        #expect(meter.submit(b, chunks: 1, bytes: 1_001) == .pause)  // bytes alone
+        var c = BacklogMeter(sinks: 1, limits: limits)
+        #expect(c.submit(b, chunks: 1, bytes: 10) == .normal)
+        #expect(!c.isThrottled(a))  // devices are independent
+    }
+
+    @Test func drainsOnlyWhenEverySinkTookEnoughAndReportsItOnce() {
+        var meter = BacklogMeter(sinks: 2, limits: limits)
+        #expect(meter.submit(a, chunks: 12, bytes: 120) == .pause)
+        let first = meter.taken(a, sink: 0, chunks: 12, bytes: 120)
+        #expect(!first)  // sink 1 still holds all 12
+        #expect(meter.undelivered(a) == .init(chunks: 12, bytes: 120))
+        let second = meter.taken(a, sink: 1, chunks: 7, bytes: 70)
+        #expect(!second)  // 5 left: above the low mark
+        let third = meter.taken(a, sink: 1, chunks: 1, bytes: 10)
+        #expect(third)  // 4 left: drained
+        #expect(!meter.isThrottled(a))
+        let fourth = meter.taken(a, sink: 1, chunks: 4, bytes: 40)
+        #expect(!fourth)  // not reported again
+        #expect(meter.undelivered(a) == .init())
+    }
+
+    @Test func theHardLimitIsReachedByCountOrBytes() {
+        var meter = BacklogMeter(sinks: 1, limits: limits)
+        _ = meter.submit(a, chunks: 19, bytes: 19)
+        #expect(!meter.isOverflowing(a))
+        _ = meter.submit(a, chunks: 1, bytes: 1)
+        #expect(meter.isOverflowing(a))
+        _ = meter.submit(b, chunks: 1, bytes: 2_000)
+        #expect(meter.isOverflowing(b))
+        _ = meter.taken(a, sink: 0, chunks: 1, bytes: 1)
+        #expect(!meter.isOverflowing(a))
+    }
+
+    @Test func hostileTotalsSaturateInsteadOfTrapping() {
+        var meter = BacklogMeter(sinks: 1, limits: limits)
+        _ = meter.submit(a, chunks: .max, bytes: .max)
+        _ = meter.submit(a, chunks: .max, bytes: .max)
+        #expect(meter.undelivered(a) == .init(chunks: .max, bytes: .max))
+        _ = meter.taken(a, sink: 0, chunks: .max, bytes: .max)
+        _ = meter.taken(a, sink: 0, chunks: .max, bytes: .max)
+        _ = meter.taken(a, sink: 7, chunks: 1, bytes: 1)  // unknown sink: ignored
+        #expect(meter.undelivered(a) == .init())
+    }
+}
