@@ -30,11 +30,16 @@ final class Connection {
     /// Outgoing messages, oldest first, from `outgoingHead` on.
     private var outgoing: [[UInt8]] = []
     private var outgoingHead = 0
+    /// Bytes in `outgoing` from `outgoingHead` on.
+    private(set) var outgoingBytes = 0
+    /// Most bytes `outgoing` may hold (see `WebSocketServerConfiguration.maxQueuedBytes`).
+    let maxQueuedBytes: Int
     /// The message being reassembled from frames.
     var incoming: MessageReassembler
 
-    init(id: WebSocketConnectionID, isClient: Bool, path: String, maxMessageSize: Int) {
+    init(id: WebSocketConnectionID, isClient: Bool, path: String, maxMessageSize: Int, maxQueuedBytes: Int = .max) {
         self.id = id
+        self.maxQueuedBytes = maxQueuedBytes
         self.isClient = isClient
         self.isAnnounced = isClient
         self.path = path
@@ -45,11 +50,24 @@ final class Connection {
 
     var nextOutgoing: [UInt8]? { hasOutgoing ? outgoing[outgoingHead] : nil }
 
-    func enqueue(_ message: [UInt8]) {
+    /// Queues a message; false (and nothing queued) when it would take the queue over its bound.
+    func enqueue(_ message: [UInt8]) -> Bool {
+        // Both are sizes of arrays held in memory, so their sum cannot overflow.
+        guard outgoingBytes + message.count <= maxQueuedBytes else { return false }
         outgoing.append(message)
+        outgoingBytes += message.count
+        return true
+    }
+
+    /// Forgets everything queued (the connection is being closed because its peer does not read).
+    func dropAllOutgoing() {
+        outgoing = []
+        outgoingHead = 0
+        outgoingBytes = 0
     }
 
     func dropFirstOutgoing() {
+        outgoingBytes -= outgoing[outgoingHead].count
         outgoing[outgoingHead] = []
         outgoingHead += 1
         if outgoingHead == outgoing.count {

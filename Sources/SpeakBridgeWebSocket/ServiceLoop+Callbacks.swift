@@ -134,7 +134,13 @@ extension ServiceLoop {
         switch command {
         case let .send(id, message):
             guard let connection = connections[id], connection.pendingClose == nil else { return }
-            connection.enqueue(message)
+            guard connection.enqueue(message) else {
+                // The peer keeps asking but does not read: drop what it did not take and close, rather than
+                // buffer without bound.
+                connection.dropAllOutgoing()
+                close(connection, code: 1008, reason: "not reading")
+                return
+            }
             requestWriteable(connection)
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }

@@ -43,7 +43,8 @@ extension ServiceLoop {
                 abandon(connection, reason: "evicted: too many unauthenticated connections")
             }
         }
-        let connection = Connection(id: id, isClient: false, path: "", maxMessageSize: configuration.maxMessageSize)
+        let connection = Connection(id: id, isClient: false, path: "", maxMessageSize: configuration.maxMessageSize,
+                                    maxQueuedBytes: configuration.maxQueuedBytes)
         connection.wsi = wsi
         connection.deadline = monotonicNanoseconds() + UInt64(configuration.handshakeTimeout) * 1_000_000_000
         connections[id] = connection

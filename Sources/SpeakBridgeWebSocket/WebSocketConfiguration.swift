@@ -28,6 +28,10 @@ public struct WebSocketServerConfiguration: Sendable {
     /// Most unauthenticated connections one address (an IPv4 address or an IPv6 /64) may hold;
     /// a further connection from it is refused at TCP accept. At most `maxUnauthenticated`.
     public var maxUnauthenticatedPerAddress: Int = 8
+    /// Most bytes queued for one connection and not yet taken by its socket. A peer that stops
+    /// reading while it keeps asking for replies reaches it: the queue is then dropped and the
+    /// connection closed with 1008 ("not reading"), so it cannot make the server buffer more.
+    public var maxQueuedBytes: Int = 4 << 20
     /// Seconds without a sign of life from the peer before lws sends a PING.
     public var pingInterval: Int = 20
     /// Seconds without a sign of life (PONG or the handshake) before the connection is
@@ -60,6 +64,9 @@ public struct WebSocketServerConfiguration: Sendable {
         }
         guard (1...maxUnauthenticated).contains(maxUnauthenticatedPerAddress) else {
             throw .invalidConfiguration("maxUnauthenticatedPerAddress must be 1...maxUnauthenticated")
+        }
+        guard maxQueuedBytes >= maxMessageSize else {
+            throw .invalidConfiguration("maxQueuedBytes must be at least maxMessageSize")
         }
         try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
     }

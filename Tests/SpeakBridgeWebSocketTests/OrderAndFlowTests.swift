@@ -146,3 +146,34 @@ struct OrderAndFlowTests {
         #expect(await serverLog.wait { serverLog.messages(serverSide, $0).last == [7] })
     }
 }
+
+/// A peer that keeps a connection open but never reads cannot make the server buffer without bound.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct OutgoingBoundTests {
+    /// A raw client upgrades and then never reads; the server queues 60 KiB replies to it. Once the kernel's
+    /// socket buffers are full they pile up in the connection's queue: past `maxQueuedBytes` the connection is
+    /// closed ("not reading") instead of growing (before: the queue grew with every send until hang-up).
+    @Test func peerThatDoesNotReadIsClosedAtTheQueueBound() async throws {
+        var configuration = WebSocketServerConfiguration()
+        configuration.maxQueuedBytes = 256 << 10
+        let log = EventLog()
+        let server = try WebSocketServer(configuration: configuration, onEvent: log.handler)
+        defer { server.shutdown() }
+        let raw = try RawWebSocket(port: server.port)
+        #expect(httpStatus(raw.upgrade()) == 101)
+        #expect(await log.wait { log.openedIDs($0).count == 1 })
+        let id = try #require(log.openedIDs().first)
+        server.markAuthenticated(id)
+        let reply = [UInt8](repeating: 0x41, count: 60 << 10)
+        // 64 MiB in all: far more than loopback socket buffers hold, so without a bound all of it would queue.
+        for _ in 0..<1_024 { server.send(reply, to: id) }
+        let reason = await log.waitClosed(id, timeout: .seconds(20))
+        #expect(reason?.contains("not reading") == true, "closed: \(reason ?? "not closed")")
+    }
+
+    @Test func queueBoundBelowTheMessageSizeIsRefused() {
+        var configuration = WebSocketServerConfiguration()
+        configuration.maxQueuedBytes = configuration.maxMessageSize - 1
+        #expect(throws: WebSocketError.self) { _ = try WebSocketServer(configuration: configuration) { _ in } }
+    }
+}
