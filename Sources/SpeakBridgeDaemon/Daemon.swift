@@ -107,7 +107,7 @@ public final class Daemon: @unchecked Sendable {
             pairingSecret: { [codes] in codes.secret() },
             sessionPSK: { [peers] key in
                 guard let peer = peers.peer(key: key), peer.role == .client else { return nil }
-                return peer.psk
+                return peer.psk.copyBytes()
             },
             delivered: { [unowned self] device, session in
                 ledgerDelivered(device, session)
@@ -168,7 +168,7 @@ public final class Daemon: @unchecked Sendable {
             case .pairingConfirmed(let outcome):
                 do {
                     try peers.upsert(Peer(name: outcome.peerName.isEmpty ? "device" : outcome.peerName,
-                                          publicKey: outcome.peerKey, psk: outcome.sessionPSK, role: .client))
+                                          publicKey: outcome.peerKey, psk: SymmetricKey(derived: outcome.sessionPSK), role: .client))
                     Console.info("paired with \"\(OutputSanitizer.sanitize(outcome.peerName))\" (\(outcome.deviceID))")
                 } catch {
                     Console.error("pairing with \(outcome.deviceID) could not be saved: \(error.description)", hint: error.hint)

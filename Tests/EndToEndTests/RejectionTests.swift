@@ -114,7 +114,7 @@ struct RejectionTests {
         let link = try RawLink(port: pair.port, path: ConnectionIntent.session.path)
         defer { link.close() }
         var machine = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
-                                           desktopKey: desktop.publicKey, psk: desktop.psk,
+                                           desktopKey: desktop.publicKey, psk: desktop.psk.copyBytes(),
                                            firstMessage: .hello(agent: "tamper-test"))
         link.send(try machine.start())
         let reply = try link.next()

@@ -17,7 +17,7 @@ struct StoreTests {
 
     @Test func homeLayoutAndOverride() {
         let h = Home.resolve(override: nil, environment: ["SPEAKBRIDGE_HOME": "/x/y", "HOME": "/home/u"])
-        #expect(h == Home(config: "/x/y/config", state: "/x/y/state", runtime: "/x/y/run"))
+        #expect(h == Home(config: "/x/y/config", state: "/x/y/state", runtime: "/x/y/run", root: "/x/y"))
         let xdg = Home.resolve(override: nil, environment: [
             "HOME": "/home/u", "XDG_CONFIG_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r"])
         #expect(xdg == Home(config: "/c/speakbridge", state: "/s/speakbridge", runtime: "/r/speakbridge"))
@@ -52,15 +52,19 @@ struct StoreTests {
         defer { cleanup() }
         let store = try PeerStore(home: home)
         let key = X25519PrivateKey().publicKey
-        try store.upsert(Peer(name: "pixel", publicKey: key, psk: SecureRandom.bytes(32), role: .client,
+        let psk = SymmetricKey.random()
+        try store.upsert(Peer(name: "pixel", publicKey: key, psk: psk, role: .client,
                               addresses: ["10.0.0.2"], port: 47810))
         let again = try PeerStore(home: home)
         let peer = try #require(again.all.first)
         #expect(peer.name == "pixel" && peer.publicKey == key && peer.addresses == ["10.0.0.2"])
-        #expect(again.find(peer.id.description) == peer)
-        #expect(again.find(peer.id.compact.lowercased()) == peer)
-        #expect(again.find(String(peer.id.compact.prefix(4))) == peer)
-        #expect(again.find("pixel") == peer)
+        #expect(peer.psk.constantTimeEquals(psk))
+        let text = String(decoding: try #require(try FileIO.read(home.peersFile)), as: UTF8.self)
+        #expect(text.contains("\"psk\":\"" + Hex.encode(psk.copyBytes()) + "\""))
+        #expect(again.find(peer.id.description)?.id == peer.id)
+        #expect(again.find(peer.id.compact.lowercased())?.id == peer.id)
+        #expect(again.find(String(peer.id.compact.prefix(4)))?.id == peer.id)
+        #expect(again.find("pixel")?.id == peer.id)
         #expect(again.find("nobody") == nil)
         #expect(FileIO.mode(home.peersFile) == 0o600)
         try again.remove(id: peer.id)
