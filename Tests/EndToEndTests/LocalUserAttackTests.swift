@@ -157,6 +157,33 @@ struct LocalUserAttackTests {
         try expectServeRefuses(home: home, "peers.json is writable by other users (mode 666)")
     }
 
+    @Test(.enabled(if: isRoot)) func aSecretsFileAnotherUserPlantedIsRefused() throws {
+        let home = scratch("sec")
+        defer { remove(home) }
+        #expect(mkdir(home + "/config", 0o700) == 0)
+        let path = home + "/config/secrets.json"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(#"{"version":1,"secrets":{"r":"theirs"}}"#.utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        chown(path, Self.nobody, Self.nobody)
+        let out = try run(["config", "set", "openai.apiKey", "sk-mine"], home: home)
+        #expect(out.status != 0)
+        #expect(out.stderr.contains("secrets.json is a file owned by another user (uid 65534)"), "stderr: \(out.stderr)")
+    }
+
+    @Test func aSymlinkInPlaceOfTheSecretsFileIsRefused() throws {
+        let home = scratch("sec2")
+        let outside = scratch("elsewhere")
+        defer { remove(home, outside) }
+        #expect(mkdir(home + "/config", 0o700) == 0)
+        let target = outside + "/secrets.json"
+        #expect(FileManager.default.createFile(atPath: target, contents: Data(#"{"version":1,"secrets":{}}"#.utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        #expect(symlink(target, home + "/config/secrets.json") == 0)
+        let out = try run(["config", "set", "openai.apiKey", "sk-mine"], home: home)
+        #expect(out.status != 0)
+        #expect(out.stderr.contains("is a symbolic link"), "stderr: \(out.stderr)")
+    }
+
     /// A peers.json pairing a "device" whose key and psk a stranger chose: with it, they could send text without
     /// ever seeing a pairing code.
     func plantPeersFile(_ home: String, name: String = "evil") throws {
