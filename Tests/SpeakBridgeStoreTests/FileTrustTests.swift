@@ -195,6 +195,33 @@ struct FileTrustTests {
         #expect(impostor.requests == 0)
     }
 
+    static let canImpersonate = isRoot && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/socat")
+
+    /// The socket file is ours, but the process listening on it runs as nobody (it bound the socket elsewhere and
+    /// the file was moved in): only SO_PEERCRED can tell, and the client must not talk to it.
+    @Test(.enabled(if: canImpersonate)) func theClientRefusesAListenerRunningAsAnotherUser() throws {
+        defer { cleanup() }
+        try home.prepare()
+        let staging = outside()
+        defer { try? FileManager.default.removeItem(atPath: staging) }
+        chmod(staging, 0o777)
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        listener.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/socat",
+                              "UNIX-LISTEN:\(staging)/s,fork", #"SYSTEM:echo '{"ok":true,"code":"SB1:ATTACKERCODE"}'"#]
+        try listener.run()
+        // SIGKILL: the test process may hand its blocked signal mask (SIGTERM included) to the child.
+        defer { kill(listener.processIdentifier, SIGKILL); listener.waitUntilExit() }
+        let deadline = Date().addingTimeInterval(5)
+        while !FileManager.default.fileExists(atPath: staging + "/s") && Date() < deadline { usleep(10_000) }
+        #expect(chown(staging + "/s", geteuid(), getegid()) == 0)
+        #expect(rename(staging + "/s", home.controlSocket) == 0)
+        expectRefusal("runs as another user (uid 65534") {
+            _ = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
+        }
+    }
+
     @Test func anOverlongSocketPathIsAClearError() throws {
         let long = Home(config: "/c", state: "/s", runtime: "/" + String(repeating: "r", count: 120))
         expectRefusal("longer than the 107 a Unix socket allows", hint: "XDG_RUNTIME_DIR") {
