@@ -206,15 +206,19 @@ struct FileTrustTests {
         let staging = outside()
         defer { try? FileManager.default.removeItem(atPath: staging) }
         chmod(staging, 0o777)
+        #expect(FileManager.default.createFile(atPath: staging + "/reply.json",
+                                               contents: Data(#"{"ok":true,"code":"SB1:ATTACKERCODE"}"#.utf8 + [0x0A]),
+                                               attributes: [.posixPermissions: 0o644]))
         let listener = Process()
         listener.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        listener.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/socat",
-                              "UNIX-LISTEN:\(staging)/s,fork", #"SYSTEM:echo '{"ok":true,"code":"SB1:ATTACKERCODE"}'"#]
+        listener.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/socat", "-U",
+                              "UNIX-LISTEN:\(staging)/s,fork", "OPEN:\(staging)/reply.json,rdonly"]
         try listener.run()
         // SIGKILL: the test process may hand its blocked signal mask (SIGTERM included) to the child.
         defer { kill(listener.processIdentifier, SIGKILL); listener.waitUntilExit() }
         let deadline = Date().addingTimeInterval(5)
-        while !FileManager.default.fileExists(atPath: staging + "/s") && Date() < deadline { usleep(10_000) }
+        // bind(2) makes the file before listen(2) runs: wait until a connection is accepted.
+        while !ControlClient.isAlive(path: staging + "/s") && Date() < deadline { usleep(10_000) }
         #expect(chown(staging + "/s", geteuid(), getegid()) == 0)
         #expect(rename(staging + "/s", home.controlSocket) == 0)
         expectRefusal("runs as another user (uid 65534") {
