@@ -71,6 +71,32 @@ struct StoreTests {
         #expect(try PeerStore(home: home).all.isEmpty)
     }
 
+    @Test func pskHexGoesStraightIntoAKeyAndBadHexIsRefused() throws {
+        let key = SymmetricKey.random()
+        var out: [UInt8] = []
+        key.appendHex(to: &out)
+        #expect(out == Array(Hex.encode(key.copyBytes()).utf8))
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(SymmetricKey(hex: text)?.constantTimeEquals(key) == true)
+        #expect(SymmetricKey(hex: text.uppercased())?.constantTimeEquals(key) == true)
+        #expect(SymmetricKey(hex: String(text.dropLast())) == nil)
+        #expect(SymmetricKey(hex: text + "00") == nil)
+        #expect(SymmetricKey(hex: "zz" + text.dropFirst(2)) == nil)
+        #expect(!SymmetricKey.random().constantTimeEquals(key))
+        SecretMemory.wipe(&out)
+        #expect(out.isEmpty)
+    }
+
+    @Test func aPeersFileWithABadPskIsDamaged() throws {
+        defer { cleanup() }
+        try home.prepare()
+        let key = Hex.encode(X25519PrivateKey().publicKey.rawRepresentation)
+        for psk in [String(repeating: "a", count: 63), String(repeating: "g", count: 64), ""] {
+            try FileIO.atomicWrite(home.peersFile, Array(#"{"version":1,"peers":[{"name":"x","role":"client","publicKey":"\#(key)","psk":"\#(psk)","pairedAt":0}]}"#.utf8))
+            #expect(throws: StoreError.self) { try PeerStore(home: home) }
+        }
+    }
+
     @Test func damagedPeersFileIsAClearError() throws {
         defer { cleanup() }
         try home.prepare()
