@@ -109,9 +109,10 @@ enum Ownership {
         if info.st_uid != geteuid() || mode & 0o022 != 0 {
             let who = info.st_uid != geteuid() ? "owned by another user (uid \(info.st_uid))"
                                                : "writable by other users (mode \(String(mode, radix: 8)))"
+            let shared = mode & S_ISVTX != 0  // a sticky shared directory such as /tmp: chmod is not the answer
             return SinkError(message: "will not create FIFO in \(directory): it is \(who), so someone else could replace the FIFO",
-                             hint: "choose a path in a private directory such as $XDG_RUNTIME_DIR/speakbridge/dictation.fifo, "
-                                 + "or run `chmod 700 \(directory)` if it is yours")
+                             hint: "choose a path in a private directory such as $XDG_RUNTIME_DIR/speakbridge/dictation.fifo"
+                                 + (shared || info.st_uid != geteuid() ? "" : ", or run `chmod 700 \(directory)`"))
         }
         return nil
     }

@@ -37,6 +37,11 @@ public enum PrivatePath {
         guard info.st_uid == geteuid() else { throw ownedByOther(path, uid: info.st_uid, what: "is a directory") }
         let mode = info.st_mode & 0o7777
         guard mode & 0o022 == 0 else {
+            if mode & S_ISVTX != 0 {  // a shared directory such as /tmp itself: chmod is not the answer
+                throw StoreError("\(path) is writable by other users (mode \(octal(mode)))",
+                                 hint: "it is a shared directory: leave out --home (the default is private), or give a "
+                                     + "directory under your home, which speakbridge creates 0700")
+            }
             throw StoreError("\(path) is writable by other users (mode \(octal(mode)))",
                              hint: "run `chmod 700 \(path)`, and check that nothing in it was planted by someone else")
         }
