@@ -109,8 +109,9 @@ public enum ControlClient {
     /// the runtime directory must be private, `control.sock` a socket we own, and its listener our uid.
     public static func request(home: Home, _ request: JSONValue, timeout: Int = 10) throws(StoreError) -> JSONValue {
         let path = home.controlSocket
-        let noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
+        var noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
                                   hint: "start it with `speakbridge serve` (same --home)")
+        noDaemon.noDaemon = true
         var addr = try address(path)
         var info = stat()
         if lstat(directory(of: path), &info) != 0 && errno == ENOENT { throw noDaemon }

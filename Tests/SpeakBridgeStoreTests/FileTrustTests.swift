@@ -32,6 +32,7 @@ struct FileTrustTests {
             Issue.record("accepted; expected a refusal mentioning \"\(needle)\"")
         } catch let error as StoreError {
             #expect(error.message.contains(needle), "message: \(error.message)")
+            #expect(!error.noDaemon, "a refusal must not look like 'no daemon' (callers fall back on that)")
             if let hint { #expect(error.hint?.contains(hint) == true, "hint: \(error.hint ?? "none")") }
         } catch {
             Issue.record("unexpected error \(error)")

@@ -197,6 +197,7 @@ struct StoreTests {
             Issue.record("no error without a daemon")
         } catch {
             #expect(error.message.contains("no speakbridge daemon is running"))
+            #expect(error.noDaemon)
             #expect(error.hint?.contains("speakbridge serve") == true)
         }
     }
