@@ -36,7 +36,7 @@ public enum Joiner {
         let session = PairingSession(identity: identity, desktopKey: desktopKey, secret: code.secret, name: name)
         let (result, address) = try session.run(candidates: candidates, timeout: timeout)
         let peer = Peer(name: result.desktopName.isEmpty ? "desktop" : result.desktopName, publicKey: desktopKey,
-                        psk: result.sessionPSK, role: .desktop, lastSeen: Date(),
+                        psk: SymmetricKey(derived: result.sessionPSK), role: .desktop, lastSeen: Date(),
                         addresses: [address.host] + code.addresses.map(\.description).filter { $0 != address.host },
                         port: Int(code.port))
         do {

@@ -85,8 +85,8 @@ public final class ConfigStore: Sendable {
     }
 
     func withLock<T>(_ body: () throws(ConfigError) -> T) throws(ConfigError) -> T {
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .local("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        do { fd = try FileIO.openAppend(lockPath) } catch { throw .local(error.description, hint: error.hint) }
         defer { close(fd) }
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else { throw .local("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }

@@ -16,7 +16,8 @@ public protocol SecretBackend: Sendable {
     func prune(keeping refs: Set<String>) throws(ConfigError)
 }
 
-/// Secrets in `config/secrets.json`, mode 0600 in a 0700 directory, replaced atomically. Used when no Secret
+/// Secrets in `config/secrets.json`, mode 0600 in a 0700 directory, replaced atomically (`FileIO.atomicWrite`);
+/// read only if it is ours and private (`FileIO.read`). Used when no Secret
 /// Service answers on the session bus, or when `SPEAKBRIDGE_SECRETS=file` (see `SecretBackends`).
 public struct FileSecretBackend: SecretBackend {
     public let path: String
@@ -44,12 +45,11 @@ public struct FileSecretBackend: SecretBackend {
 
     func load() throws(ConfigError) -> [String: String] {
         let bytes: [UInt8]?
-        do { bytes = try FileIO.read(path) } catch { throw .local(error.description, hint: error.hint) }
-        guard let bytes else { return [:] }
-        if let mode = FileIO.mode(path), mode & 0o077 != 0 {
-            throw .local("\(path) is readable by other users (mode \(String(mode, radix: 8)))",
-                         hint: "run `chmod 600 \(path)` and consider replacing the API keys in it")
+        // FileIO.read refuses a symlink, a file owned by someone else, or any group/other permission.
+        do { bytes = try FileIO.read(path, leaked: "replace the API keys in it") } catch {
+            throw .local(error.description, hint: error.hint)
         }
+        guard let bytes else { return [:] }
         guard let doc = try? JSONValue.parse(bytes, maxDepth: 4, maxBytes: 64 << 20),
               case .object(let members)? = doc["secrets"] else {
             throw .local("\(path) is damaged", hint: "move it away and set the secrets again")

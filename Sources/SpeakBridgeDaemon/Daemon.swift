@@ -117,7 +117,7 @@ public final class Daemon: @unchecked Sendable {
             pairingSecret: { [codes] in codes.secret() },
             sessionPSK: { [peers] key in
                 guard let peer = peers.peer(key: key), peer.role == .client else { return nil }
-                return try? SymmetricKey(bytes: peer.psk)
+                return peer.psk
             },
             delivered: { [unowned self] device, session in
                 ledgerDelivered(device, session)
@@ -182,7 +182,7 @@ public final class Daemon: @unchecked Sendable {
             case .pairingConfirmed(let outcome):
                 do {
                     try peers.upsert(Peer(name: outcome.peerName.isEmpty ? "device" : outcome.peerName,
-                                          publicKey: outcome.peerKey, psk: outcome.sessionPSK, role: .client))
+                                          publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client))
                     Console.info("paired with \"\(outcome.peerName)\" (\(outcome.deviceID))")  // Console escapes it
                 } catch {
                     Console.error("pairing with \(outcome.deviceID) could not be saved: \(error.description)", hint: error.hint)

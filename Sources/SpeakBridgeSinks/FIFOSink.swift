@@ -4,9 +4,11 @@ internal import Synchronization
 /// Writes each text and "\n" into a named pipe that an editor (or `cat`) reads.
 ///
 /// Flow:
-/// 1. `init` creates the FIFO with mode 0600 if the path does not exist (the directory must exist); a path that
-///    exists and is not a FIFO is an error.
-/// 2. The write end is opened lazily with O_WRONLY|O_NONBLOCK. ENXIO means no reader: `waitUntilReady` then checks
+/// 1. `init` creates the FIFO with mode 0600 if the path does not exist (the directory must exist, be ours and not
+///    writable by others); a path that exists and is not a FIFO is an error, and so is a FIFO another user owns or
+///    that group or others may open (they would read the dictation) and a symlink (never followed).
+/// 2. The write end is opened lazily with O_WRONLY|O_NONBLOCK|O_NOFOLLOW, and the opened descriptor is checked
+///    again (fstat: a FIFO, ours, 0600), so a FIFO swapped in after step 1 is refused too. ENXIO means no reader: `waitUntilReady` then checks
 ///    again every 20 ms (sleeping in between, never spinning) until a reader opens the FIFO or the timeout ends.
 /// 3. Once open, the write end stays open for the sink's lifetime, even while no reader is attached. The kernel
 ///    keeps a pipe's buffered bytes as long as any end is open, so text already written but not yet read when a
@@ -214,12 +216,16 @@ public final class FIFOSink: Sink {
     /// Tries to open the write end without blocking: `.ready` when opened, `.noReader` on ENXIO.
     private func open(_ current: inout State) -> Readiness {
         while true {
-            let fd = Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            let fd = Glibc.open(path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
                 var info = stat()
                 guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else {
                     _ = Glibc.close(fd)
                     return .failed("\(path) is no longer a FIFO")
+                }
+                if let problem = Ownership.fifoProblem(info, path: path) {
+                    _ = Glibc.close(fd)
+                    return .failed(problem.message)
                 }
                 current.fd = fd
                 current.device = UInt64(info.st_dev)
@@ -231,7 +237,11 @@ public final class FIFOSink: Sink {
             case EINTR:
                 continue
             case ENXIO:
+                // No reader yet, but still refuse a FIFO that is not ours before waiting for its reader.
+                if let problem = Self.inspect(path) { return .failed(problem.message) }
                 return .noReader
+            case ELOOP:
+                return .failed(Self.symlinkRefused(path).message)
             case ENOENT:
                 // Removed since init: make it again; a fresh FIFO has no reader yet.
                 do { try Self.prepare(path) } catch { return .failed(error.message) }
@@ -244,25 +254,43 @@ public final class FIFOSink: Sink {
 
     private func pathLeadsToOpenPipe(_ current: State) -> Bool {
         var info = stat()
-        guard stat(path, &info) == 0 else { return false }
+        guard lstat(path, &info) == 0 else { return false }
         return UInt64(info.st_dev) == current.device && UInt64(info.st_ino) == current.inode
     }
 
-    /// Makes sure `path` is a FIFO, creating it with mode 0600 when absent.
+    /// What is wrong with an existing FIFO path (lstat: a symlink is not followed), or nil if it is a FIFO of ours
+    /// that nobody else may open, or if nothing is there.
+    static func inspect(_ path: String) -> SinkError? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        switch info.st_mode & S_IFMT {
+        case S_IFIFO: return Ownership.fifoProblem(info, path: path)
+        case S_IFLNK: return symlinkRefused(path)
+        default:
+            return SinkError(message: "\(path) exists and is not a FIFO",
+                             hint: "remove it or choose another path for the fifo sink")
+        }
+    }
+
+    static func symlinkRefused(_ path: String) -> SinkError {
+        SinkError(message: "FIFO path \(path) is a symbolic link; the fifo sink does not follow links",
+                  hint: "give the FIFO's real path, or remove the link (`rm \(path)`) if you did not create it")
+    }
+
+    /// Makes sure `path` is a FIFO of ours (see `inspect`), creating it with mode 0600 when absent, in a directory
+    /// that is ours and not writable by others.
     static func prepare(_ path: String) throws(SinkError) {
         var info = stat()
         for _ in 0..<2 {
-            if stat(path, &info) == 0 {
-                guard info.st_mode & S_IFMT == S_IFIFO else {
-                    throw SinkError(message: "\(path) exists and is not a FIFO",
-                                    hint: "remove it or choose another path for the fifo sink")
-                }
+            if lstat(path, &info) == 0 {
+                if let problem = inspect(path) { throw problem }
                 return
             }
             let statError = errno
             guard statError == ENOENT else {
                 throw SinkError(message: "cannot use FIFO \(path): \(POSIX.describe(statError))")
             }
+            if let problem = Ownership.directoryProblem(Ownership.directory(of: path)) { throw problem }
             if mkfifo(path, 0o600) == 0 {
                 // mkfifo applies the umask; make the mode exactly 0600 whatever the umask is.
                 _ = chmod(path, 0o600)

@@ -72,3 +72,54 @@ enum LineFraming {
         }
     }
 }
+
+/// The ownership rule for what the FIFO sink writes into (the same rule as the store's `PrivatePath`, kept here
+/// because the sinks depend on nothing): another local user must not be able to read the dictation, so the FIFO
+/// must be ours and closed to group and others, and a directory we create it in must be ours and not writable by
+/// others (nobody can swap the FIFO after we made it).
+enum Ownership {
+    /// Nil if `info` (of a FIFO) is ours with no group/other permission; else the reason and what to run.
+    static func fifoProblem(_ info: stat, path: String) -> SinkError? {
+        if info.st_uid != geteuid() {
+            return SinkError(message: "FIFO \(path) is owned by another user (uid \(info.st_uid)), who could read your dictation",
+                             hint: "remove it (`sudo rm \(path)`) and let speakbridge create its own, or use a path "
+                                 + "in a private directory such as $XDG_RUNTIME_DIR/speakbridge/dictation.fifo")
+        }
+        let mode = info.st_mode & 0o7777
+        if mode & 0o066 != 0 {
+            return SinkError(message: "FIFO \(path) can be opened by other users (mode \(String(mode, radix: 8)))",
+                             hint: "run `chmod 600 \(path)`")
+        }
+        return nil
+    }
+
+    /// Checks the directory a FIFO is about to be created in (lstat: a symlink must be ours and lead to such a
+    /// directory). Nil if fine.
+    static func directoryProblem(_ directory: String) -> SinkError? {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { return nil }  // mkfifo reports a missing directory itself
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard info.st_uid == geteuid(), stat(directory, &info) == 0 else {
+                return SinkError(message: "cannot create FIFO in \(directory): it is a symlink owned by another user "
+                                     + "(uid \(info.st_uid))",
+                                 hint: "choose a path in a private directory such as $XDG_RUNTIME_DIR/speakbridge")
+            }
+        }
+        let mode = info.st_mode & 0o7777
+        if info.st_uid != geteuid() || mode & 0o022 != 0 {
+            let who = info.st_uid != geteuid() ? "owned by another user (uid \(info.st_uid))"
+                                               : "writable by other users (mode \(String(mode, radix: 8)))"
+            let shared = mode & S_ISVTX != 0  // a sticky shared directory such as /tmp: chmod is not the answer
+            return SinkError(message: "will not create FIFO in \(directory): it is \(who), so someone else could replace the FIFO",
+                             hint: "choose a path in a private directory such as $XDG_RUNTIME_DIR/speakbridge/dictation.fifo"
+                                 + (shared || info.st_uid != geteuid() ? "" : ", or run `chmod 700 \(directory)`"))
+        }
+        return nil
+    }
+
+    static func directory(of path: String) -> String {
+        let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        if dir.isEmpty { return path.hasPrefix("/") ? "/" : "." }
+        return dir
+    }
+}

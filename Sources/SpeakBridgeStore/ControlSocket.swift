@@ -8,6 +8,11 @@ import SpeakBridgeProtocol
 /// (mode 0600, in a 0700 directory). One request per connection: the client writes one JSON object and a
 /// newline (`{"cmd":"status"}`), the daemon answers one JSON object and a newline, then closes.
 /// Answers are `{"ok":true,…}` or `{"ok":false,"error":"…","hint":"…"}`.
+///
+/// Trust: whoever can replace `control.sock` can show the user their own pairing code and swallow `revoke`. So
+/// the server binds only in a directory that passes `PrivatePath.checkDirectory` and removes a stale socket only
+/// if it is a socket of ours; the client (`ControlClient`) checks the directory, that the path is a socket it
+/// owns (lstat), and after connecting that the listening process runs as the same user (SO_PEERCRED).
 public final class ControlServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) -> JSONValue
     struct HandlerBox: Sendable { let handle: Handler }
@@ -21,8 +26,13 @@ public final class ControlServer: @unchecked Sendable {
     public init(path: String, handler: @escaping Handler) throws(StoreError) {
         self.path = path
         self.handler = HandlerBox(handle: handler)
-        // A socket file left by a killed daemon: remove it only if nobody answers on it.
-        if FileIO.exists(path) {
+        var addr = try ControlClient.address(path)
+        try PrivatePath.checkDirectory(ControlClient.directory(of: path))
+        // A socket file left by a killed daemon: remove it only if it is our socket and nobody answers on it.
+        switch try ControlClient.inspect(path) {
+        case .absent:
+            break
+        case .ourSocket:
             if ControlClient.isAlive(path: path) {
                 throw StoreError("another speakbridge daemon is already running for this home (\(path))",
                                  hint: "stop it first, or use a different --home")
@@ -31,7 +41,6 @@ public final class ControlServer: @unchecked Sendable {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
-        var addr = try ControlClient.address(path)
         let old = umask(0o177)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -96,26 +105,72 @@ public enum ControlReply {
 }
 
 public enum ControlClient {
-    /// Sends one request to the daemon of `home` and returns its answer.
+    /// Sends one request to the daemon of `home` and returns its answer. Talks only to a daemon of this user:
+    /// the runtime directory must be private, `control.sock` a socket we own, and its listener our uid.
     public static func request(home: Home, _ request: JSONValue, timeout: Int = 10) throws(StoreError) -> JSONValue {
         let path = home.controlSocket
+        var noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
+                                  hint: "start it with `speakbridge serve` (same --home)")
+        noDaemon.noDaemon = true
+        var addr = try address(path)
+        var info = stat()
+        if lstat(directory(of: path), &info) != 0 && errno == ENOENT { throw noDaemon }
+        try PrivatePath.checkDirectory(directory(of: path))
+        guard case .ourSocket = try inspect(path) else { throw noDaemon }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
         defer { close(fd) }
-        var addr = try address(path)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard rc == 0 else {
-            throw StoreError("no speakbridge daemon is running for this home (\(path))",
-                             hint: "start it with `speakbridge serve` (same --home)")
-        }
+        guard rc == 0 else { throw noDaemon }
+        try checkPeer(fd, path: path)
         setTimeout(fd, seconds: timeout)
         sendAll(fd, request.encoded() + [0x0A])
         guard let line = readLine(fd), let reply = try? JSONValue.parse(line, maxDepth: 16, maxBytes: 1 << 22) else {
             throw StoreError("the daemon did not answer on \(path)", hint: "check the daemon's log")
         }
         return reply
+    }
+
+    enum Existing { case absent, ourSocket }
+
+    /// What is at the socket path, examined without following a symlink: nothing, or a socket this user owns.
+    /// Anything else is an error that says what is wrong.
+    static func inspect(_ path: String) throws(StoreError) -> Existing {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return .absent }
+            throw .io("inspect", path, errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            throw StoreError("\(path) is not a socket", hint: "remove it (`rm \(path)`); the daemon creates its own socket")
+        }
+        guard info.st_uid == geteuid() else {
+            throw PrivatePath.ownedByOther(path, uid: info.st_uid, what: "is a socket")
+        }
+        return .ourSocket
+    }
+
+    /// The process listening on a connected socket must run as this very user: closes the gap between the
+    /// lstat checks and connect(2), and catches a listener that is not ours whatever the file system says.
+    static func checkPeer(_ fd: Int32, path: String) throws(StoreError) {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (three 32-bit fields) is hidden behind _GNU_SOURCE in
+        // the Glibc module, so it is read as three UInt32s; getsockopt reports how many bytes it wrote.
+        var cred: [UInt32] = [0, 0, 0]
+        var size = socklen_t(12)
+        let rc = cred.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &size) }
+        guard rc == 0, size == 12 else { throw .io("identify the daemon on", path, errno: errno) }
+        let (pid, uid) = (Int32(bitPattern: cred[0]), cred[1])
+        guard uid == geteuid() else {
+            throw StoreError("the process listening on \(path) runs as another user (uid \(uid), pid \(pid))",
+                             hint: "do not trust what it says; stop it, remove the socket and start `speakbridge serve` yourself")
+        }
+    }
+
+    static func directory(of path: String) -> String {
+        let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return dir.isEmpty ? "/" : dir
     }
 
     static func isAlive(path: String) -> Bool {
@@ -133,7 +188,9 @@ public enum ControlClient {
         let bytes = Array(path.utf8)
         let capacity = MemoryLayout.size(ofValue: addr.sun_path)
         guard bytes.count < capacity else {
-            throw StoreError("control socket path too long: \(path)", hint: "use a shorter --home")
+            throw StoreError("the control socket path is \(bytes.count) bytes, longer than the \(capacity - 1) a Unix "
+                             + "socket allows: \(path)",
+                             hint: "use a shorter --home, or set XDG_RUNTIME_DIR to a short private directory")
         }
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }

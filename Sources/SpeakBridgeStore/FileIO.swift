@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SpeakBridgeCrypto
 
 /// Small, explicit POSIX file helpers: private modes, atomic replace, fsync. One place turns errno into `StoreError`.
 public enum FileIO {
@@ -20,15 +21,23 @@ public enum FileIO {
         return stat(path, &st) == 0
     }
 
-    public static func read(_ path: String) throws(StoreError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Reads one of our files whole; nil if it does not exist. Opened with O_NOFOLLOW (a symlink is refused, not
+    /// followed) and O_NONBLOCK (a FIFO planted in its place cannot hang us); the opened descriptor must pass
+    /// `PrivatePath.checkFile` (regular, ours, 0600), so the check and the read are about the same inode.
+    /// - Parameter leaked: advice if others could have read it (see `PrivatePath.checkFile`).
+    public static func read(_ path: String, leaked: String? = nil) throws(StoreError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
+            if errno == ELOOP { throw PrivatePath.symlinkRefused(path) }
             throw .io("open", path, errno: errno)
         }
         defer { close(fd) }
+        try PrivatePath.checkFile(fd, path: path, leaked: leaked)
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        // The buffer held file bytes (maybe keys): wipe it, not just free it.
+        defer { SecretMemory.wipe(&buffer) }
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 {
@@ -56,9 +65,18 @@ public enum FileIO {
 
     /// Replaces `path` atomically with `bytes` (mode 0600): temp file, fsync, rename, fsync of the directory.
     /// A crash at any point leaves either the old or the new content, never a mix.
+    ///
+    /// The temp file is created next to the target under a fresh random name with O_CREAT|O_EXCL|O_NOFOLLOW, so
+    /// nothing planted in the directory (a symlink at a guessable `X.tmp`) can redirect the write; rename(2)
+    /// replaces a symlink at `path` itself rather than following it.
     public static func atomicWrite(_ path: String, _ bytes: [UInt8]) throws(StoreError) {
-        let temp = path + ".tmp"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        var temp = ""
+        var fd: Int32 = -1
+        for _ in 0..<8 {
+            temp = path + ".tmp-" + Hex.encode(SecureRandom.bytes(8))
+            fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 || errno != EEXIST { break }
+        }
         guard fd >= 0 else { throw .io("create", temp, errno: errno) }
         do throws(StoreError) {
             try writeAll(fd, bytes, path: temp)
@@ -86,11 +104,20 @@ public enum FileIO {
         }
     }
 
-    /// Opens `path` for appending (created 0600).
-    public static func openAppend(_ path: String) throws(StoreError) -> Int32 {
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .io("open", path, errno: errno) }
-        return fd
+    /// Opens `path` for appending (created 0600). O_NOFOLLOW, and the descriptor must pass `PrivatePath.checkFile`.
+    public static func openAppend(_ path: String, leaked: String? = nil) throws(StoreError) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if errno == ELOOP { throw PrivatePath.symlinkRefused(path) }
+            throw .io("open", path, errno: errno)
+        }
+        do {
+            try PrivatePath.checkFile(fd, path: path, leaked: leaked)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd  // O_NONBLOCK has no effect on the regular file it must be
     }
 
     public static func mode(_ path: String) -> mode_t? {

@@ -5,34 +5,56 @@ import Foundation
 
 /// Where one installation keeps its files.
 ///
-/// Default: XDG base directories (`$XDG_CONFIG_HOME/speakbridge`, `$XDG_STATE_HOME/speakbridge`,
-/// `$XDG_RUNTIME_DIR/speakbridge`). `--home DIR` or `SPEAKBRIDGE_HOME=DIR` puts all three under DIR
+/// Default: XDG base directories (`$XDG_CONFIG_HOME/speakbridge`, `$XDG_STATE_HOME/speakbridge`, and a runtime
+/// directory, see `runtimeDirectory`). `--home DIR` or `SPEAKBRIDGE_HOME=DIR` puts all three under DIR
 /// (`DIR/config`, `DIR/state`, `DIR/run`), so several installations can run side by side.
+///
+/// Every directory here (and DIR itself) must pass `PrivatePath.checkDirectory`: `prepare` creates what is missing
+/// with mode 0700 and refuses a directory another user owns or can write.
 public struct Home: Sendable, Equatable {
     public var config: String
     public var state: String
     public var runtime: String
+    /// The `--home` directory, when one was given: checked like the others.
+    public var root: String?
 
-    public init(config: String, state: String, runtime: String) {
+    public init(config: String, state: String, runtime: String, root: String? = nil) {
         self.config = config
         self.state = state
         self.runtime = runtime
+        self.root = root
     }
 
-    public static func resolve(override: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> Home {
+    /// - Parameter systemRuntime: the login manager's per-user directory, used when `XDG_RUNTIME_DIR` is unset.
+    public static func resolve(override: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                               systemRuntime: String = "/run/user/\(getuid())") -> Home {
         if let root = override ?? environment["SPEAKBRIDGE_HOME"], !root.isEmpty {
             let abs = root.hasPrefix("/") ? root : FileManager.default.currentDirectoryPath + "/" + root
-            return Home(config: abs + "/config", state: abs + "/state", runtime: abs + "/run")
+            return Home(config: abs + "/config", state: abs + "/state", runtime: abs + "/run", root: abs)
         }
         let home = environment["HOME"] ?? "/root"
         func xdg(_ key: String, _ fallback: String) -> String {
             if let v = environment[key], v.hasPrefix("/") { return v }
             return fallback
         }
-        let runtimeBase = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp/speakbridge-\(getuid())"
-        return Home(config: xdg("XDG_CONFIG_HOME", home + "/.config") + "/speakbridge",
-                    state: xdg("XDG_STATE_HOME", home + "/.local/state") + "/speakbridge",
-                    runtime: runtimeBase + (environment["XDG_RUNTIME_DIR"] == nil ? "" : "/speakbridge"))
+        let state = xdg("XDG_STATE_HOME", home + "/.local/state") + "/speakbridge"
+        return Home(config: xdg("XDG_CONFIG_HOME", home + "/.config") + "/speakbridge", state: state,
+                    runtime: runtimeDirectory(environment: environment, systemRuntime: systemRuntime, state: state))
+    }
+
+    /// The runtime directory (control socket), never a predictable name in a shared directory such as /tmp:
+    /// 1. `$XDG_RUNTIME_DIR/speakbridge` when `XDG_RUNTIME_DIR` is set (an absolute path);
+    /// 2. else `/run/user/UID/speakbridge` if `/run/user/UID` is a real directory, ours, mode 0700;
+    /// 3. else `$XDG_STATE_HOME/speakbridge/run`: inside the user's own home, where no other user can create it
+    ///    first, and the same for every process of the user, so the CLI finds the daemon.
+    static func runtimeDirectory(environment: [String: String], systemRuntime: String, state: String) -> String {
+        if let base = environment["XDG_RUNTIME_DIR"], base.hasPrefix("/") { return base + "/speakbridge" }
+        var info = stat()
+        if lstat(systemRuntime, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(),
+           info.st_mode & 0o7777 == 0o700 {
+            return systemRuntime + "/speakbridge"
+        }
+        return state + "/run"
     }
 
     public var identityFile: String { config + "/identity.key" }
@@ -56,10 +78,10 @@ public struct Home: Sendable, Equatable {
         return fd
     }
 
-    /// Creates the three directories with mode 0700.
+    /// Creates the directories (mode 0700) and checks each, root first: ours, not writable by anyone else.
     public func prepare() throws(StoreError) {
-        for dir in [config, state, runtime, outboxDirectory] {
-            try FileIO.makeDirectory(dir)
+        for dir in (root.map { [$0] } ?? []) + [config, state, runtime, outboxDirectory] {
+            try PrivatePath.prepareDirectory(dir)
         }
     }
 }

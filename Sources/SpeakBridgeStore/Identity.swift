@@ -10,11 +10,8 @@ public struct Identity: Sendable {
     public static func loadOrCreate(_ home: Home) throws(StoreError) -> Identity {
         try home.prepare()
         let path = home.identityFile
-        if let bytes = try FileIO.read(path) {
-            if let mode = FileIO.mode(path), mode & 0o077 != 0 {
-                throw StoreError("\(path) is readable by other users (mode \(String(mode, radix: 8)))",
-                                 hint: "run `chmod 600 \(path)`; if others could read it, delete it and pair again")
-            }
+        if var bytes = try FileIO.read(path, leaked: "delete it and pair every device again (a new identity is created)") {
+            defer { SecretMemory.wipe(&bytes) }
             let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard let raw = Hex.decode(text), let key = try? X25519PrivateKey(rawRepresentation: raw) else {
                 throw StoreError("\(path) is not a SpeakBridge identity key",

@@ -3,13 +3,14 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 
 /// A paired device. On the desktop these are capture clients; on a client, desktops.
-public struct Peer: Sendable, Equatable {
+/// Not Equatable on purpose: comparing peers would compare their psks; compare `id` instead.
+public struct Peer: Sendable {
     public enum Role: String, Sendable { case client, desktop }
 
     public var name: String
     public var publicKey: X25519PublicKey
-    /// The per-pair psk (secret; the file is 0600).
-    public var psk: [UInt8]
+    /// The per-pair psk, in self-wiping storage (secret; the file is 0600).
+    public var psk: SymmetricKey
     public var role: Role
     public var pairedAt: Date
     public var lastSeen: Date?
@@ -19,7 +20,7 @@ public struct Peer: Sendable, Equatable {
 
     public var id: DeviceID { KeySchedule.deviceID(of: publicKey) }
 
-    public init(name: String, publicKey: X25519PublicKey, psk: [UInt8], role: Role, pairedAt: Date = Date(),
+    public init(name: String, publicKey: X25519PublicKey, psk: SymmetricKey, role: Role, pairedAt: Date = Date(),
                 lastSeen: Date? = nil, addresses: [String] = [], port: Int = 0) {
         self.name = name
         self.publicKey = publicKey
@@ -34,6 +35,12 @@ public struct Peer: Sendable, Equatable {
 
 /// The list of paired devices, in `state/peers.json` (0600), replaced atomically on every change.
 /// Thread-safe; every mutation is durable before it returns.
+///
+/// The file holds every psk: it is read only if it passes `PrivatePath.checkFile` (ours, 0600, not a symlink), so
+/// another user cannot plant a `peers.json` that pairs their device. The psks go between the file and
+/// `SymmetricKey` storage as hex without plain copies where it can be helped: written digit by digit into the
+/// output buffer, which is wiped after the write, and parsed straight into secure storage. (The parsed JSON
+/// string of each psk is the one copy left to the allocator.)
 public final class PeerStore: @unchecked Sendable {
     let path: String
     let lock = NSLock()
@@ -89,32 +96,50 @@ public final class PeerStore: @unchecked Sendable {
         defer { lock.unlock() }
         var copy = peers
         change(&copy)
-        try FileIO.atomicWrite(path, Self.encode(copy))
+        var bytes = Self.encode(copy)
+        defer { SecretMemory.wipe(&bytes) }
+        try FileIO.atomicWrite(path, bytes)
         peers = copy
     }
 
     // MARK: file format
 
+    /// `{"version":1,"peers":[{…,"psk":"<64 hex>"},…]}` and a newline. The caller must wipe the result.
     static func encode(_ peers: [Peer]) -> [UInt8] {
-        let items: [JSONValue] = peers.map { p in
+        let items: [[UInt8]] = peers.map { p in
             var m: [(String, JSONValue)] = [
                 ("id", .string(p.id.description)),
                 ("name", .string(p.name)),
                 ("role", .string(p.role.rawValue)),
                 ("publicKey", .string(Hex.encode(p.publicKey.rawRepresentation))),
-                ("psk", .string(Hex.encode(p.psk))),
                 ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970))),
             ]
             if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
             if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
             if p.port != 0 { m.append(("port", .integer(Int64(p.port)))) }
-            return .object(m)
+            return JSONValue.object(m).encoded()
         }
-        return JSONValue.object([("version", .integer(1)), ("peers", .array(items))]).encoded() + [0x0A]
+        let head = Array(#"{"version":1,"peers":["#.utf8), pskKey = Array(#","psk":""#.utf8)
+        // Exact size, reserved up front: no reallocation leaves a copy of a psk behind in freed memory.
+        let pskSize = pskKey.count + SymmetricKey.byteCount * 2 + 1
+        var out: [UInt8] = []
+        out.reserveCapacity(head.count + items.reduce(0) { $0 + $1.count + pskSize + 1 } + 3)
+        out += head
+        for (i, (peer, item)) in zip(peers, items).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out += item.dropLast()  // the object's closing brace: the psk member goes last
+            out += pskKey
+            peer.psk.appendHex(to: &out)
+            out += Array(#""}"#.utf8)
+        }
+        out += Array("]}\n".utf8)
+        return out
     }
 
     static func load(_ path: String) throws(StoreError) -> [Peer] {
-        guard let bytes = try FileIO.read(path) else { return [] }
+        guard var bytes = try FileIO.read(path, leaked: "revoke every device (`speakbridge devices revoke`) and pair again")
+        else { return [] }
+        defer { SecretMemory.wipe(&bytes) }
         let bad = StoreError("\(path) is damaged", hint: "restore it from a backup, or move it away and pair again")
         guard let doc = try? JSONValue.parse(bytes, maxDepth: 6, maxBytes: 16 << 20),
               let items = doc["peers"]?.arrayValue else { throw bad }
@@ -124,7 +149,7 @@ public final class PeerStore: @unchecked Sendable {
                   let role = item["role"]?.stringValue.flatMap(Peer.Role.init(rawValue:)),
                   let keyBytes = item["publicKey"]?.stringValue.flatMap(Hex.decode),
                   let key = try? X25519PublicKey(rawRepresentation: keyBytes),
-                  let psk = item["psk"]?.stringValue.flatMap(Hex.decode), psk.count == 32,
+                  let psk = item["psk"]?.stringValue.flatMap(SymmetricKey.init(hex:)),
                   let paired = item["pairedAt"]?.int64Value
             else { throw bad }
             peers.append(Peer(

@@ -2,6 +2,9 @@
 public struct StoreError: Error, CustomStringConvertible, Sendable {
     public var message: String
     public var hint: String?
+    /// Set only by `ControlClient` when nothing listens at the control socket: a caller may then fall back to the
+    /// files. Any other control error (a socket or directory another user owns) must be shown, not worked around.
+    public var noDaemon = false
 
     public init(_ message: String, hint: String? = nil) {
         self.message = message

@@ -330,7 +330,7 @@ final class ConfigLink {
         device = identity.deviceID
         link = try RawLink(port: pair.port, path: ConnectionIntent.session.path)
         machine = try InitiatorMachine(intent: .session, localStatic: identity.privateKey, desktopKey: desktop.publicKey,
-                                       psk: desktop.psk, firstMessage: .hello(agent: "config-test"))
+                                       psk: desktop.psk.copyBytes(), firstMessage: .hello(agent: "config-test"))
         link.send(try machine.start())
         let established = machine.receive(try link.next()).contains { if case .established = $0 { true } else { false } }
         guard established else { throw HarnessError("session not established") }

@@ -23,6 +23,7 @@ struct RejectionTests {
             let psk = try #require(peers.range(of: #""psk":"[0-9a-f]{64}""#, options: .regularExpression))
             peers.replaceSubrange(psk, with: "\"psk\":\"" + Hex.encode(SecureRandom.bytes(32)) + "\"")
             try peers.write(toFile: home + "/state/peers.json", atomically: true, encoding: .utf8)
+            chmod(home + "/state/peers.json", 0o600)  // speakbridge refuses a psk file others can read
         } else {
             try FileManager.default.copyItem(atPath: pair.phoneHome + "/state/peers.json", toPath: home + "/state/peers.json")
         }
@@ -114,7 +115,7 @@ struct RejectionTests {
         let link = try RawLink(port: pair.port, path: ConnectionIntent.session.path)
         defer { link.close() }
         var machine = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
-                                           desktopKey: desktop.publicKey, psk: desktop.psk,
+                                           desktopKey: desktop.publicKey, psk: desktop.psk.copyBytes(),
                                            firstMessage: .hello(agent: "tamper-test"))
         link.send(try machine.start())
         let reply = try link.next()

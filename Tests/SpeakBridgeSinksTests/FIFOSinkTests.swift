@@ -204,4 +204,74 @@ import SpeakBridgeSinks
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
     }
+
+    // MARK: - Another local user (issue 8 row 5)
+
+    static let isRoot = geteuid() == 0
+
+    func expectRefusal(_ path: String, _ needle: String) {
+        do {
+            let sink = try FIFOSink(path: path)
+            sink.close()
+            Issue.record("the sink accepted \(path); expected a refusal mentioning \"\(needle)\"")
+        } catch {
+            #expect(error.message.contains(needle), "message: \(error.message)")
+            #expect(error.hint != nil)
+        }
+    }
+
+    @Test(.enabled(if: isRoot)) func refusesAFIFOAnotherUserCreated() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        #expect(mkfifo(path, 0o600) == 0)
+        #expect(chmod(path, 0o666) == 0 && chown(path, 65534, 65534) == 0)
+        expectRefusal(path, "owned by another user (uid 65534)")
+    }
+
+    @Test func refusesAFIFOThatOthersCanOpen() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        #expect(mkfifo(path, 0o600) == 0 && chmod(path, 0o644) == 0)
+        expectRefusal(path, "can be opened by other users (mode 644)")
+    }
+
+    @Test func refusesASymlinkToAFIFO() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let real = "\(directory.path)/real"
+        #expect(mkfifo(real, 0o600) == 0)
+        let link = "\(directory.path)/dictation"
+        #expect(symlink(real, link) == 0)
+        expectRefusal(link, "is a symbolic link")
+    }
+
+    @Test func willNotCreateAFIFOInADirectoryOthersCanWrite() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        #expect(chmod(directory.path, 0o777) == 0)
+        let path = "\(directory.path)/dictation"
+        expectRefusal(path, "writable by other users")
+        var info = stat()
+        #expect(lstat(path, &info) != 0, "no FIFO may be left behind")
+    }
+
+    @Test func refusesAFIFOSwappedInAfterStart() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        // Before the first write: the FIFO is replaced by one that others can open, and a reader waits on it.
+        #expect(unlink(path) == 0 && mkfifo(path, 0o600) == 0 && chmod(path, 0o666) == 0)
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { _ = Glibc.close(reader) }
+        let reason = sink.waitUntilReady(timeout: .milliseconds(200))
+        #expect(reason?.contains("other users") == true, "reason: \(reason ?? "ready")")
+        #expect(throws: SinkError.self) { try sink.deliver(["secret words"]) { _ in } }
+        var byte: UInt8 = 0
+        #expect(read(reader, &byte, 1) <= 0, "nothing reached the swapped-in FIFO")
+    }
 }

@@ -17,7 +17,7 @@ struct StoreTests {
 
     @Test func homeLayoutAndOverride() {
         let h = Home.resolve(override: nil, environment: ["SPEAKBRIDGE_HOME": "/x/y", "HOME": "/home/u"])
-        #expect(h == Home(config: "/x/y/config", state: "/x/y/state", runtime: "/x/y/run"))
+        #expect(h == Home(config: "/x/y/config", state: "/x/y/state", runtime: "/x/y/run", root: "/x/y"))
         let xdg = Home.resolve(override: nil, environment: [
             "HOME": "/home/u", "XDG_CONFIG_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r"])
         #expect(xdg == Home(config: "/c/speakbridge", state: "/s/speakbridge", runtime: "/r/speakbridge"))
@@ -52,19 +52,49 @@ struct StoreTests {
         defer { cleanup() }
         let store = try PeerStore(home: home)
         let key = X25519PrivateKey().publicKey
-        try store.upsert(Peer(name: "pixel", publicKey: key, psk: SecureRandom.bytes(32), role: .client,
+        let psk = SymmetricKey.random()
+        try store.upsert(Peer(name: "pixel", publicKey: key, psk: psk, role: .client,
                               addresses: ["10.0.0.2"], port: 47810))
         let again = try PeerStore(home: home)
         let peer = try #require(again.all.first)
         #expect(peer.name == "pixel" && peer.publicKey == key && peer.addresses == ["10.0.0.2"])
-        #expect(again.find(peer.id.description) == peer)
-        #expect(again.find(peer.id.compact.lowercased()) == peer)
-        #expect(again.find(String(peer.id.compact.prefix(4))) == peer)
-        #expect(again.find("pixel") == peer)
+        #expect(peer.psk.constantTimeEquals(psk))
+        let text = String(decoding: try #require(try FileIO.read(home.peersFile)), as: UTF8.self)
+        #expect(text.contains("\"psk\":\"" + Hex.encode(psk.copyBytes()) + "\""))
+        #expect(again.find(peer.id.description)?.id == peer.id)
+        #expect(again.find(peer.id.compact.lowercased())?.id == peer.id)
+        #expect(again.find(String(peer.id.compact.prefix(4)))?.id == peer.id)
+        #expect(again.find("pixel")?.id == peer.id)
         #expect(again.find("nobody") == nil)
         #expect(FileIO.mode(home.peersFile) == 0o600)
         try again.remove(id: peer.id)
         #expect(try PeerStore(home: home).all.isEmpty)
+    }
+
+    @Test func pskHexGoesStraightIntoAKeyAndBadHexIsRefused() throws {
+        let key = SymmetricKey.random()
+        var out: [UInt8] = []
+        key.appendHex(to: &out)
+        #expect(out == Array(Hex.encode(key.copyBytes()).utf8))
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(SymmetricKey(hex: text)?.constantTimeEquals(key) == true)
+        #expect(SymmetricKey(hex: text.uppercased())?.constantTimeEquals(key) == true)
+        #expect(SymmetricKey(hex: String(text.dropLast())) == nil)
+        #expect(SymmetricKey(hex: text + "00") == nil)
+        #expect(SymmetricKey(hex: "zz" + text.dropFirst(2)) == nil)
+        #expect(!SymmetricKey.random().constantTimeEquals(key))
+        SecretMemory.wipe(&out)
+        #expect(out.isEmpty)
+    }
+
+    @Test func aPeersFileWithABadPskIsDamaged() throws {
+        defer { cleanup() }
+        try home.prepare()
+        let key = Hex.encode(X25519PrivateKey().publicKey.rawRepresentation)
+        for psk in [String(repeating: "a", count: 63), String(repeating: "g", count: 64), ""] {
+            try FileIO.atomicWrite(home.peersFile, Array(#"{"version":1,"peers":[{"name":"x","role":"client","publicKey":"\#(key)","psk":"\#(psk)","pairedAt":0}]}"#.utf8))
+            #expect(throws: StoreError.self) { try PeerStore(home: home) }
+        }
     }
 
     @Test func damagedPeersFileIsAClearError() throws {
@@ -167,6 +197,7 @@ struct StoreTests {
             Issue.record("no error without a daemon")
         } catch {
             #expect(error.message.contains("no speakbridge daemon is running"))
+            #expect(error.noDaemon)
             #expect(error.hint?.contains("speakbridge serve") == true)
         }
     }

@@ -1,7 +1,7 @@
 ;;; speakbridge.el --- dictation from SpeakBridge's FIFO sink at point  -*- lexical-binding: t; -*-
 
 ;; Usage: (load "/path/to/Examples/editors/emacs/speakbridge.el")
-;;        M-x speakbridge-start   (reads `speakbridge-fifo', default $XDG_RUNTIME_DIR/speakbridge.fifo)
+;;        M-x speakbridge-start   (reads `speakbridge-fifo', default $XDG_RUNTIME_DIR/speakbridge/dictation.fifo)
 ;;        M-x speakbridge-stop
 ;; The daemon must run with `speakbridge serve --sink fifo:PATH'. Each line it writes (one chunk) is inserted at
 ;; point in the buffer that is current when it arrives, followed by `speakbridge-separator'.
@@ -10,8 +10,25 @@
 
 (defgroup speakbridge nil "Dictation from SpeakBridge." :group 'convenience)
 
+(defun speakbridge--runtime-dir ()
+  "The daemon's runtime directory, by the daemon's rule (never a name in /tmp, where another user could
+create the FIFO first): $XDG_RUNTIME_DIR/speakbridge; else /run/user/UID/speakbridge if that directory is
+ours and private; else $XDG_STATE_HOME/speakbridge/run."
+  (let ((xdg (getenv "XDG_RUNTIME_DIR"))
+        (state (getenv "XDG_STATE_HOME")))
+    (if (and xdg (string-prefix-p "/" xdg))
+        (expand-file-name "speakbridge" xdg)
+      (let* ((run (format "/run/user/%d" (user-uid)))
+             (attrs (file-attributes run 'integer)))
+        (if (and attrs (eq (file-attribute-type attrs) t)
+                 (eql (file-attribute-user-id attrs) (user-uid))
+                 (equal (file-attribute-modes attrs) "drwx------"))
+            (expand-file-name "speakbridge" run)
+          (expand-file-name "speakbridge/run"
+                            (if (and state (string-prefix-p "/" state)) state (expand-file-name "~/.local/state"))))))))
+
 (defcustom speakbridge-fifo
-  (expand-file-name "speakbridge.fifo" (or (getenv "XDG_RUNTIME_DIR") "/tmp"))
+  (expand-file-name "dictation.fifo" (speakbridge--runtime-dir))
   "The FIFO that `speakbridge serve --sink fifo:PATH' writes to."
   :type 'file)
 

@@ -1,7 +1,7 @@
 -- speakbridge.nvim: text dictated into `speakbridge serve --sink fifo:PATH` appears at the cursor.
 --
 -- Install: put this folder (Examples/editors/nvim) on 'runtimepath', then in init.lua:
---   require("speakbridge").setup({ fifo = vim.env.XDG_RUNTIME_DIR .. "/speakbridge.fifo" })
+--   require("speakbridge").setup({})   -- FIFO: $XDG_RUNTIME_DIR/speakbridge/dictation.fifo (see runtime_dir)
 -- Commands: :SpeakBridgeStart [PATH]   :SpeakBridgeStop
 --
 -- Each line the daemon writes (one chunk) is inserted at the cursor of the window that is current when it
@@ -9,8 +9,29 @@
 -- by `cat` in a job, so Neovim never blocks; when the daemon restarts, the job is restarted too.
 local M = {}
 
+-- The daemon's runtime directory, by the daemon's rule: $XDG_RUNTIME_DIR/speakbridge; else /run/user/UID/speakbridge
+-- if /run/user/UID is a private directory of ours; else $XDG_STATE_HOME/speakbridge/run. Never a name in /tmp,
+-- where another user could create the FIFO first and read the dictation.
+local function runtime_dir()
+  local xdg = vim.env.XDG_RUNTIME_DIR
+  if xdg and xdg:sub(1, 1) == "/" then
+    return xdg .. "/speakbridge"
+  end
+  local uv = vim.uv or vim.loop
+  local run = "/run/user/" .. uv.getuid()
+  local st = uv.fs_lstat(run)
+  if st and st.type == "directory" and st.uid == uv.getuid() and st.mode % 512 == 448 then -- 448 = 0700
+    return run .. "/speakbridge"
+  end
+  local state = vim.env.XDG_STATE_HOME
+  if not state or state:sub(1, 1) ~= "/" then
+    state = vim.env.HOME .. "/.local/state"
+  end
+  return state .. "/speakbridge/run"
+end
+
 local defaults = {
-  fifo = (vim.env.XDG_RUNTIME_DIR or "/tmp") .. "/speakbridge.fifo",
+  fifo = runtime_dir() .. "/dictation.fifo",
   separator = " ",
 }
 local config = vim.deepcopy(defaults)

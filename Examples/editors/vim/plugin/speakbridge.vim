@@ -2,7 +2,8 @@
 "
 " Install: copy plugin/speakbridge.vim into ~/.vim/plugin/ (Neovim: use ../nvim/lua/speakbridge.lua instead).
 " Commands: :SpeakBridgeStart [PATH]   :SpeakBridgeStop
-" Default FIFO: $XDG_RUNTIME_DIR/speakbridge.fifo (g:speakbridge_fifo to change it).
+" Default FIFO: $XDG_RUNTIME_DIR/speakbridge/dictation.fifo, in the daemon's own private runtime directory
+" (g:speakbridge_fifo to change it). Without XDG_RUNTIME_DIR: the daemon's fallback, never /tmp.
 "
 " Each line the daemon writes (one chunk) is inserted after the cursor of the current window, followed by a space.
 " The FIFO is read by `cat` in a job, so Vim never blocks; the job loops when the daemon closes its end.
@@ -13,8 +14,22 @@ let g:loaded_speakbridge = 1
 
 let s:job = v:null
 
+" The daemon's runtime directory, by the daemon's rule: $XDG_RUNTIME_DIR/speakbridge; else /run/user/UID/speakbridge
+" if /run/user/UID is a private directory; else $XDG_STATE_HOME/speakbridge/run. Never a name in /tmp, where
+" another user could create the FIFO first and read the dictation.
+function! s:RuntimeDir() abort
+  if $XDG_RUNTIME_DIR =~# '^/'
+    return $XDG_RUNTIME_DIR . '/speakbridge'
+  endif
+  let l:run = '/run/user/' . trim(system('id -u'))
+  if getftype(l:run) ==# 'dir' && getfperm(l:run) ==# 'rwx------'
+    return l:run . '/speakbridge'
+  endif
+  return ($XDG_STATE_HOME =~# '^/' ? $XDG_STATE_HOME : expand('~/.local/state')) . '/speakbridge/run'
+endfunction
+
 function! s:DefaultFifo() abort
-  return get(g:, 'speakbridge_fifo', (empty($XDG_RUNTIME_DIR) ? '/tmp' : $XDG_RUNTIME_DIR) . '/speakbridge.fifo')
+  return get(g:, 'speakbridge_fifo', s:RuntimeDir() . '/dictation.fifo')
 endfunction
 
 function! s:Insert(channel, line) abort

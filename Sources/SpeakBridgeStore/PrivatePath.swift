@@ -1,0 +1,82 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one rule for everything SpeakBridge keeps on disk: it belongs to the user running SpeakBridge and no other
+/// user can change it. Another local user who could write one of our directories could plant a symlink where we
+/// write a key, a `peers.json` that pairs their own device, or a control socket that answers `pair` with their code.
+///
+/// - A directory we use (config, state, runtime, outbox, the `--home` root) must be owned by us and not writable by
+///   group or others. Missing ones are created 0700. Parents we did not create (`/tmp`, `/home`, `~/.config`) are
+///   not judged: they are the system's.
+/// - The directory itself is examined with lstat(2). A symlink is accepted only if the link itself is ours (only
+///   we could have made it) and it leads to a directory that passes the same check; a symlink owned by anyone
+///   else is refused, whatever it points to. (A user's own link, e.g. `~/.config/speakbridge` into a dotfiles
+///   repository, keeps working.)
+/// - A file is checked with fstat(2) on the descriptor we opened with O_NOFOLLOW, so what is checked is what is
+///   read: a regular file, owned by us, with no permission for group or others (every file we keep is 0600).
+public enum PrivatePath {
+    /// Creates `path` (and missing parents, 0700) and checks it.
+    public static func prepareDirectory(_ path: String) throws(StoreError) {
+        try FileIO.makeDirectory(path)
+        try checkDirectory(path)
+    }
+
+    /// Checks an existing directory; throws a clear error (with the command that fixes it) if another user could
+    /// write to it. ENOENT is reported as an I/O error (callers that expect absence check first).
+    public static func checkDirectory(_ path: String) throws(StoreError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw .io("inspect", path, errno: errno) }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard info.st_uid == geteuid() else { throw ownedByOther(path, uid: info.st_uid, what: "is a symlink") }
+            guard stat(path, &info) == 0 else { throw .io("follow the symlink", path, errno: errno) }
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw StoreError("\(path) is not a directory", hint: "move it away; speakbridge creates the directory itself")
+        }
+        guard info.st_uid == geteuid() else { throw ownedByOther(path, uid: info.st_uid, what: "is a directory") }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o022 == 0 else {
+            if mode & S_ISVTX != 0 {  // a shared directory such as /tmp itself: chmod is not the answer
+                throw StoreError("\(path) is writable by other users (mode \(octal(mode)))",
+                                 hint: "it is a shared directory: leave out --home (the default is private), or give a "
+                                     + "directory under your home, which speakbridge creates 0700")
+            }
+            throw StoreError("\(path) is writable by other users (mode \(octal(mode)))",
+                             hint: "run `chmod 700 \(path)`, and check that nothing in it was planted by someone else")
+        }
+    }
+
+    /// Checks an opened descriptor of one of our files: a regular file, ours, no permission for group or others.
+    /// - Parameter leaked: what a user should do if others could already read it (keys to replace, pairings to redo).
+    public static func checkFile(_ fd: Int32, path: String, leaked: String? = nil) throws(StoreError) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .io("inspect", path, errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError("\(path) is not a regular file", hint: "move it away; speakbridge recreates it")
+        }
+        guard info.st_uid == geteuid() else { throw ownedByOther(path, uid: info.st_uid, what: "is a file") }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o077 == 0 else {
+            let access = mode & 0o022 != 0 ? "writable" : "readable"
+            var hint = "run `chmod 600 \(path)`"
+            if let leaked { hint += "; if other users could read it, \(leaked)" }
+            throw StoreError("\(path) is \(access) by other users (mode \(octal(mode)))", hint: hint)
+        }
+    }
+
+    /// Checks a path opened with O_NOFOLLOW that failed with ELOOP: a symlink where a file of ours must be.
+    static func symlinkRefused(_ path: String) -> StoreError {
+        StoreError("\(path) is a symbolic link; speakbridge does not follow links for its own files",
+                   hint: "remove the link (`rm \(path)`); if you did not create it, someone may have tried to redirect your keys")
+    }
+
+    static func ownedByOther(_ path: String, uid: uid_t, what: String) -> StoreError {
+        StoreError("\(path) \(what) owned by another user (uid \(uid)), not by you (uid \(geteuid()))",
+                   hint: "do not use it: it may have been planted to intercept SpeakBridge; remove it "
+                       + "(`sudo rm -r \(path)`) or choose another --home; if it really is yours, "
+                       + "`sudo chown \(geteuid()) \(path)`")
+    }
+
+    static func octal(_ mode: mode_t) -> String { String(mode, radix: 8) }
+}
