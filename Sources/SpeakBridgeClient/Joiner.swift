@@ -33,10 +33,11 @@ public enum Joiner {
         }
         let candidates = code.addresses.map { Candidate(host: $0.description, port: Int(code.port), source: "code") }
             + extraCandidates
-        let session = PairingSession(identity: identity, desktopKey: desktopKey, secret: code.secret, name: name)
+        guard let secret = code.secretKey else { throw ClientError("invalid pairing code: bad secret") }
+        let session = PairingSession(identity: identity, desktopKey: desktopKey, secret: secret, name: name)
         let (result, address) = try session.run(candidates: candidates, timeout: timeout)
         let peer = Peer(name: result.desktopName.isEmpty ? "desktop" : result.desktopName, publicKey: desktopKey,
-                        psk: SymmetricKey(derived: result.sessionPSK), role: .desktop, lastSeen: Date(),
+                        psk: result.sessionKey, role: .desktop, lastSeen: Date(),
                         addresses: [address.host] + code.addresses.map(\.description).filter { $0 != address.host },
                         port: Int(code.port))
         do {
@@ -54,7 +55,7 @@ public enum Joiner {
 final class PairingSession: @unchecked Sendable {
     let identity: Identity
     let desktopKey: X25519PublicKey
-    let secret: [UInt8]
+    let secret: SymmetricKey
     let name: String
     let queue = DispatchQueue(label: "sb-join")
     let done = DispatchSemaphore(value: 0)
@@ -65,7 +66,7 @@ final class PairingSession: @unchecked Sendable {
     var failures: [String] = []
     var triedAnything = false
 
-    init(identity: Identity, desktopKey: X25519PublicKey, secret: [UInt8], name: String) {
+    init(identity: Identity, desktopKey: X25519PublicKey, secret: SymmetricKey, name: String) {
         self.identity = identity
         self.desktopKey = desktopKey
         self.secret = secret

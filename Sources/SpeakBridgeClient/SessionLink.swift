@@ -148,7 +148,7 @@ final class SessionLink: @unchecked Sendable {
         case .opened(let id, _):
             do {
                 var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
-                                             desktopKey: desktop.publicKey, psk: desktop.psk.copyBytes(),
+                                             desktopKey: desktop.publicKey, psk: desktop.psk,
                                              firstMessage: .hello(agent: agent))
                 dialer.send(try m.start(), on: id)
                 machines[id] = m

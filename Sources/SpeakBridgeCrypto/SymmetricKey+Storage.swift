@@ -26,12 +26,6 @@ extension SymmetricKey {
         self.init(storage: parsed)
     }
 
-    /// For a key this process derived itself (HKDF output is always 32 bytes): a wrong length is a programming
-    /// error, not input. The caller still owns (and should wipe) `bytes`.
-    public init(derived bytes: [UInt8]) {
-        self.init(storage: SecureBytes(bytes))
-    }
-
     /// Appends the key as 64 lowercase hex digits to `out`, encoded in constant time straight from the secure
     /// storage. The caller must wipe `out` (`SecretMemory.wipe`) when done; reserve its capacity first so no
     /// reallocation leaves a copy behind.
@@ -48,15 +42,6 @@ extension SymmetricKey {
             }
         }
         out.removeLast()  // sodium's NUL terminator
-    }
-
-    /// Compares two keys in constant time.
-    public func constantTimeEquals(_ other: SymmetricKey) -> Bool {
-        storage.withUnsafeBytes { a in
-            other.storage.withUnsafeBytes { b in
-                a.count == b.count && sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
-            }
-        }
     }
 }
 

@@ -90,6 +90,9 @@ struct LocalUserAttackTests {
         let revoke = try run(["devices", "revoke", "pixel"], home: home)
         let peers = try String(contentsOfFile: home + "/state/peers.json", encoding: .utf8)
         #expect(!peers.contains("pixel"), "revoke was eaten by the impostor: \(revoke.stderr)")
+        // ... and says loudly why it did not ask the daemon.
+        #expect(revoke.stderr.contains("not asking the daemon") && revoke.stderr.contains("owned by another user"),
+                "stderr: \(revoke.stderr)")
         #expect(impostor.requests == 0)
     }
 

@@ -18,7 +18,7 @@ struct Devices: ParsableCommand {
             let home = homeOptions.resolved
             // Ask the daemon when it runs (it knows delivery progress); otherwise read the files.
             var devices: [JSONValue]
-            if let reply = try? ControlClient.request(home: home, .object([("cmd", .string("devices"))])),
+            if let reply = daemonReply(home, .object([("cmd", .string("devices"))])),
                let list = reply["devices"]?.arrayValue {
                 devices = list
             } else {
@@ -62,7 +62,7 @@ struct Devices: ParsableCommand {
 
         func run() throws {
             let home = homeOptions.resolved
-            if let reply = try? ControlClient.request(home: home, .object([("cmd", .string("revoke")), ("id", .string(id))])) {
+            if let reply = daemonReply(home, .object([("cmd", .string("revoke")), ("id", .string(id))])) {
                 guard reply["ok"]?.boolValue == true else {
                     throw CLIError(reply["error"]?.stringValue ?? "revoke failed", hint: reply["hint"]?.stringValue)
                 }
@@ -80,5 +80,20 @@ struct Devices: ParsableCommand {
                 throw CLIError(error)
             }
         }
+    }
+}
+
+/// The daemon's answer, or nil when it cannot be asked: then the caller works on the files. "No daemon runs" is
+/// normal; any other failure (a control socket that is not ours, in a directory that is not ours) is said loudly
+/// first, so it never passes for "no daemon", and the request never reaches whoever is behind that socket.
+func daemonReply(_ home: Home, _ request: JSONValue, timeout: Int = 10) -> JSONValue? {
+    do throws(StoreError) {
+        return try ControlClient.request(home: home, request, timeout: timeout)
+    } catch where error.noDaemon {
+        return nil
+    } catch {
+        Console.warning("not asking the daemon: \(error.message); working on the files instead")
+        if let hint = error.hint { Console.info("hint: " + hint) }
+        return nil
     }
 }
