@@ -31,7 +31,9 @@ public struct WebSocketServerConfiguration: Sendable {
     /// Most bytes queued for one connection and not yet taken by its socket. A peer that stops
     /// reading while it keeps asking for replies reaches it: the queue is then dropped and the
     /// connection closed with 1008 ("not reading"), so it cannot make the server buffer more.
-    public var maxQueuedBytes: Int = 4 << 20
+    /// The default leaves room for the largest burst the daemon sends at once (a config batch: 64 parts of up to
+    /// 64 KiB) several times over.
+    public var maxQueuedBytes: Int = 16 << 20
     /// Seconds without a sign of life from the peer before lws sends a PING.
     public var pingInterval: Int = 20
     /// Seconds without a sign of life (PONG or the handshake) before the connection is

@@ -64,6 +64,7 @@ struct SecretShareTests {
         settings = settings.replacingOccurrences(of: #""share":"public","shareConfirmed":false"#, with: #""share":"all""#)
         #expect(settings.contains(#""share":"all""#))
         try settings.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)  // written as the user's own file would be (another mode is refused, by design)
         #expect(try config(["share"], pair.desktopHome).stdout == "share: public\n")
         _ = try config(["pull"], pair.phoneHome)
         #expect(try value("deepgram.apiKey", pair.phoneHome) == nil)

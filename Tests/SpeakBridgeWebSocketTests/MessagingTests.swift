@@ -59,7 +59,11 @@ struct MessagingTests {
     }
 
     @Test func burstOfLargeMessagesArrivesInOrder() async throws {
-        let link = try Loopback()
+        // The whole burst is queued at once: a queue bound above it (this test is about partial writes, not the
+        // bound, which OutgoingBoundTests covers).
+        var configuration = WebSocketServerConfiguration()
+        configuration.maxQueuedBytes = 32 << 20
+        let link = try Loopback(configuration: configuration)
         defer { link.shutdown() }
         let (server, log) = (link.server, link.log)
         let (id, serverSide) = try await link.connectAuthenticated()
