@@ -96,6 +96,7 @@ NVIMDIR     ?= $(DATADIR)/nvim/site
 EMACSDIR    ?= $(DATADIR)/emacs/site-lisp
 MANIFEST    ?= $(DATADIR)/speakbridge/install-manifest.txt
 GENMAN       = $(SCRATCH)/release/generate-manual
+DEB_COMPRESS ?= xz
 # The man pages' date: the last commit's (reproducible), else today.
 MANDATE     ?= $(or $(shell git log -1 --format=%cs 2>/dev/null),$(shell date -u +%F))
 PKG_ENV      = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" MANDIR="$(MANDIR)" USERUNITDIR="$(USERUNITDIR)" \
@@ -117,7 +118,7 @@ uninstall:
 
 deb: release generate-manual
 	@BIN="$(CURDIR)/$(BIN_RELEASE)" GENMAN="$(CURDIR)/$(GENMAN)" OUTDIR="$(CURDIR)/$(SCRATCH)/deb" MANDATE="$(MANDATE)" \
-	  bash packaging/deb.sh
+	  DEB_COMPRESS="$(DEB_COMPRESS)" bash packaging/deb.sh
 
 man: release generate-manual
 	@rm -rf $(SCRATCH)/man && mkdir -p $(SCRATCH)/man
