@@ -104,7 +104,7 @@ PKG_ENV      = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" MANDIR
                NVIMDIR="$(NVIMDIR)" EMACSDIR="$(EMACSDIR)" MANIFEST="$(MANIFEST)" MANDATE="$(MANDATE)" \
                BIN="$(CURDIR)/$(BIN_RELEASE)" GENMAN="$(CURDIR)/$(GENMAN)"
 
-.PHONY: install uninstall deb man completions generate-manual
+.PHONY: install uninstall deb deps-deb man completions generate-manual
 
 # Same flags as `release`, so the release build is reused (about 10 s the first time, then nothing).
 generate-manual:
@@ -116,7 +116,11 @@ install: release generate-manual
 uninstall:
 	@$(PKG_ENV) bash packaging/install.sh uninstall
 
-deb: release generate-manual
+# dpkg-shlibdeps (the Depends line) is in dpkg-dev.
+deps-deb:
+	$(call apt_install,dpkg-dev)
+
+deb: deps-deb release generate-manual
 	@BIN="$(CURDIR)/$(BIN_RELEASE)" GENMAN="$(CURDIR)/$(GENMAN)" OUTDIR="$(CURDIR)/$(SCRATCH)/deb" MANDATE="$(MANDATE)" \
 	  DEB_COMPRESS="$(DEB_COMPRESS)" bash packaging/deb.sh
 

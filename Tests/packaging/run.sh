@@ -48,8 +48,12 @@ walk(json.load(sys.stdin)["command"], [])' >"$TMP/commands"
 missing=""
 while IFS= read -r page; do [ -f "$P/share/man/man1/$page.1.gz" ] || missing="$missing $page"; done <"$TMP/commands"
 check "a man page for each of the $(wc -l <"$TMP/commands") commands${missing:+ (missing:$missing)}" test -z "$missing"
-check "man renders speakbridge.serve(1) with its options" \
-    bash -c "man -l '$P/share/man/man1/speakbridge.serve.1.gz' 2>&1 | grep -q -- '--sink'"
+if command -v man >/dev/null; then
+    check "man renders speakbridge.serve(1) with its options" \
+        bash -c "man -l '$P/share/man/man1/speakbridge.serve.1.gz' 2>&1 | grep -q -- '--sink'"
+else
+    echo "skip man is not installed (apt-get install man-db): man pages not rendered"
+fi
 
 for f in share/bash-completion/completions/speakbridge share/zsh/site-functions/_speakbridge \
          share/fish/vendor_completions.d/speakbridge.fish lib/systemd/user/speakbridge.service \
