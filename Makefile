@@ -72,3 +72,65 @@ bench: deps-test release
 
 clean:
 	rm -rf $(SCRATCH)
+
+# ---- install, uninstall, Debian package (packaging/) -------------------------------------------------------------
+#   make install                          /usr/local as root (sudo make install)
+#   make install PREFIX=$HOME/.local      this user only, no root (~/.local/bin must be on PATH)
+#   make uninstall [PREFIX=...]           removes exactly what install put (its manifest lists every path)
+#   make deb                              $(SCRATCH)/deb/speakbridge_VERSION_ARCH.deb (PREFIX=/usr, dpkg-deb)
+# DESTDIR stages (DESTDIR=/tmp/stage make install). Man pages and completions are generated at install time from
+# the binary being installed (generate-manual is argument-parser's manual tool, built from the local checkout),
+# so they always describe that binary; `make man` / `make completions` write them to $(SCRATCH) to look at.
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+BINDIR      ?= $(PREFIX)/bin
+DATADIR     ?= $(PREFIX)/share
+MANDIR      ?= $(DATADIR)/man
+# The systemd user manager reads ~/.local/share/systemd/user, /usr/local/lib/systemd/user, /usr/lib/systemd/user.
+USERUNITDIR ?= $(if $(filter $(HOME)/%,$(PREFIX)),$(DATADIR)/systemd/user,$(PREFIX)/lib/systemd/user)
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+VIMDIR      ?= $(DATADIR)/vim/vimfiles
+NVIMDIR     ?= $(DATADIR)/nvim/site
+EMACSDIR    ?= $(DATADIR)/emacs/site-lisp
+MANIFEST    ?= $(DATADIR)/speakbridge/install-manifest.txt
+GENMAN       = $(SCRATCH)/release/generate-manual
+DEB_COMPRESS ?= xz
+# The man pages' date: the last commit's (reproducible), else today.
+MANDATE     ?= $(or $(shell git log -1 --format=%cs 2>/dev/null),$(shell date -u +%F))
+PKG_ENV      = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" MANDIR="$(MANDIR)" USERUNITDIR="$(USERUNITDIR)" \
+               BASHCOMPDIR="$(BASHCOMPDIR)" ZSHCOMPDIR="$(ZSHCOMPDIR)" FISHCOMPDIR="$(FISHCOMPDIR)" VIMDIR="$(VIMDIR)" \
+               NVIMDIR="$(NVIMDIR)" EMACSDIR="$(EMACSDIR)" MANIFEST="$(MANIFEST)" MANDATE="$(MANDATE)" \
+               BIN="$(CURDIR)/$(BIN_RELEASE)" GENMAN="$(CURDIR)/$(GENMAN)"
+
+.PHONY: install uninstall deb deps-deb man completions generate-manual
+
+# Same flags as `release`, so the release build is reused (about 10 s the first time, then nothing).
+generate-manual:
+	$(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --scratch-path $(SCRATCH) --product generate-manual
+
+install: release generate-manual
+	@$(PKG_ENV) bash packaging/install.sh install
+
+uninstall:
+	@$(PKG_ENV) bash packaging/install.sh uninstall
+
+# dpkg-shlibdeps (the Depends line) is in dpkg-dev.
+deps-deb:
+	$(call apt_install,dpkg-dev)
+
+deb: deps-deb release generate-manual
+	@BIN="$(CURDIR)/$(BIN_RELEASE)" GENMAN="$(CURDIR)/$(GENMAN)" OUTDIR="$(CURDIR)/$(SCRATCH)/deb" MANDATE="$(MANDATE)" \
+	  DEB_COMPRESS="$(DEB_COMPRESS)" bash packaging/deb.sh
+
+man: release generate-manual
+	@rm -rf $(SCRATCH)/man && mkdir -p $(SCRATCH)/man
+	$(GENMAN) $(BIN_RELEASE) --multi-page --date "$(MANDATE)" --output-directory $(SCRATCH)/man
+	@echo "man pages in $(SCRATCH)/man (read one: man -l $(SCRATCH)/man/speakbridge.serve.1)"
+
+completions: release
+	@mkdir -p $(SCRATCH)/completions
+	$(BIN_RELEASE) --generate-completion-script bash >$(SCRATCH)/completions/speakbridge.bash
+	$(BIN_RELEASE) --generate-completion-script zsh >$(SCRATCH)/completions/_speakbridge
+	$(BIN_RELEASE) --generate-completion-script fish >$(SCRATCH)/completions/speakbridge.fish

@@ -32,7 +32,7 @@ struct SpeakBridgeCommand: ParsableCommand {
 struct HomeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Keep all of this installation's files under DIR (default: XDG directories; also SPEAKBRIDGE_HOME).",
-        valueName: "DIR"))
+        valueName: "DIR"), completion: .directory)
     var home: String?
 
     var resolved: Home { Home.resolve(override: home) }

@@ -58,7 +58,7 @@ struct Devices: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Forget a paired device: it can no longer connect (live connections are closed).")
         @OptionGroup var homeOptions: HomeOptions
-        @Argument(help: "Device ID (or an unambiguous prefix, or its name).") var id: String
+        @Argument(help: "Device ID (or an unambiguous prefix, or its name).", completion: Completions.devices) var id: String
 
         func run() throws {
             let home = homeOptions.resolved

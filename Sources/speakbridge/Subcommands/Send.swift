@@ -16,7 +16,8 @@ struct Send: ParsableCommand {
     @Option(name: .long, help: "Send this text as one chunk instead of reading stdin (repeatable).")
     var text: [String] = []
 
-    @Option(name: .long, help: "Which paired desktop (ID, ID prefix or name); needed when paired with several.")
+    @Option(name: .long, help: "Which paired desktop (ID, ID prefix or name); needed when paired with several.",
+            completion: Completions.devices)
     var to: String?
 
     @Option(name: .long, help: "Give up after SECONDS without every chunk acknowledged (0 = keep trying).")

@@ -21,7 +21,8 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Where to listen (port 0 = any free port).", valueName: "HOST:PORT"))
     var listen: String = "0.0.0.0:\(SpeakBridgeProtocol.defaultPort)"
 
-    @Option(name: .long, help: ArgumentHelp("Where received text goes (repeatable).", valueName: "SINK"))
+    @Option(name: .long, help: ArgumentHelp("Where received text goes (repeatable).", valueName: "SINK"),
+            completion: Completions.sinks)
     var sink: [String] = []
 
     @Flag(name: .long, help: "Do not sanitize control characters and escape sequences from peers.")

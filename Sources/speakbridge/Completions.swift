@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// What the shell completion scripts (`--generate-completion-script bash|zsh|fish`) offer for values that are not
+/// files: sink specs and paired devices. The scripts call back into the binary for the `.custom` ones.
+enum Completions {
+    /// Every sink spec `serve --sink` accepts; `fifo:` is followed by a path.
+    static let sinks: CompletionKind = .list([
+        "stdout", "fifo:", "clipboard", "clipboard:primary", "type", "type:enter",
+    ])
+
+    /// Paired devices of the home on the command line (`--home DIR`, else SPEAKBRIDGE_HOME / the XDG
+    /// directories): their IDs and their names. Read from the home's pairings file, never from the network;
+    /// nothing is offered when the home cannot be read.
+    static let devices: CompletionKind = .custom { words, _, prefix in
+        deviceCandidates(words: words, prefix: prefix)
+    }
+
+    static func deviceCandidates(words: [String], prefix: String) -> [String] {
+        guard let peers = try? PeerStore(home: Home.resolve(override: homeOverride(in: words))) else { return [] }
+        var candidates: [String] = []
+        for peer in peers.all {
+            candidates.append(peer.id.description)
+            // A peer chose its name: offered only when it is plain text (no controls, escapes or odd spaces),
+            // so completing never writes a peer's bytes into the shell's command line.
+            if !peer.name.isEmpty, !peer.name.unicodeScalars.contains(where: PeerText.needsEscape) {
+                candidates.append(peer.name)
+            }
+        }
+        return candidates.filter { $0.hasPrefix(prefix) }
+    }
+
+    /// The value of `--home DIR` or `--home=DIR` among the shell words, unquoted as far as a plain path needs.
+    static func homeOverride(in words: [String]) -> String? {
+        for (index, word) in words.enumerated() {
+            if word == "--home", index + 1 < words.count { return unquote(words[index + 1]) }
+            if word.hasPrefix("--home=") { return unquote(String(word.dropFirst("--home=".count))) }
+        }
+        return nil
+    }
+
+    private static func unquote(_ word: String) -> String {
+        var text = word
+        if text.count >= 2, let first = text.first, first == "\"" || first == "'", text.last == first {
+            text = String(text.dropFirst().dropLast())
+        }
+        if text.hasPrefix("~/") { text = (ProcessInfo.processInfo.environment["HOME"] ?? "") + text.dropFirst() }
+        return text
+    }
+}
