@@ -69,7 +69,13 @@ final class SessionLink: @unchecked Sendable {
     /// The paired desktop `query` names (ID, ID prefix or name), or the only one.
     static func pairedDesktop(_ peers: PeerStore, _ query: String?) throws(ClientError) -> Peer {
         if let query {
-            guard let peer = peers.find(query), peer.role == .desktop else {
+            let matches = peers.matches(query).filter { $0.role == .desktop }
+            guard matches.count <= 1 else {
+                let list = matches.map { "\($0.id) \"\($0.name)\"" }.joined(separator: ", ")
+                throw ClientError("\(matches.count) paired desktops match \"\(query)\": \(list)",
+                                  hint: "say which one with --to ID")
+            }
+            guard let peer = matches.first else {
                 throw ClientError("no paired desktop matches \"\(query)\"", hint: "list them with `speakbridge devices`")
             }
             return peer
