@@ -24,6 +24,8 @@ public struct SendOptions: Sendable {
     public var extraCandidates: [Candidate]
     /// Off a terminal: seconds between `still waiting for the desktop` lines.
     public var stillWaitingInterval: Double
+    /// The timeout of the default rule, once the input has ended (`defaultTimeout`; tests shorten it).
+    public var endedInputTimeout: Double
 
     public static let defaultTimeout: Double = 30
     /// Consecutive dial rounds in which the desktop took the connection and message 1 but closed it without
@@ -31,13 +33,14 @@ public struct SendOptions: Sendable {
     public static let refusalLimit = 3
 
     public init(home: Home, desktop: String?, source: Source, timeout: Double?, extraCandidates: [Candidate] = [],
-                stillWaitingInterval: Double = 30) {
+                stillWaitingInterval: Double = 30, endedInputTimeout: Double = SendOptions.defaultTimeout) {
         self.home = home
         self.desktop = desktop
         self.source = source
         self.timeout = timeout
         self.extraCandidates = extraCandidates
         self.stillWaitingInterval = stillWaitingInterval
+        self.endedInputTimeout = endedInputTimeout
     }
 }
 
@@ -118,7 +121,7 @@ public final class Sender: @unchecked Sendable {
         let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
         if held > 0 {
             Console.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
-                         + "`speakbridge outbox release` sends them, `speakbridge outbox clear` drops them")
+                         + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
         }
         switch options.source {
         case .texts(let texts):
@@ -252,7 +255,7 @@ public final class Sender: @unchecked Sendable {
 
     func scheduleReconnect(_ reason: String) {
         reportedUnreachable = true
-        status.waiting(reason.isEmpty ? "no answer" : reason, now: clock.now.seconds(since: start))
+        status.waiting(Self.shortReason(reason), now: clock.now.seconds(since: start))
         let delay = backoff
         backoff = min(backoff * 2, 5)
         queue.asyncAfter(deadline: .now() + delay) { self.connect() }
@@ -357,10 +360,18 @@ public final class Sender: @unchecked Sendable {
 }
 
 extension Sender {
+    /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
+    static func shortReason(_ reason: String) -> String {
+        var seen = Set<String>()
+        let parts = reason.components(separatedBy: "; ").filter { !$0.isEmpty && seen.insert($0).inserted }
+        guard !parts.isEmpty else { return "no answer" }
+        return parts.suffix(3).joined(separator: "; ")
+    }
+
     /// The timeout in force now and the earliest time it counts from (see `SendOptions.timeout`); nil = none.
     func timeLimit() -> (seconds: Double, from: Double)? {
         if let explicit = options.timeout { return explicit > 0 ? (explicit, 0) : nil }
-        return inputDone ? (SendOptions.defaultTimeout, inputEndedAt) : nil
+        return inputDone ? (options.endedInputTimeout, inputEndedAt) : nil
     }
 }
 

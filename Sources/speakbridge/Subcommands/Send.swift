@@ -31,8 +31,11 @@ struct Send: ParsableCommand {
         valueName: "SECONDS"))
     var timeout: Double?
 
+    // For tests: seconds between "still waiting" lines off a terminal, and the default rule's timeout.
     @Option(name: .long, help: .hidden)
     var stillWaitingInterval: Double = 30
+    @Option(name: .long, help: .hidden)
+    var defaultTimeout: Double = SendOptions.defaultTimeout
 
     @OptionGroup var addressOptions: AddressOptions
 
@@ -48,7 +51,8 @@ struct Send: ParsableCommand {
         do {
             sender = try Sender(options: SendOptions(
                 home: homeOptions.resolved, desktop: to, source: text.isEmpty ? .stdin : .texts(text),
-                timeout: timeout, extraCandidates: extra, stillWaitingInterval: stillWaitingInterval))
+                timeout: timeout, extraCandidates: extra, stillWaitingInterval: stillWaitingInterval,
+                endedInputTimeout: defaultTimeout))
         } catch {
             throw CLIError(error.message, hint: error.hint, exitCode: error.exitCode)
         }
