@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 
@@ -83,6 +84,15 @@ struct SendOutputTests {
         #expect(status["sessions"]?.arrayValue?.first?["name"]?.stringValue == "pixel")
         let text = try run(["status"], home: pair.desktopHome).stdout
         #expect(text.contains("of \"pixel\" ("), "sessions by device name: \(text)")
+        // A pairing attempt with a wrong secret is one pairing failure, not also a rejection.
+        var code = try PairingCode.parse(try pair.pairCode())
+        code.secret = SecureRandom.bytes(32)
+        let other = Harness.tempDir("guess")
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        #expect(try run(["join", code.encoded(), "--name", "guess"], home: other).status != 0)
+        let after = try statusJSON(pair)
+        #expect(after["pairingFailures"]?.int64Value == 1, "\(after)")
+        #expect(after["rejected"]?.int64Value == 0, "a failed pairing counted twice: \(after)")
     }
 
     @Test("two devices named vm: revoke vm lists both (ID, name, last seen) and asks for the ID; revokes nothing")
