@@ -30,7 +30,9 @@ struct SendOutputTests {
         try script.run()
         if !input.isEmpty {
             usleep(300_000)  // let the command reach its prompt
-            try stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
+            // script may have exited already (the command failed): EPIPE, not a SIGPIPE that ends the test process.
+            signal(SIGPIPE, SIG_IGN)
+            try? stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
         }
         try Harness.wait("script to exit", timeout: timeout) { !script.isRunning }
         let shown = (try? String(contentsOfFile: typescript, encoding: .utf8)) ?? ""
@@ -38,6 +40,13 @@ struct SendOutputTests {
     }
 
     func q(_ s: String) -> String { "'" + s + "'" }
+
+    /// `run`, but a command still running at the timeout is killed (a `send` that never gives up is the bug).
+    func runOrKill(_ args: [String], home: String, timeout: Double = 15) throws -> Outcome {
+        let p = try Proc(args, home: home, label: "cmd-\(UInt32.random(in: 0...UInt32.max))")
+        defer { p.terminate() }
+        return try p.wait(timeout: timeout)
+    }
 
     func statusJSON(_ pair: Pair) throws -> JSONValue {
         let out = try run(["status", "--json"], home: pair.desktopHome).stdout
@@ -59,7 +68,7 @@ struct SendOutputTests {
         #expect(try pair.send(["before"]).status == 0)
         try revokeOnlyDevice(pair)
         // No --timeout: the old code kept retrying forever here.
-        let out = try run(["send", "--text", "after revoke"], home: pair.phoneHome, timeout: 15)
+        let out = try runOrKill(["send", "--text", "after revoke"], home: pair.phoneHome)
         #expect(out.status == 77, "\(out.stderr)")
         #expect(out.stderr.contains("speakbridge: error: the desktop \"") && out.stderr.contains("refused this device (revoked?)"))
         #expect(out.stderr.contains("speakbridge: hint: pair again with `speakbridge join CODE`"))
@@ -178,7 +187,7 @@ struct SendOutputTests {
         try pair.startDaemon(sinks: ["stdout"])
         try pair.join()
         try revokeOnlyDevice(pair)
-        #expect(try run(["send", "--text", "old one", "--text", "old two"], home: pair.phoneHome, timeout: 15).status == 77)
+        #expect(try runOrKill(["send", "--text", "old one", "--text", "old two"], home: pair.phoneHome).status == 77)
         try pair.join()
         let listed = try run(["outbox"], home: pair.phoneHome)
         #expect(listed.stdout.contains("2 line(s) held from an earlier pairing"), "\(listed.stdout) \(listed.stderr)")
