@@ -14,7 +14,8 @@ import SpeakBridgeStore
 /// - Otherwise (a log, a pipe, the journal): plain lines only, no escape sequence ever: one line when the
 ///   desktop becomes unreachable or reachable again, and `still waiting for the desktop (…)` every
 ///   `stillWaitingInterval` while it stays unreachable, so the log never goes quiet.
-/// Not thread-safe: used on the sender's queue only.
+/// Not thread-safe: used on the sender's queue only. (Lines typed on the same terminal echo after the status line;
+/// it is redrawn on the next line after Enter, and only when its content changes.)
 final class SendStatus {
     enum Link: Equatable {
         case connecting
@@ -41,6 +42,8 @@ final class SendStatus {
     }
 
     static var stderrIsTerminal: Bool { isatty(2) == 1 }
+    /// stdin is a terminal too: the user types the lines below the status line.
+    let typingHere = isatty(0) == 1
 
     // MARK: - Messages
 
@@ -103,7 +106,11 @@ final class SendStatus {
         switch link {
         case .connecting: text += "connecting"
         case .connected(let address): text += "connected (\(address))"
-        case .waiting(let reason): text += "waiting for the desktop (\(reason)) for \(Int(now - waitingSince)) s"
+        case .waiting(let reason):
+            text += "waiting for the desktop (\(reason))"
+            // A ticking counter redraws the line every second; while someone types on the same terminal (stdin),
+            // each redraw would scramble their echo, so the line changes only when the state does.
+            if !typingHere { text += " for \(Int(now - waitingSince)) s" }
         }
         return text
     }

@@ -115,6 +115,7 @@ public final class Sender: @unchecked Sendable {
             Console.error(error.message, hint: error.hint)
             return 1
         }
+        link.notice = { [status] text, warning in warning ? status.warning(text) : status.info(text) }
         if !outbox.pending.isEmpty {
             Console.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
         }

@@ -38,6 +38,8 @@ final class SessionLink: @unchecked Sendable {
     var mdnsCandidates: [Candidate] = []
     var refused = false
     private(set) var connectedTo: Candidate?
+    /// Where the link's own notices go (text, is a warning): `send` routes them around its status line.
+    var notice: (String, Bool) -> Void = { text, warning in warning ? Console.warning(text) : Console.info(text) }
     /// How many of the desktop's addresses peers.json keeps (as many as a pairing code carries).
     static let rememberedAddresses = PairingCode.maxAddresses
 
@@ -192,7 +194,7 @@ final class SessionLink: @unchecked Sendable {
                     return
                 }
                 machines[old] = nil
-                Console.info("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching")
+                notice("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching", false)
             }
             active = id
             dialer.choose(id)
@@ -204,7 +206,7 @@ final class SessionLink: @unchecked Sendable {
         case .paired:
             break
         case .close(let reason):
-            if id == active { Console.warning("closing the connection: \(reason)") }
+            if id == active { notice("closing the connection: \(reason)", true) }
             dialer.close(id)
         }
     }
