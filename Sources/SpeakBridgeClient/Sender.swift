@@ -246,8 +246,10 @@ public final class Sender: @unchecked Sendable {
     /// not promised to anyone.
     func refusedExit() {
         let kept = window.pendingCount
-        status.error("the desktop \"\(desktop.name)\" refused this device (revoked?)",
-                     hint: "pair again with `speakbridge join CODE` (run `speakbridge pair` on the desktop for a code)"
+        let at = link.refusedBy.map { " at \($0)" } ?? ""
+        status.error("the desktop \"\(desktop.name)\"\(at) refused this device (revoked?)",
+                     hint: "pair again with `speakbridge join CODE` (run `speakbridge pair` on the desktop for a code); "
+                        + "if another desktop now has that address, give the right one with --address HOST:PORT"
                         + (kept > 0 ? "; the \(kept) queued line(s) are kept but not sent after a new pairing unless "
                            + "you say so: see `speakbridge outbox`" : ""))
         try? outbox.sync()

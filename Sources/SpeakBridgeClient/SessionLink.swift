@@ -37,6 +37,10 @@ final class SessionLink: @unchecked Sendable {
     var finder: DesktopFinder?
     var mdnsCandidates: [Candidate] = []
     var refused = false
+    /// The address whose connection last took message 1 and closed without an answer (for `send`'s error).
+    private(set) var refusedBy: Candidate?
+    /// The address of each open connection (the dialer forgets it before reporting the close).
+    var openedAt: [WebSocketConnectionID: Candidate] = [:]
     private(set) var connectedTo: Candidate?
     /// Where the link's own notices go (text, is a warning): `send` routes them around its status line.
     var notice: (String, Bool) -> Void = { text, warning in warning ? Console.warning(text) : Console.info(text) }
@@ -153,7 +157,8 @@ final class SessionLink: @unchecked Sendable {
 
     func handle(_ event: Dialer.Event) {
         switch event {
-        case .opened(let id, _):
+        case .opened(let id, let candidate):
+            openedAt[id] = candidate
             do {
                 var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
                                              desktopKey: desktop.publicKey, psk: desktop.psk,
@@ -169,12 +174,14 @@ final class SessionLink: @unchecked Sendable {
             machines[id] = m
             for action in actions { perform(action, on: id) }
         case .closed(let id, let reason):
+            let candidate = openedAt.removeValue(forKey: id)
             let hadMachine = machines.removeValue(forKey: id) != nil
             if id == active {
                 active = nil
                 handler.call(.lost(reason))
             } else if hadMachine {
                 refused = true  // it opened, took message 1, and closed without a verified answer
+                refusedBy = candidate ?? refusedBy
             }
         case .exhausted(let reason):
             if active == nil { handler.call(.unreachable(reason, refused: refused)) }

@@ -71,6 +71,7 @@ struct SendOutputTests {
         let out = try runOrKill(["send", "--text", "after revoke"], home: pair.phoneHome)
         #expect(out.status == 77, "\(out.stderr)")
         #expect(out.stderr.contains("speakbridge: error: the desktop \"") && out.stderr.contains("refused this device (revoked?)"))
+        #expect(out.stderr.contains(" at 127.0.0.1:\(pair.port) refused this device"), "names the address: \(out.stderr)")
         #expect(out.stderr.contains("speakbridge: hint: pair again with `speakbridge join CODE`"))
         #expect(!out.stderr.contains("go out with the next"), "a revoked device's lines are not promised: \(out.stderr)")
         // Counted as rejected handshakes, not as normal closes; the normal send counted as a normal close.
