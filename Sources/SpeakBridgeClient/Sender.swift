@@ -349,7 +349,7 @@ public final class Sender: @unchecked Sendable {
             waitingSince.removeAll()
         }
         if let limit = timeLimit(), let oldest = waitingSince.first, now - max(oldest.at, limit.from) > limit.seconds {
-            status.error("\(window.pendingCount) chunk(s) not acknowledged after \(Int(limit.seconds)) s"
+            status.error("\(window.pendingCount) chunk(s) not acknowledged after \(limit.seconds == limit.seconds.rounded() ? String(Int(limit.seconds)) : String(limit.seconds)) s"
                          + (reportedUnreachable ? " (the desktop \"\(desktop.name)\" was not reachable)" : ""),
                          hint: "they stay in the outbox and go out with the next `speakbridge send` "
                             + "(`speakbridge outbox` lists them; --timeout 0 keeps trying)")
