@@ -17,15 +17,30 @@ public struct SendOptions: Sendable {
     /// Give up (exit 75) once a chunk has waited this many seconds without being acknowledged (0 = keep
     /// trying). Measured per chunk from when it was read (or from the start, for chunks of an earlier run),
     /// so a long-running `send` on an open pipe is not cut off while the desktop keeps acknowledging.
-    public var timeout: Double
+    /// nil = the default rule: keep waiting while the input can still bring lines (an open pipe or a terminal),
+    /// and `defaultTimeout` seconds once it has ended (measured from the end of the input, or from when the
+    /// chunk was read if later). So `--text`, a file or `/dev/null` give up after `defaultTimeout`.
+    public var timeout: Double?
     public var extraCandidates: [Candidate]
+    /// Off a terminal: seconds between `still waiting for the desktop` lines.
+    public var stillWaitingInterval: Double
+    /// The timeout of the default rule, once the input has ended (`defaultTimeout`; tests shorten it).
+    public var endedInputTimeout: Double
 
-    public init(home: Home, desktop: String?, source: Source, timeout: Double, extraCandidates: [Candidate] = []) {
+    public static let defaultTimeout: Double = 30
+    /// Consecutive dial rounds in which the desktop took the connection and message 1 but closed it without
+    /// message 2 (no round reaching a session in between) before `send` decides the device was refused.
+    public static let refusalLimit = 3
+
+    public init(home: Home, desktop: String?, source: Source, timeout: Double?, extraCandidates: [Candidate] = [],
+                stillWaitingInterval: Double = 30, endedInputTimeout: Double = SendOptions.defaultTimeout) {
         self.home = home
         self.desktop = desktop
         self.source = source
         self.timeout = timeout
         self.extraCandidates = extraCandidates
+        self.stillWaitingInterval = stillWaitingInterval
+        self.endedInputTimeout = endedInputTimeout
     }
 }
 
@@ -38,6 +53,9 @@ public struct SendOptions: Sendable {
 ///    desktop already has; `OutboxWindow` sends the rest in order and keeps at most N unacknowledged.
 /// 4. Acks are journaled and drop chunks; a lost connection or a stalled one is redialled with backoff.
 /// 5. Done when the input ended and every chunk is acknowledged: exit 0.
+/// 6. Gives up with 75 on the timeout (see `SendOptions.timeout`), and with 77 at once when the desktop refuses
+///    this device `refusalLimit` times in a row (it is reachable, takes message 1, never answers: revoked).
+/// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
     let identity: Identity
@@ -51,6 +69,11 @@ public final class Sender: @unchecked Sendable {
     // Owned by `queue`.
     var window: OutboxWindow
     var inputDone = false
+    var inputEndedAt: Double = 0
+    /// Consecutive dial rounds refused by the desktop (see `SendOptions.refusalLimit`).
+    var refusals = 0
+    let startAcked: UInt64
+    let status: SendStatus
     var exitCode: Int32?
     var backoff = 0.2
     var reportedUnreachable = false
@@ -74,10 +97,14 @@ public final class Sender: @unchecked Sendable {
         }
         window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
         waitingSince = outbox.pending.last.map { [(seq: $0.seq, at: 0)] } ?? []
+        startAcked = outbox.acked
+        status = SendStatus(isTerminal: SendStatus.stderrIsTerminal, desktopName: desktop.name,
+                            stillWaitingInterval: max(0.2, options.stillWaitingInterval))
         start = clock.now
     }
 
-    /// Runs until everything is acknowledged (0), the timeout passes (75), or a fatal error (1).
+    /// Runs until everything is acknowledged (0), the timeout passes (75), the desktop refuses this device (77),
+    /// or a fatal error (1).
     public func run() -> Int32 {
         do {
             link = try SessionLink(identity: identity, desktop: desktop, peers: peers, agent: "speakbridge-cli/0.1",
@@ -88,15 +115,20 @@ public final class Sender: @unchecked Sendable {
             Console.error(error.message, hint: error.hint)
             return 1
         }
+        link.notice = { [status] text, warning in warning ? status.warning(text) : status.info(text) }
         if !outbox.pending.isEmpty {
             Console.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
+        }
+        let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
+        if held > 0 {
+            Console.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
+                         + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
         }
         switch options.source {
         case .texts(let texts):
             queue.async {
                 self.accept(texts)
-                self.inputDone = true
-                self.checkDone()
+                self.endInput()
             }
         case .stdin:
             let reader = Thread { [self] in readStdin() }
@@ -129,9 +161,14 @@ public final class Sender: @unchecked Sendable {
         let rest = partial.isEmpty ? [] : [Self.text(partial[...])]
         queue.async {
             self.accept(rest)
-            self.inputDone = true
-            self.checkDone()
+            self.endInput()
         }
+    }
+
+    func endInput() {
+        inputDone = true
+        inputEndedAt = clock.now.seconds(since: start)
+        checkDone()
     }
 
     static func text(_ bytes: ArraySlice<UInt8>) -> String {
@@ -166,7 +203,7 @@ public final class Sender: @unchecked Sendable {
             needsSync = true
             transmit(window.append(contentsOf: chunks))
         } catch {
-            Console.error("cannot journal input: \(error.description)", hint: error.hint)
+            status.error("cannot journal input: \(error.description)", hint: error.hint)
             finish(1)
         }
     }
@@ -185,10 +222,9 @@ public final class Sender: @unchecked Sendable {
             // Also after the link moved to a new address: what was in flight goes again after `resume`.
             window.connectionLost()
             backoff = 0.2
-            if reportedUnreachable {
-                Console.info("connected to \"\(desktop.name)\" at \(candidate)")
-                reportedUnreachable = false
-            }
+            refusals = 0
+            reportedUnreachable = false
+            status.connected(candidate.description, now: clock.now.seconds(since: start))
             link.send([.resume(session: window.session, delivered: nil)])
         case .received(let message):
             receive(message)
@@ -196,15 +232,33 @@ public final class Sender: @unchecked Sendable {
             window.connectionLost()
             scheduleReconnect("connection lost: \(reason)")
         case .unreachable(let reason, let refused):
-            scheduleReconnect(refused ? "the desktop did not accept this device (revoked or not paired there?)" : reason)
+            refusals = refused ? refusals + 1 : 0
+            if refusals >= SendOptions.refusalLimit {
+                refusedExit()
+                return
+            }
+            scheduleReconnect(refused ? "it did not accept this device" : reason)
         }
     }
 
+    /// The desktop is reachable but refused the handshake `refusalLimit` times in a row: this device was revoked
+    /// there (or the desktop at that address is another one). Retrying cannot help; the lines stay on disk but are
+    /// not promised to anyone.
+    func refusedExit() {
+        let kept = window.pendingCount
+        let at = link.refusedBy.map { " at \($0)" } ?? ""
+        status.error("the desktop \"\(desktop.name)\"\(at) refused this device (revoked?)",
+                     hint: "pair again with `speakbridge join CODE` (run `speakbridge pair` on the desktop for a code); "
+                        + "if another desktop now has that address, give the right one with --address HOST:PORT"
+                        + (kept > 0 ? "; the \(kept) queued line(s) are kept but not sent after a new pairing unless "
+                           + "you say so: see `speakbridge outbox`" : ""))
+        try? outbox.sync()
+        finish(77)
+    }
+
     func scheduleReconnect(_ reason: String) {
-        if !reportedUnreachable {
-            reportedUnreachable = true
-            Console.info("desktop \"\(desktop.name)\" not reachable (\(reason.isEmpty ? "no answer" : reason)); retrying")
-        }
+        reportedUnreachable = true
+        status.waiting(Self.shortReason(reason), now: clock.now.seconds(since: start))
         let delay = backoff
         backoff = min(backoff * 2, 5)
         queue.asyncAfter(deadline: .now() + delay) { self.connect() }
@@ -223,7 +277,7 @@ public final class Sender: @unchecked Sendable {
             transmit(window.ack(seq, now: now))
             checkDone()
         case let .error(code, text, _):
-            Console.warning("desktop reported \(code): \(text)")
+            status.warning("desktop reported \(code): \(text)")
         case .bye:
             link.drop()
         default:
@@ -236,7 +290,7 @@ public final class Sender: @unchecked Sendable {
             try outbox.markAcked(seq)
         } catch {
             // Not fatal: a lost ack record only means a resend that the desktop drops.
-            Console.warning("cannot journal an ack: \(error.description)")
+            status.warning("cannot journal an ack: \(error.description)")
         }
     }
 
@@ -254,6 +308,10 @@ public final class Sender: @unchecked Sendable {
     func finish(_ code: Int32) {
         guard exitCode == nil else { return }
         exitCode = code
+        status.erase()
+        if code == 0 && status.isTerminal {
+            Console.info("\"\(desktop.name)\" acknowledged \(window.acked - min(window.acked, startAcked)) line(s)")
+        }
         // Give the bye frame a moment to leave before the context goes away.
         queue.asyncAfter(deadline: .now() + 0.05) {
             self.link.hangUp()
@@ -282,7 +340,7 @@ public final class Sender: @unchecked Sendable {
         }
         let now = clock.now.seconds(since: start)
         if window.isStalled(now: now) {
-            Console.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
+            status.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
             link.drop()
         }
         if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
@@ -290,14 +348,33 @@ public final class Sender: @unchecked Sendable {
         } else {
             waitingSince.removeAll()
         }
-        if options.timeout > 0, let oldest = waitingSince.first, now - oldest.at > options.timeout {
-            Console.error("\(window.pendingCount) chunk(s) not acknowledged after \(Int(options.timeout)) s",
-                          hint: "they stay in the outbox and go out with the next `speakbridge send`")
+        if let limit = timeLimit(), let oldest = waitingSince.first, now - max(oldest.at, limit.from) > limit.seconds {
+            status.error("\(window.pendingCount) chunk(s) not acknowledged after \(limit.seconds == limit.seconds.rounded() ? String(Int(limit.seconds)) : String(limit.seconds)) s"
+                         + (reportedUnreachable ? " (the desktop \"\(desktop.name)\" was not reachable)" : ""),
+                         hint: "they stay in the outbox and go out with the next `speakbridge send` "
+                            + "(`speakbridge outbox` lists them; --timeout 0 keeps trying)")
             try? outbox.sync()
             finish(75)
             return
         }
+        status.tick(now: now, queued: window.pendingCount, delivered: window.acked - min(window.acked, startAcked))
         scheduleTick()
+    }
+}
+
+extension Sender {
+    /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
+    static func shortReason(_ reason: String) -> String {
+        var seen = Set<String>()
+        let parts = reason.components(separatedBy: "; ").filter { !$0.isEmpty && seen.insert($0).inserted }
+        guard !parts.isEmpty else { return "no answer" }
+        return parts.suffix(3).joined(separator: "; ")
+    }
+
+    /// The timeout in force now and the earliest time it counts from (see `SendOptions.timeout`); nil = none.
+    func timeLimit() -> (seconds: Double, from: Double)? {
+        if let explicit = options.timeout { return explicit > 0 ? (explicit, 0) : nil }
+        return inputDone ? (options.endedInputTimeout, inputEndedAt) : nil
     }
 }
 

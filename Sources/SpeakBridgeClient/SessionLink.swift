@@ -37,7 +37,13 @@ final class SessionLink: @unchecked Sendable {
     var finder: DesktopFinder?
     var mdnsCandidates: [Candidate] = []
     var refused = false
+    /// The address whose connection last took message 1 and closed without an answer (for `send`'s error).
+    private(set) var refusedBy: Candidate?
+    /// The address of each open connection (the dialer forgets it before reporting the close).
+    var openedAt: [WebSocketConnectionID: Candidate] = [:]
     private(set) var connectedTo: Candidate?
+    /// Where the link's own notices go (text, is a warning): `send` routes them around its status line.
+    var notice: (String, Bool) -> Void = { text, warning in warning ? Console.warning(text) : Console.info(text) }
     /// How many of the desktop's addresses peers.json keeps (as many as a pairing code carries).
     static let rememberedAddresses = PairingCode.maxAddresses
 
@@ -69,7 +75,13 @@ final class SessionLink: @unchecked Sendable {
     /// The paired desktop `query` names (ID, ID prefix or name), or the only one.
     static func pairedDesktop(_ peers: PeerStore, _ query: String?) throws(ClientError) -> Peer {
         if let query {
-            guard let peer = peers.find(query), peer.role == .desktop else {
+            let matches = peers.matches(query).filter { $0.role == .desktop }
+            guard matches.count <= 1 else {
+                let list = matches.map { "\($0.id) \"\($0.name)\"" }.joined(separator: ", ")
+                throw ClientError("\(matches.count) paired desktops match \"\(query)\": \(list)",
+                                  hint: "say which one with --to ID")
+            }
+            guard let peer = matches.first else {
                 throw ClientError("no paired desktop matches \"\(query)\"", hint: "list them with `speakbridge devices`")
             }
             return peer
@@ -145,7 +157,8 @@ final class SessionLink: @unchecked Sendable {
 
     func handle(_ event: Dialer.Event) {
         switch event {
-        case .opened(let id, _):
+        case .opened(let id, let candidate):
+            openedAt[id] = candidate
             do {
                 var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
                                              desktopKey: desktop.publicKey, psk: desktop.psk,
@@ -161,12 +174,14 @@ final class SessionLink: @unchecked Sendable {
             machines[id] = m
             for action in actions { perform(action, on: id) }
         case .closed(let id, let reason):
+            let candidate = openedAt.removeValue(forKey: id)
             let hadMachine = machines.removeValue(forKey: id) != nil
             if id == active {
                 active = nil
                 handler.call(.lost(reason))
             } else if hadMachine {
                 refused = true  // it opened, took message 1, and closed without a verified answer
+                refusedBy = candidate ?? refusedBy
             }
         case .exhausted(let reason):
             if active == nil { handler.call(.unreachable(reason, refused: refused)) }
@@ -186,7 +201,7 @@ final class SessionLink: @unchecked Sendable {
                     return
                 }
                 machines[old] = nil
-                Console.info("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching")
+                notice("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching", false)
             }
             active = id
             dialer.choose(id)
@@ -198,7 +213,7 @@ final class SessionLink: @unchecked Sendable {
         case .paired:
             break
         case .close(let reason):
-            if id == active { Console.warning("closing the connection: \(reason)") }
+            if id == active { notice("closing the connection: \(reason)", true) }
             dialer.close(id)
         }
     }

@@ -38,13 +38,7 @@ public final class Daemon: @unchecked Sendable {
     var ledgers: [DeviceID: SessionLedger] = [:]
     /// Connections whose reading is paused because their device's backlog is over the high-water mark.
     var paused: [DeviceID: Set<WebSocketConnectionID>] = [:]
-    var stats = Stats()
-
-    struct Stats {
-        var chunksDelivered: UInt64 = 0
-        var duplicatesDropped: UInt64 = 0
-        var rejectedConnections: UInt64 = 0
-    }
+    var stats = DaemonStats()
 
     public init(options: DaemonOptions) throws {
         self.options = options
@@ -175,7 +169,7 @@ public final class Daemon: @unchecked Sendable {
             case .consumePairingCode:
                 codes.consume()
             case .pairingAttemptFailed:
-                stats.rejectedConnections += 1
+                stats.pairingFailures += 1
                 if codes.failed() {
                     Console.warning("pairing code revoked after \(SpeakBridgeProtocol.pairingMaxFailures) failed attempts; run `speakbridge pair` for a new one")
                 }
@@ -199,7 +193,8 @@ public final class Daemon: @unchecked Sendable {
                 let name = peers.all.first { $0.id == device }?.name ?? ""
                 reply(handler.handle(from: device, name: name, type: type, body: body), on: id)
             case .close(let reason):
-                stats.rejectedConnections += 1
+                stats.countClose(reason: reason, wasAuthenticated: connectionDevice[id] != nil,
+                                 pairingFailed: actions.contains { if case .pairingAttemptFailed = $0 { true } else { false } })
                 Console.info("connection closed: \(reason)")
                 server.close(id, code: 1000, reason: "")
                 machines[id] = nil

@@ -19,12 +19,17 @@ extension Daemon {
     }
 
     func status() -> JSONValue {
+        let names = Dictionary(peers.all.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
         let sessions: [JSONValue] = ledgers.flatMap { device, ledger in
             ledger.allSessions.map { session, entry in
-                JSONValue.object([("device", .string(device.description)), ("session", .string(session)),
-                                  ("delivered", .integer(Int64(entry.delivered)))])
+                JSONValue.object([("device", .string(device.description)), ("name", .string(names[device] ?? "")),
+                                  ("session", .string(session)), ("delivered", .integer(Int64(entry.delivered)))])
             }
         }
+        let connected = connectionDevice.values.reduce(into: [DeviceID: Int]()) { $0[$1, default: 0] += 1 }
+            .sorted { $0.key.description < $1.key.description }
+            .map { JSONValue.object([("device", .string($0.key.description)), ("name", .string(names[$0.key] ?? "")),
+                                     ("connections", .integer(Int64($0.value)))]) }
         let sinks: [JSONValue] = pipeline.health().map { h in
             var m: [(String, JSONValue)] = [("sink", .string(h.label)), ("healthy", .bool(h.problem == nil)),
                                             ("queued", .integer(Int64(h.queued)))]
@@ -51,10 +56,15 @@ extension Daemon {
             ("devices", devicesJSON()),
             ("connections", .integer(Int64(machines.count))),
             ("authenticated", .integer(Int64(connectionDevice.count))),
+            ("connected", .array(connected)),
             ("sessions", .array(sessions)),
             ("chunksDelivered", .integer(Int64(stats.chunksDelivered))),
             ("duplicatesDropped", .integer(Int64(stats.duplicatesDropped))),
+            // Each closed connection counts once, in one of these (see `DaemonStats`).
+            ("closedNormally", .integer(Int64(stats.closedNormally))),
+            ("closedOnError", .integer(Int64(stats.closedOnError))),
             ("rejected", .integer(Int64(stats.rejectedConnections))),
+            ("pairingFailures", .integer(Int64(stats.pairingFailures))),
             ("mdns", .object(mdns)),
         ])
     }
@@ -92,7 +102,18 @@ extension Daemon {
     }
 
     func revoke(_ text: String) -> JSONValue {
-        guard let peer = peers.find(text) else {
+        let matches = peers.matches(text)
+        if matches.count > 1 {
+            // Several devices share the name (or an ID prefix): never guess; the CLI lists them and asks for the ID.
+            var reply = ControlReply.failure("\(matches.count) paired devices match \"\(text)\"",
+                                             hint: "say which one by its ID: `speakbridge devices revoke ID`")
+            if case .object(var m) = reply {
+                m.append(("matches", .array(matches.map(Self.deviceSummary))))
+                reply = .object(m)
+            }
+            return reply
+        }
+        guard let peer = matches.first else {
             return ControlReply.failure("no paired device matches \"\(text)\"", hint: "list them with `speakbridge devices`")
         }
         do {
@@ -103,5 +124,41 @@ extension Daemon {
         queue.sync { disconnect(peer.id) }
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return ControlReply.success([("id", .string(peer.id.description)), ("name", .string(peer.name))])
+    }
+}
+
+extension Daemon {
+    /// ID, name, role and last seen of a device, for lists of matches.
+    static func deviceSummary(_ peer: Peer) -> JSONValue {
+        var m: [(String, JSONValue)] = [("id", .string(peer.id.description)), ("name", .string(peer.name)),
+                                        ("role", .string(peer.role.rawValue))]
+        if let seen = peer.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+        return .object(m)
+    }
+}
+
+/// The daemon's counters, as `status --json` shows them. Every connection that the daemon closes after a `close`
+/// action counts once, in exactly one of: `closedNormally` (the device said bye), `closedOnError` (an
+/// authenticated device broke the session or reported an error), `rejected` (refused before a session: unknown or
+/// revoked device, failed or replayed handshake, protocol violation in a handshake) or `pairingFailures` (a
+/// pairing handshake with a wrong or stale code; counted once, not also as `rejected`).
+struct DaemonStats {
+    var chunksDelivered: UInt64 = 0
+    var duplicatesDropped: UInt64 = 0
+    var closedNormally: UInt64 = 0
+    var closedOnError: UInt64 = 0
+    var rejectedConnections: UInt64 = 0
+    var pairingFailures: UInt64 = 0
+
+    /// Counts one `close` action. `wasAuthenticated`: the connection had a session (before this batch);
+    /// `pairingFailed`: the same batch reported `pairingAttemptFailed` (already counted there).
+    mutating func countClose(reason: String, wasAuthenticated: Bool, pairingFailed: Bool) {
+        if pairingFailed { return }
+        if wasAuthenticated {
+            // ResponderMachine's reason for a `bye` (see its handleSessionMessage; a test pins the wording).
+            if reason.hasSuffix(" said bye") { closedNormally += 1 } else { closedOnError += 1 }
+        } else {
+            rejectedConnections += 1
+        }
     }
 }

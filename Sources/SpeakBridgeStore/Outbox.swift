@@ -30,14 +30,7 @@ public final class Outbox: @unchecked Sendable {
     public init(home: Home, desktop: DeviceID, waiting: () -> Void = {}) throws(StoreError) {
         try home.prepare()
         path = home.outboxDirectory + "/" + desktop.compact + ".journal"
-        lockFD = try FileIO.openAppend(path + ".lock")
-        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-            waiting()
-            guard flock(lockFD, LOCK_EX) == 0 else {
-                close(lockFD)
-                throw .io("lock", path, errno: errno)
-            }
-        }
+        lockFD = try Self.lock(path, wait: true, waiting: waiting)
         let loaded: Loaded
         do { loaded = try Self.load(path) } catch { close(lockFD); throw error }
         session = loaded.session ?? Self.newSessionID()
@@ -54,6 +47,25 @@ public final class Outbox: @unchecked Sendable {
             close(lockFD)
             throw error
         }
+    }
+
+    /// Takes the exclusive lock that guards `path` (a journal: live or held, every file of one desktop shares the
+    /// live journal's lock). With `wait` false, returns nil when another process holds it.
+    static func lock(_ path: String, wait: Bool, waiting: () -> Void = {}) throws(StoreError) -> Int32 {
+        let fd = try FileIO.openAppend(path + ".lock")
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard wait else {
+                close(fd)
+                throw StoreError.outboxBusy(path)
+            }
+            waiting()
+            guard flock(fd, LOCK_EX) == 0 else {
+                let e = errno
+                close(fd)
+                throw .io("lock", path, errno: e)
+            }
+        }
+        return fd
     }
 
     deinit {

@@ -57,14 +57,23 @@ public final class PeerStore: @unchecked Sendable {
     public func peer(key: X25519PublicKey) -> Peer? { lock.withLock { peers.first { $0.publicKey == key } } }
 
     /// Finds a peer by device ID (any case, dashes optional), an unambiguous ID prefix, or exact name.
+    /// nil when nothing matches or the query is ambiguous (`matches` tells which).
     public func find(_ query: String) -> Peer? {
+        let found = matches(query)
+        return found.count == 1 ? found[0] : nil
+    }
+
+    /// Every peer `query` could mean, best rule first: the full device ID (one peer); else every peer whose ID
+    /// starts with it, when exactly one does; else every peer with exactly that name (several devices may share
+    /// one); else every peer whose ID starts with it (an ambiguous prefix). Empty when nothing matches.
+    public func matches(_ query: String) -> [Peer] {
         let all = self.all
-        if let id = try? DeviceID(parsing: query), let p = all.first(where: { $0.id == id }) { return p }
+        if let id = try? DeviceID(parsing: query), let p = all.first(where: { $0.id == id }) { return [p] }
         let compact = query.uppercased().replacingOccurrences(of: "-", with: "")
         let byPrefix = all.filter { !compact.isEmpty && $0.id.compact.hasPrefix(compact) }
-        if byPrefix.count == 1 { return byPrefix[0] }
+        if byPrefix.count == 1 { return byPrefix }
         let byName = all.filter { $0.name == query }
-        return byName.count == 1 ? byName[0] : nil
+        return byName.isEmpty ? byPrefix : byName
     }
 
     /// Adds or replaces (same key) a peer.

@@ -10,7 +10,7 @@ struct SpeakBridgeCommand: ParsableCommand {
         commandName: "speakbridge",
         abstract: "Dictation from a phone (or any program) to this Linux desktop: paired once, encrypted, exactly once.",
         version: "0.1.0",
-        subcommands: [Serve.self, Pair.self, Devices.self, Status.self, Join.self, Send.self, Discover.self,
+        subcommands: [Serve.self, Pair.self, Devices.self, Status.self, Join.self, Send.self, OutboxCommand.self, Discover.self,
                       Config.self])
 
     /// Errors a user can cause are printed as `speakbridge: error: …` plus a hint, never as a crash.

@@ -42,7 +42,7 @@ struct RejectionTests {
             let home = try impostorHome(copying: pair, keepIdentity: keepIdentity)
             defer { try? FileManager.default.removeItem(atPath: home) }
             let out = try run(["send", "--text", "intruder", "--timeout", "3"], home: home)
-            #expect(out.status == 75, "impostor (keepIdentity: \(keepIdentity)) must not get through: \(out.stderr)")
+            #expect(out.status == 77, "impostor (keepIdentity: \(keepIdentity)) must be refused: \(out.stderr)")
         }
 
         let devices = try run(["devices", "--json"], home: pair.desktopHome).stdout
@@ -50,7 +50,7 @@ struct RejectionTests {
         let revoke = try run(["devices", "revoke", String(devices[id])], home: pair.desktopHome)
         #expect(revoke.status == 0, "\(revoke.stderr)")
         let after = try run(["send", "--text", "after revoke", "--timeout", "3"], home: pair.phoneHome)
-        #expect(after.status == 75)
+        #expect(after.status == 77)
 
         usleep(300_000)
         let out = pair.daemon!.stdout

@@ -24,14 +24,7 @@ struct Devices: ParsableCommand {
             } else {
                 let peers: PeerStore
                 do { peers = try PeerStore(home: home) } catch { throw CLIError(error) }
-                devices = peers.all.map { p in
-                    var m: [(String, JSONValue)] = [("id", .string(p.id.description)), ("name", .string(p.name)),
-                                                    ("role", .string(p.role.rawValue)),
-                                                    ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970)))]
-                    if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
-                    if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
-                    return .object(m)
-                }
+                devices = peers.all.map(deviceJSON)
             }
             if json {
                 Console.out(String(decoding: JSONValue.array(devices).encoded(), as: UTF8.self))
@@ -64,22 +57,52 @@ struct Devices: ParsableCommand {
             let home = homeOptions.resolved
             if let reply = daemonReply(home, .object([("cmd", .string("revoke")), ("id", .string(id))])) {
                 guard reply["ok"]?.boolValue == true else {
+                    if let matches = reply["matches"]?.arrayValue { listMatches(matches) }
                     throw CLIError(reply["error"]?.stringValue ?? "revoke failed", hint: reply["hint"]?.stringValue)
                 }
-                Console.info("revoked \(reply["id"]?.stringValue ?? id)")
+                Console.info("revoked \"\(reply["name"]?.stringValue ?? "")\" (\(reply["id"]?.stringValue ?? id))")
                 return
             }
             do {
                 let peers = try PeerStore(home: home)
-                guard let peer = peers.find(id) else {
+                let matches = peers.matches(id)
+                if matches.count > 1 {
+                    listMatches(matches.map(deviceJSON))
+                    throw ambiguousDevices(id, matches)
+                }
+                guard let peer = matches.first else {
                     throw CLIError("no paired device matches \"\(id)\"", hint: "list them with `speakbridge devices`")
                 }
                 try peers.remove(id: peer.id)
-                Console.info("revoked \(peer.id)")
+                Console.info("revoked \"\(peer.name)\" (\(peer.id))")
             } catch let error as StoreError {
                 throw CLIError(error)
             }
         }
+    }
+}
+
+/// A device as `devices --json` shows it (from the files).
+func deviceJSON(_ p: Peer) -> JSONValue {
+    var m: [(String, JSONValue)] = [("id", .string(p.id.description)), ("name", .string(p.name)),
+                                    ("role", .string(p.role.rawValue)),
+                                    ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970)))]
+    if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+    if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
+    return .object(m)
+}
+
+/// Several devices match what the user typed (two named "vm"): the error that asks for the ID.
+func ambiguousDevices(_ query: String, _ matches: [Peer], usage: String = "speakbridge devices revoke ID") -> CLIError {
+    CLIError("\(matches.count) paired devices match \"\(query)\"", hint: "say which one by its ID: `\(usage)`")
+}
+
+/// Lists candidate devices on stderr, one escaped line each: ID, name, role, last seen.
+func listMatches(_ devices: [JSONValue]) {
+    let formatter = ISO8601DateFormatter()
+    for d in devices {
+        let seen = d["lastSeen"]?.int64Value.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
+        Console.info("  \(d["id"]?.stringValue ?? "?")  \(d["role"]?.stringValue ?? "?")  \"\(d["name"]?.stringValue ?? "")\"  last seen \(seen)")
     }
 }
 

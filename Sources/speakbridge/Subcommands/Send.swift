@@ -8,7 +8,13 @@ struct Send: ParsableCommand {
         abstract: "Send text to the paired desktop: each stdin line (or each --text) is one chunk.",
         discussion: """
         Exits 0 once the desktop acknowledged every chunk. Chunks are journaled before they are sent; \
-        if the desktop is unreachable they wait in the outbox and go out with the next `send`.
+        if the desktop is unreachable they wait in the outbox (`speakbridge outbox`) and go out with the next `send`.
+
+        On a terminal, a status line on stderr shows what is queued, what was delivered, and why it is waiting. \
+        Otherwise plain lines, and `still waiting for the desktop` every 30 s while it is unreachable.
+
+        Exit status: 0 every chunk acknowledged; 1 error; 75 timeout (the chunks stay in the outbox); \
+        77 the desktop refused this device (revoked?): pair again with `speakbridge join CODE`.
         """)
 
     @OptionGroup var homeOptions: HomeOptions
@@ -20,10 +26,25 @@ struct Send: ParsableCommand {
             completion: Completions.devices)
     var to: String?
 
-    @Option(name: .long, help: "Give up after SECONDS without every chunk acknowledged (0 = keep trying).")
-    var timeout: Double = 0
+    @Option(name: .long, help: ArgumentHelp(
+        "Give up after SECONDS without every chunk acknowledged (0 = keep trying). Default: keep trying while stdin "
+        + "is an open pipe or a terminal; 30 s once the input has ended (--text, a file, a closed pipe).",
+        valueName: "SECONDS"))
+    var timeout: Double?
+
+    // For tests: seconds between "still waiting" lines off a terminal, and the default rule's timeout.
+    @Option(name: .long, help: .hidden)
+    var stillWaitingInterval: Double = 30
+    @Option(name: .long, help: .hidden)
+    var defaultTimeout: Double = SendOptions.defaultTimeout
 
     @OptionGroup var addressOptions: AddressOptions
+
+    func validate() throws {
+        if let timeout, !(timeout >= 0 && timeout.isFinite) {
+            throw ValidationError("--timeout must be 0 (keep trying) or a positive number of seconds")
+        }
+    }
 
     func run() throws {
         let extra = try addressOptions.candidates()
@@ -31,7 +52,8 @@ struct Send: ParsableCommand {
         do {
             sender = try Sender(options: SendOptions(
                 home: homeOptions.resolved, desktop: to, source: text.isEmpty ? .stdin : .texts(text),
-                timeout: timeout, extraCandidates: extra))
+                timeout: timeout, extraCandidates: extra, stillWaitingInterval: stillWaitingInterval,
+                endedInputTimeout: defaultTimeout))
         } catch {
             throw CLIError(error.message, hint: error.hint, exitCode: error.exitCode)
         }

@@ -42,8 +42,21 @@ struct Status: ParsableCommand {
         }
         lines.append("mdns: \(reply["mdns"]?["state"]?.stringValue ?? "?")")
         lines.append("paired devices: \(reply["devices"]?.arrayValue?.count ?? 0), connections: \(s("authenticated"))")
+        // Devices by name with their ID (names need not be unique); a device that is no longer paired by ID only.
+        func who(_ item: JSONValue) -> String {
+            let id = item["device"]?.stringValue ?? "?"
+            let name = item["name"]?.stringValue ?? ""
+            return name.isEmpty ? id : "\"\(name)\" (\(id))"
+        }
+        for device in reply["connected"]?.arrayValue ?? [] {
+            lines.append("connected: \(who(device))")
+        }
         for session in reply["sessions"]?.arrayValue ?? [] {
-            lines.append("session \(session["device"]?.stringValue ?? "?")/\(session["session"]?.stringValue ?? "?"): delivered \(session["delivered"]?.int64Value ?? 0)")
+            lines.append("session \(session["session"]?.stringValue ?? "?") of \(who(session)): delivered \(session["delivered"]?.int64Value ?? 0)")
+        }
+        if reply["closedNormally"] != nil {
+            lines.append("connections closed: \(s("closedNormally")) normally, \(s("closedOnError")) on an error, "
+                         + "\(s("rejected")) rejected; failed pairing attempts: \(s("pairingFailures"))")
         }
         // Device and session names, sink problems: each line escaped, so none can span or forge lines.
         Console.out(lines.map(PeerText.escape).joined(separator: "\n"))

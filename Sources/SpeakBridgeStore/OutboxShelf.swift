@@ -1,0 +1,136 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeProtocol
+
+/// What `speakbridge outbox` sees and does: every desktop's journal in `state/outbox/`, live or held.
+///
+/// Files, per desktop (by compact device ID):
+/// - `<ID>.journal`: the live journal `send` uses (see `Outbox`).
+/// - `<ID>.held-<UNIX TIME>.journal`: lines queued under an earlier pairing with that desktop. `join` moves the
+///   live journal aside this way when it pairs again (`hold`), so lines typed for the old pairing are never
+///   delivered first, or at all, unless the user says so: `release` appends them to the live journal (they go
+///   out with the next `send`, after what is already queued there), `clear` drops them.
+/// Every change takes the live journal's lock (`<ID>.journal.lock`), so it never races a running `send`.
+public enum OutboxShelf {
+    public struct Entry: Sendable {
+        public var desktop: String
+        public var held: Bool
+        /// When the lines were held (the time `join` moved them aside).
+        public var heldSince: Date?
+        public var session: String?
+        public var count: Int
+        /// The oldest queued line, as stored (not sanitized: escape it before showing it).
+        public var oldest: String?
+        public var path: String
+    }
+
+    static let suffix = ".journal"
+    static let heldMarker = ".held-"
+
+    static func livePath(_ home: Home, _ desktop: DeviceID) -> String {
+        home.outboxDirectory + "/" + desktop.compact + suffix
+    }
+
+    /// Every journal with at least one unacknowledged line, live first, then held (oldest first), per desktop.
+    public static func list(home: Home) throws(StoreError) -> [Entry] {
+        try home.prepare()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: home.outboxDirectory)) ?? []
+        var entries: [Entry] = []
+        for name in names where name.hasSuffix(suffix) {
+            let stem = String(name.dropLast(suffix.count))
+            var desktop = stem
+            var heldSince: Date?
+            if let marker = stem.range(of: heldMarker) {
+                desktop = String(stem[..<marker.lowerBound])
+                let stamp = stem[marker.upperBound...].prefix { $0.isNumber }
+                heldSince = Double(stamp).map(Date.init(timeIntervalSince1970:)) ?? Date(timeIntervalSince1970: 0)
+            }
+            let path = home.outboxDirectory + "/" + name
+            let loaded = try Outbox.load(path)
+            let pending = loaded.chunks.filter { $0.seq > loaded.acked }
+            guard !pending.isEmpty else { continue }
+            entries.append(Entry(desktop: desktop, held: heldSince != nil, heldSince: heldSince, session: loaded.session,
+                                 count: pending.count, oldest: pending.first?.text, path: path))
+        }
+        return entries.sorted {
+            ($0.desktop, $0.held ? 1 : 0, $0.heldSince ?? .distantPast, $0.path)
+                < ($1.desktop, $1.held ? 1 : 0, $1.heldSince ?? .distantPast, $1.path)
+        }
+    }
+
+    /// Takes the lock of `desktop`'s journals without waiting; nil-free: throws `outboxBusy` if a `send` holds it.
+    /// Close the returned descriptor to let go.
+    public static func lock(home: Home, desktop: DeviceID) throws(StoreError) -> Int32 {
+        try home.prepare()
+        return try Outbox.lock(livePath(home, desktop), wait: false)
+    }
+
+    /// After a new pairing with `desktop`: moves its live journal aside as held if it has unacknowledged lines
+    /// (returns how many), else removes it (a new session starts). The caller holds the lock (`lock`).
+    public static func hold(home: Home, desktop: DeviceID, now: Date = Date()) throws(StoreError) -> Int {
+        let live = livePath(home, desktop)
+        let loaded = try Outbox.load(live)
+        let count = loaded.chunks.filter { $0.seq > loaded.acked }.count
+        guard FileIO.exists(live) else { return 0 }
+        if count == 0 {
+            unlink(live)
+            return 0
+        }
+        var target = home.outboxDirectory + "/" + desktop.compact + heldMarker + String(Int(now.timeIntervalSince1970))
+        var n = 1
+        while FileIO.exists(target + suffix) {
+            n += 1
+            target = home.outboxDirectory + "/" + desktop.compact + heldMarker
+                + String(Int(now.timeIntervalSince1970)) + "-\(n)"
+        }
+        guard rename(live, target + suffix) == 0 else { throw .io("move aside", live, errno: errno) }
+        FileIO.syncDirectory(of: live)
+        return count
+    }
+
+    /// Appends every held line of `desktop` to its live journal (oldest pairing first) and removes the held
+    /// files. Waits for a running `send` to that desktop. Returns how many lines were released.
+    public static func release(home: Home, desktop: DeviceID, waiting: () -> Void = {}) throws(StoreError) -> Int {
+        let outbox = try Outbox(home: home, desktop: desktop, waiting: waiting)
+        let held = try list(home: home).filter { $0.held && $0.desktop == desktop.compact }
+        var released = 0
+        for entry in held {
+            let loaded = try Outbox.load(entry.path)
+            let texts = loaded.chunks.filter { $0.seq > loaded.acked }.map(\.text)
+            _ = try outbox.append(texts: texts)
+            try outbox.sync()
+            unlink(entry.path)
+            released += texts.count
+        }
+        if released > 0 { FileIO.syncDirectory(of: outbox.path) }
+        return released
+    }
+
+    /// Drops `desktop`'s queued lines: held ones, and the live journal too unless `heldOnly`. Refuses (throws
+    /// `outboxBusy`) while a `send` to that desktop runs. Returns how many lines were dropped.
+    public static func clear(home: Home, desktop: String, heldOnly: Bool) throws(StoreError) -> Int {
+        let entries = try list(home: home).filter { $0.desktop == desktop && ($0.held || !heldOnly) }
+        guard !entries.isEmpty else { return 0 }
+        let lockFD = try Outbox.lock(home.outboxDirectory + "/" + desktop + suffix, wait: false)
+        defer { close(lockFD) }
+        var dropped = 0
+        for entry in entries where unlink(entry.path) == 0 { dropped += entry.count }
+        FileIO.syncDirectory(of: home.outboxDirectory + "/x")
+        return dropped
+    }
+
+    /// Held lines for `desktop`, for a one-line notice in `send`.
+    public static func heldCount(home: Home, desktop: DeviceID) -> Int {
+        ((try? list(home: home)) ?? []).filter { $0.held && $0.desktop == desktop.compact }.reduce(0) { $0 + $1.count }
+    }
+}
+
+extension StoreError {
+    /// Another process (a running `send`) holds the journal of this desktop.
+    static func outboxBusy(_ path: String) -> StoreError {
+        StoreError("a `speakbridge send` to this desktop is running (\(path) is locked)",
+                   hint: "wait for it to finish or stop it (Ctrl-C), then try again")
+    }
+}
