@@ -15,7 +15,7 @@
 #   4. two desktops (A and C) with the same --name: one is renamed and its status says so; B's lines
 #      land only on A's FIFO
 #   5. `discover --json` in B lists A and C with ID, addresses, port; paired only for A
-#   4b. A stopped and C now at A's old address and port: `send --timeout 5` exits 75, C refuses the
+#   4b. A stopped and C now at A's old address and port: `send --timeout 5` exits 77 (refused), C refuses the
 #      handshake, nothing reaches C's FIFO
 #   6. no avahi-daemon in A: `serve` starts, warns exactly once, `status` says why; `send --address`
 #      delivers (the lines of 4b first, from the outbox); avahi comes back: published again, no new warning
@@ -421,7 +421,7 @@ t=$(date +%s.%N)
 sb b "$HB" send --timeout 5 --text "while A is away" > /dev/null 2> "$WORK/send4b.err"
 rc=$?
 note "send --timeout 5: exit $rc in $(elapsed "$t") s"
-check "send --timeout 5 exits 75" test "$rc" = 75
+check "send --timeout 5 exits 77 (the desktop at that address refused this device)" test "$rc" = 77
 rejected_after=$(status_of c "$HC" | json 'd["rejected"]')
 note "C refused $((rejected_after - rejected_before)) handshake(s) from B"
 check "B did reach C at $ADDR_A:$PORT_A and C refused the handshake" test "$rejected_after" -gt "$rejected_before"
