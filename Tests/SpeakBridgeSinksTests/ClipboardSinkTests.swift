@@ -129,4 +129,17 @@ struct ClipboardSinkXvfbTests {
         }
         #expect(clock.now - started < .seconds(15))
     }
+
+    /// What xclip said on stderr is in the sink error (and so in `status` and the daemon log).
+    @Test func theToolsOwnWordsAreInTheError() throws {
+        let display = ":\(unusedDisplayNumber())"
+        let sink = try ClipboardSink(backend: .xclip, primary: false, environment: ["PATH": "/usr/bin:/bin", "DISPLAY": display])
+        do {
+            try sink.deliver(["secret dictation"]) { _ in }
+            Issue.record("xclip succeeded without an X server")
+        } catch {
+            #expect(error.message == "xclip failed with exit status 1: xclip: Error: Can't open display: \(display)")
+            #expect(!error.message.contains("secret"))
+        }
+    }
 }
