@@ -106,6 +106,29 @@ struct LoggingTests {
                 && !daemon.stderr.contains("\u{1B}"))
     }
 
+    @Test("a failing clipboard tool: `status` and the daemon log carry what the tool said, never the text",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/xclip"), "xclip is not installed"))
+    func toolErrorReachesStatusAndLog() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        // A display no X server has (far above the numbers Xvfb hands out), so xclip fails at once.
+        var number = 30_000 + Int(getpid() % 10_000)
+        while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
+        let display = ":\(number)"
+        try pair.startDaemon(sinks: ["clipboard"], env: ["DISPLAY": display, "WAYLAND_DISPLAY": ""])
+        try pair.join()
+        let sender = try pair.sendLines(["secret dictation"])
+        defer { sender.kill9() }
+        let said = "xclip failed with exit status 1: xclip: Error: Can't open display: \(display)"
+        try Harness.wait("the tool's words in status") {
+            (try? run(["status"], home: pair.desktopHome).stdout.contains("sink clipboard: waiting: \(said)")) == true
+        }
+        let log = pair.daemon!.stderr
+        let warnings = log.split(separator: "\n").filter { $0.hasPrefix("speakbridge: warning: sink clipboard: \(said)") }
+        #expect(warnings.count == 1, "one warning per distinct failure, not one per retry: \(log)")
+        #expect(!log.contains("secret dictation"))
+    }
+
     @Test("--quiet: warnings and errors only; without --verbose no debug lines")
     func quietAndDefaultLevels() throws {
         let home = Harness.tempDir("log-quiet")
