@@ -4,12 +4,14 @@ import SpeakBridgeProtocol
 /// Runs a helper tool (xclip, xsel, wl-copy, xdotool, …) once, the way selection-owning tools need it.
 ///
 /// Flow: 1. spawn with posix_spawn: stdin = a new pipe (or /dev/null), stdout = /dev/null, stderr = an anonymous
-/// memory file (memfd), every other descriptor closed, SIGPIPE/SIGINT/SIGTERM/… back to default, an empty signal mask and its own process group
-/// (so a Ctrl-C at the daemon's terminal does not kill the clipboard owner). 2. write the input without blocking
-/// past the deadline, then close the pipe so the tool sees end of file. 3. wait for the spawned process only
-/// (clipboard tools fork a child that keeps serving the selection and must be left alone), polling waitpid
-/// with WNOHANG until the deadline; on timeout SIGKILL that one PID and reap it, so no zombie is left.
-/// 4. on failure, read the last 4 KiB of the memfd into the error (escaped: it is shown in `status` and the log).
+/// memory file (memfd), every other descriptor closed, SIGPIPE/SIGINT/SIGTERM/… back to default, an empty signal
+/// mask and its own process group (so a Ctrl-C at the daemon's terminal does not kill the clipboard owner).
+/// 2. write the input without blocking past the deadline, then close the pipe so the tool sees end of file.
+/// 3. wait for the spawned process only (clipboard tools fork a child that keeps serving the selection and must be
+/// left alone), polling waitpid with WNOHANG until the deadline; on timeout SIGKILL that one PID and reap it, so no
+/// zombie is left.
+/// 4. on failure, read the last 4 KiB of the memfd into the error (escaped: it is shown in `status` and the log;
+/// the sinks hide their input in it, see `message(tool:hiding:)`).
 ///
 /// Stderr goes to a memfd, not a pipe: the forked selection owner inherits it, so a pipe would have to be read to
 /// end of file (which hangs until the selection changes hands) or closed early (and the owner would die of
@@ -216,6 +218,7 @@ enum ToolRunner {
 
     /// memfd_create (glibc ≥ 2.27) is declared only under _GNU_SOURCE, which Swift's Glibc module does not set;
     /// looked up at run time. Without it stderr goes to /dev/null as before and errors carry no tool text.
+    /// Why unsafe: the symbol is cast to its C prototype, `int memfd_create(const char *, unsigned int)`.
     private static let memfdCreate: MemfdCreate? = {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else { return nil }
         return unsafeBitCast(symbol, to: MemfdCreate.self)
@@ -234,24 +237,36 @@ enum ToolRunner {
 }
 
 extension ToolRunner.Failure {
-    /// A message naming the tool, never its input, ending in what the tool said on stderr:
-    /// `xclip failed with exit status 1: xclip: Error: Can't open display: :57`.
-    func message(tool: String) -> String {
+    /// A message naming the tool, ending in what the tool said on stderr:
+    /// `xclip failed with exit status 1: xclip: Error: Can't open display: :57`. The tool's input must never be
+    /// in it (the message reaches `status` and the log): each of `hiding` (the texts given to the tool) and each
+    /// of their lines is cut out of what the tool said, should the tool quote it.
+    func message(tool: String, hiding: [String] = []) -> String {
         let what = switch reason {
         case .spawnFailed(let err): "could not start \(tool): \(POSIX.describe(err))"
         case .timedOut: "\(tool) did not finish in time and was stopped"
         case .exited(let status): "\(tool) failed with exit status \(status)"
         case .signaled(let signal): "\(tool) was killed by signal \(signal)"
         }
-        guard !stderr.isEmpty else { return what }
-        return what + ": " + (stderr.hasPrefix(tool + ":") ? stderr : tool + ": " + stderr)
+        var pieces: [String] = []
+        for text in hiding {
+            pieces.append(text)
+            pieces += text.split(whereSeparator: \.isNewline).map { String($0) }
+        }
+        let secrets: [String] = pieces.map { PeerText.escape(String($0.trimmingWhitespace())) }
+        var said = stderr
+        for secret in secrets.filter({ $0.count > 2 }).sorted(by: { $0.count > $1.count }) {
+            said = said.replacing(secret, with: "[…]")
+        }
+        guard !said.isEmpty else { return what }
+        return what + ": " + (said.hasPrefix(tool + ":") ? said : tool + ": " + said)
     }
 }
 
-private extension Substring {
-    func trimmingWhitespace() -> Substring {
+private extension StringProtocol {
+    func trimmingWhitespace() -> SubSequence {
         guard let first = firstIndex(where: { !$0.isWhitespace }),
-              let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
+              let last = lastIndex(where: { !$0.isWhitespace }) else { return self[endIndex...] }
         return self[first...last]
     }
 }
