@@ -52,7 +52,8 @@ struct HomeOptions: ParsableArguments {
 
     /// The parsed group inside `command` (each leaf subcommand holds one as an `@OptionGroup` property).
     static func found(in command: ParsableCommand) -> HomeOptions? {
-        Mirror(reflecting: command).children.lazy.compactMap { ($0.value as? OptionGroup<HomeOptions>)?.wrappedValue }.first
+        Mirror(reflecting: command).children.lazy
+            .compactMap { ($0.value as? OptionGroup<HomeOptions>)?.wrappedValue }.first
     }
 }
 

@@ -124,7 +124,8 @@ struct LoggingTests {
             (try? run(["status"], home: pair.desktopHome).stdout.contains("sink clipboard: waiting: \(said)")) == true
         }
         let log = pair.daemon!.stderr
-        let warnings = log.split(separator: "\n").filter { $0.hasPrefix("speakbridge: warning: sink clipboard: \(said)") }
+        let warnings = log.split(separator: "\n")
+            .filter { $0.hasPrefix("speakbridge: warning: sink clipboard: \(said)") }
         #expect(warnings.count == 1, "one warning per distinct failure, not one per retry: \(log)")
         #expect(!log.contains("secret dictation"))
     }
