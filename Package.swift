@@ -20,6 +20,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // C leaves
@@ -44,7 +45,7 @@ let package = Package(
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi"]),
-        .target(name: "SpeakBridgeSinks"),
+        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
@@ -52,7 +53,9 @@ let package = Package(
         .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
 
         // persistence and roles
-        .target(name: "SpeakBridgeStore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeStore", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "SpeakBridgeConfig", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
         ]),
@@ -89,7 +92,9 @@ let package = Package(
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport"]),
-        .testTarget(name: "SpeakBridgeStoreTests", dependencies: ["SpeakBridgeStore", "SpeakBridgeProtocol"]),
+        .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
+            "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",

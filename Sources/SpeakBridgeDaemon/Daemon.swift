@@ -126,6 +126,7 @@ public final class Daemon: @unchecked Sendable {
     func handle(_ event: WebSocketEvent) {
         switch event {
         case let .opened(id, path, remote):
+            Console.debug("connection \(id) opened from \(remote) for \(path)")
             guard let intent = ConnectionIntent(path: path) else {
                 server.close(id, code: 1008, reason: "unknown path")
                 return
@@ -142,6 +143,7 @@ public final class Daemon: @unchecked Sendable {
             machines[id] = machine
             perform(actions, on: id)
         case let .closed(id, _):
+            Console.debug("connection \(id) closed" + (connectionDevice[id].map { " (device \($0))" } ?? ""))
             if let device = connectionDevice[id] { paused[device]?.remove(id) }
             machines[id] = nil
             connectionDevice[id] = nil

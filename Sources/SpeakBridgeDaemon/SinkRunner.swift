@@ -170,9 +170,14 @@ final class SinkRunner: @unchecked Sendable {
                 }
                 recorded = k
             }
+            Console.debug("\(label): wrote \(batch.count) text(s)")
             return (batch.count, nil)
         } catch {
             let taken = min(error.delivered, batch.count)
+            // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text.
+            if error.message != problem {
+                Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
+            }
             if recorded > taken {
                 // Roll back records made for texts that did not get written.
                 var restore: [DeliveryPipeline.SessionKey: UInt64] = [:]

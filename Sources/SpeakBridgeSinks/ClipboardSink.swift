@@ -109,7 +109,8 @@ public final class ClipboardSink: Sink {
             try ToolRunner.run(executablePath, backend.arguments(primary: primary), input: Array(joined.utf8),
                                environment: environment, timeout: timeout)
         } catch {
-            throw SinkError(message: error.message(tool: backend.executable), hint: failureHint)
+            throw SinkError(message: error.message(tool: backend.executable, hiding: texts + [joined]),
+                            hint: failureHint)
         }
     }
 

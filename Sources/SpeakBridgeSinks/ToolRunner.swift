@@ -1,23 +1,45 @@
 internal import Glibc
+import SpeakBridgeProtocol
 
 /// Runs a helper tool (xclip, xsel, wl-copy, xdotool, …) once, the way selection-owning tools need it.
 ///
-/// Flow: 1. spawn with posix_spawn: stdin = a new pipe (or /dev/null), stdout and stderr = /dev/null, every other
-/// descriptor closed, SIGPIPE/SIGINT/SIGTERM/… back to default, an empty signal mask and its own process group
-/// (so a Ctrl-C at the daemon's terminal does not kill the clipboard owner). 2. write the input without blocking
-/// past the deadline, then close the pipe so the tool sees end of file. 3. wait for the spawned process only
-/// (clipboard tools fork a child that keeps serving the selection and must be left alone), polling waitpid
-/// with WNOHANG until the deadline; on timeout SIGKILL that one PID and reap it, so no zombie is left.
+/// Flow: 1. spawn with posix_spawn: stdin = a new pipe (or /dev/null), stdout = /dev/null, stderr = an anonymous
+/// memory file (memfd), every other descriptor closed, SIGPIPE/SIGINT/SIGTERM/… back to default, an empty signal
+/// mask and its own process group (so a Ctrl-C at the daemon's terminal does not kill the clipboard owner).
+/// 2. write the input without blocking past the deadline, then close the pipe so the tool sees end of file.
+/// 3. wait for the spawned process only (clipboard tools fork a child that keeps serving the selection and must be
+/// left alone), polling waitpid with WNOHANG until the deadline; on timeout SIGKILL that one PID and reap it, so no
+/// zombie is left.
+/// 4. on failure, read the last 4 KiB of the memfd into the error (escaped: it is shown in `status` and the log;
+/// the sinks hide their input in it, see `message(tool:hiding:)`).
 ///
-/// Output is discarded rather than captured: the forked selection owner inherits stdout/stderr, so reading them
-/// to end of file would hang until the selection changes hands.
+/// Stderr goes to a memfd, not a pipe: the forked selection owner inherits it, so a pipe would have to be read to
+/// end of file (which hangs until the selection changes hands) or closed early (and the owner would die of
+/// SIGPIPE at its next message). Stdout is discarded.
+///
+/// Hand-written rather than swift-subprocess: that API is async-only (the sinks run on blocking threads) and
+/// collects output to end of file, which the clipboard tools' selection owner never gives.
 enum ToolRunner {
-    enum Failure: Error, Equatable {
-        case spawnFailed(errno: Int32)
-        case timedOut
-        case exited(status: Int32)
-        case signaled(signal: Int32)
+    struct Failure: Error, Equatable {
+        enum Reason: Equatable {
+            case spawnFailed(errno: Int32)
+            case timedOut
+            case exited(status: Int32)
+            case signaled(signal: Int32)
+        }
+
+        var reason: Reason
+        /// The end of what the tool wrote to stderr (at most `stderrLimit` bytes), lines joined by "; ",
+        /// escaped with `PeerText.escape`; empty when it wrote nothing.
+        var stderr: String
+
+        init(_ reason: Reason, stderr: String = "") {
+            self.reason = reason
+            self.stderr = stderr
+        }
     }
+
+    static let stderrLimit = 4096
 
     /// Runs `executable` with `arguments`; returns normally when it exits with status 0.
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]?,
@@ -30,13 +52,15 @@ enum ToolRunner {
             // pipe2 is not visible through Swift's Glibc module; set FD_CLOEXEC right after pipe(). A process
             // forked by another thread in between could inherit the ends, but our own spawns close every
             // descriptor above 2 anyway.
-            if pipe(&pipeEnds) != 0 { throw .spawnFailed(errno: errno) }
+            if pipe(&pipeEnds) != 0 { throw Failure(.spawnFailed(errno: errno)) }
             for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         }
+        let errorFile = memfdCreate?("speakbridge-tool-stderr", 1 /* MFD_CLOEXEC */) ?? -1
+        defer { if errorFile >= 0 { _ = close(errorFile) } }
         let pid: pid_t
         do {
             defer { if pipeEnds[0] >= 0 { _ = close(pipeEnds[0]) } }
-            pid = try spawn(executable, arguments, stdin: pipeEnds[0], environment: environment)
+            pid = try spawn(executable, arguments, stdin: pipeEnds[0], stderr: errorFile, environment: environment)
         } catch {
             if pipeEnds[1] >= 0 { _ = close(pipeEnds[1]) }
             throw error
@@ -46,11 +70,11 @@ enum ToolRunner {
             _ = close(pipeEnds[1])
         }
         let status = waitForExit(pid, until: deadline)
-        guard let status else { throw .timedOut }
+        guard let status else { throw Failure(.timedOut, stderr: tail(of: errorFile)) }
         let signal = status & 0x7f
-        if signal != 0 { throw .signaled(signal: signal) }
+        if signal != 0 { throw Failure(.signaled(signal: signal), stderr: tail(of: errorFile)) }
         let code = (status >> 8) & 0xff
-        if code != 0 { throw .exited(status: code) }
+        if code != 0 { throw Failure(.exited(status: code), stderr: tail(of: errorFile)) }
     }
 
     /// The environment a tool runs with: `base` (the daemon's), plus what the tools need and a bare service
@@ -87,7 +111,7 @@ enum ToolRunner {
 
     // MARK: - Steps
 
-    private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32,
+    private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32, stderr: Int32,
                               environment: [String: String]) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -98,7 +122,7 @@ enum ToolRunner {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_adddup2(&actions, stderr >= 0 ? stderr : 1, 2)
         if let closeFrom = addCloseFrom {
             // Descriptors the daemon opened without O_CLOEXEC (sockets of C libraries) must not live on in the
             // tool's long-lived selection-owner child.
@@ -129,7 +153,7 @@ enum ToolRunner {
         }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        if result != 0 { throw .spawnFailed(errno: result) }
+        if result != 0 { throw Failure(.spawnFailed(errno: result)) }
         return pid
     }
 
@@ -177,6 +201,29 @@ enum ToolRunner {
         }
     }
 
+    /// The last `stderrLimit` bytes of the memfd `fd`, as `Failure.stderr` describes them.
+    private static func tail(of fd: Int32) -> String {
+        var info = stat()
+        guard fd >= 0, fstat(fd, &info) == 0, info.st_size > 0 else { return "" }
+        let count = Int(min(info.st_size, off_t(stderrLimit)))
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, info.st_size - off_t(count)) }
+        guard got > 0 else { return "" }
+        let text = String(decoding: bytes[..<got], as: UTF8.self)
+        let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
+        return PeerText.escape(lines.joined(separator: "; "))
+    }
+
+    private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>?, UInt32) -> Int32
+
+    /// memfd_create (glibc ≥ 2.27) is declared only under _GNU_SOURCE, which Swift's Glibc module does not set;
+    /// looked up at run time. Without it stderr goes to /dev/null as before and errors carry no tool text.
+    /// Why unsafe: the symbol is cast to its C prototype, `int memfd_create(const char *, unsigned int)`.
+    private static let memfdCreate: MemfdCreate? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else { return nil }
+        return unsafeBitCast(symbol, to: MemfdCreate.self)
+    }()
+
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
 
     /// glibc ≥ 2.34 has posix_spawn_file_actions_addclosefrom_np, but Swift's Glibc module does not declare it;
@@ -190,13 +237,36 @@ enum ToolRunner {
 }
 
 extension ToolRunner.Failure {
-    /// A message naming the tool, never its input.
-    func message(tool: String) -> String {
-        switch self {
+    /// A message naming the tool, ending in what the tool said on stderr:
+    /// `xclip failed with exit status 1: xclip: Error: Can't open display: :57`. The tool's input must never be
+    /// in it (the message reaches `status` and the log): each of `hiding` (the texts given to the tool) and each
+    /// of their lines is cut out of what the tool said, should the tool quote it.
+    func message(tool: String, hiding: [String] = []) -> String {
+        let what = switch reason {
         case .spawnFailed(let err): "could not start \(tool): \(POSIX.describe(err))"
         case .timedOut: "\(tool) did not finish in time and was stopped"
         case .exited(let status): "\(tool) failed with exit status \(status)"
         case .signaled(let signal): "\(tool) was killed by signal \(signal)"
         }
+        var pieces: [String] = []
+        for text in hiding {
+            pieces.append(text)
+            pieces += text.split(whereSeparator: \.isNewline).map { String($0) }
+        }
+        let secrets: [String] = pieces.map { PeerText.escape(String($0.trimmingWhitespace())) }
+        var said = stderr
+        for secret in secrets.filter({ $0.count > 2 }).sorted(by: { $0.count > $1.count }) {
+            said = said.replacing(secret, with: "[…]")
+        }
+        guard !said.isEmpty else { return what }
+        return what + ": " + (said.hasPrefix(tool + ":") ? said : tool + ": " + said)
+    }
+}
+
+private extension StringProtocol {
+    func trimmingWhitespace() -> SubSequence {
+        guard let first = firstIndex(where: { !$0.isWhitespace }),
+              let last = lastIndex(where: { !$0.isWhitespace }) else { return self[endIndex...] }
+        return self[first...last]
     }
 }

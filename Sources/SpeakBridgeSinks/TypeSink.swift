@@ -107,7 +107,8 @@ public final class TypeSink: Sink {
                 try ToolRunner.run(executablePath, backend.arguments(typing: keys), input: nil,
                                    environment: environment, timeout: timeout)
             } catch {
-                throw SinkError(delivered: index, message: error.message(tool: backend.executable), hint: failureHint)
+                let message = error.message(tool: backend.executable, hiding: [text, keys])
+                throw SinkError(delivered: index, message: message, hint: failureHint)
             }
             continuing = true
             typedBefore.withLock { $0 = true }

@@ -18,6 +18,7 @@ struct SpeakBridgeCommand: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         do {
             var command = try parseAsRoot()
+            Console.bootstrap(HomeOptions.found(in: command)?.verbosity ?? .normal)
             try command.run()
         } catch let error as CLIError {
             Console.error(error.message, hint: error.hint)
@@ -28,14 +29,32 @@ struct SpeakBridgeCommand: ParsableCommand {
     }
 }
 
-/// Options every subcommand takes.
+/// Options every subcommand takes (so `--verbose`/`--quiet` are global: every leaf command has this group).
 struct HomeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Keep all of this installation's files under DIR (default: XDG directories; also SPEAKBRIDGE_HOME).",
         valueName: "DIR"), completion: .directory)
     var home: String?
 
+    @Flag(name: .long, help: "Also log debug lines (connections, sink writes).")
+    var verbose = false
+
+    @Flag(name: .long, help: "Log warnings and errors only.")
+    var quiet = false
+
     var resolved: Home { Home.resolve(override: home) }
+
+    var verbosity: Console.Verbosity { verbose ? .verbose : quiet ? .quiet : .normal }
+
+    func validate() throws {
+        if verbose && quiet { throw ValidationError("--verbose and --quiet cannot be used together") }
+    }
+
+    /// The parsed group inside `command` (each leaf subcommand holds one as an `@OptionGroup` property).
+    static func found(in command: ParsableCommand) -> HomeOptions? {
+        Mirror(reflecting: command).children.lazy
+            .compactMap { ($0.value as? OptionGroup<HomeOptions>)?.wrappedValue }.first
+    }
 }
 
 struct CLIError: Error {

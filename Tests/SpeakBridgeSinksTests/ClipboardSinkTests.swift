@@ -129,4 +129,42 @@ struct ClipboardSinkXvfbTests {
         }
         #expect(clock.now - started < .seconds(15))
     }
+
+    /// A tool that quotes its input on stderr does not put the dictation into the error (and so into the log).
+    @Test func aToolQuotingItsInputDoesNotLeakTheText() throws {
+        let bin = TemporaryDirectory()
+        defer { bin.remove() }
+        let fake = "\(bin.path)/xclip"
+        #expect(FileManager.default.createFile(atPath: fake, contents: Data("""
+            #!/bin/sh
+            echo "xclip: cannot take this:" >&2
+            cat >&2
+            echo >&2
+            echo "end of input" >&2
+            exit 1
+            """.utf8), attributes: [.posixPermissions: 0o700]))
+        let sink = try ClipboardSink(backend: .xclip, primary: false,
+                                     environment: ["PATH": "\(bin.path):/usr/bin:/bin", "DISPLAY": ":1"])
+        do {
+            try sink.deliver(["secret dictation", "second secret\nline"]) { _ in }
+            Issue.record("the fake tool succeeded")
+        } catch {
+            #expect(error.message
+                == "xclip failed with exit status 1: xclip: cannot take this:; […]; […]; […]; end of input")
+            #expect(!error.message.contains("secret") && !error.message.contains("line;"))
+        }
+    }
+
+    /// What xclip said on stderr is in the sink error (and so in `status` and the daemon log).
+    @Test func theToolsOwnWordsAreInTheError() throws {
+        let display = ":\(unusedDisplayNumber())"
+        let sink = try ClipboardSink(backend: .xclip, primary: false, environment: ["PATH": "/usr/bin:/bin", "DISPLAY": display])
+        do {
+            try sink.deliver(["secret dictation"]) { _ in }
+            Issue.record("xclip succeeded without an X server")
+        } catch {
+            #expect(error.message == "xclip failed with exit status 1: xclip: Error: Can't open display: \(display)")
+            #expect(!error.message.contains("secret"))
+        }
+    }
 }

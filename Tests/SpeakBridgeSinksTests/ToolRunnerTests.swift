@@ -16,14 +16,46 @@ import Testing
     }
 
     @Test func nonZeroExitAndSignalsAreFailures() {
-        #expect(throws: ToolRunner.Failure.exited(status: 3)) {
+        #expect(throws: ToolRunner.Failure(.exited(status: 3))) {
             try ToolRunner.run("/bin/sh", ["-c", "exit 3"], input: nil, environment: Self.environment, timeout: .seconds(10))
         }
-        #expect(throws: ToolRunner.Failure.signaled(signal: SIGTERM)) {
+        #expect(throws: ToolRunner.Failure(.signaled(signal: SIGTERM))) {
             try ToolRunner.run("/bin/sh", ["-c", "kill -TERM $$"], input: nil, environment: Self.environment, timeout: .seconds(10))
         }
-        #expect(throws: ToolRunner.Failure.spawnFailed(errno: ENOENT)) {
+        #expect(throws: ToolRunner.Failure(.spawnFailed(errno: ENOENT))) {
             try ToolRunner.run("/nonexistent/tool", [], input: nil, environment: Self.environment, timeout: .seconds(1))
+        }
+    }
+
+    /// The tool's stderr is kept (its last 4 KiB, lines joined, escaped) and ends the error message, so `status`
+    /// and the daemon log say why the tool failed. (Before: stderr went to /dev/null; only the exit status was told.)
+    @Test func failingToolsStderrReachesTheError() {
+        let script = #"echo "Error: Can't open display: :57" >&2; printf '\033[31mforged\nline\n' >&2; exit 1"#
+        do {
+            try ToolRunner.run("/bin/sh", ["-c", script], input: nil, environment: Self.environment, timeout: .seconds(10))
+            Issue.record("the failing tool succeeded")
+        } catch {
+            #expect(error.reason == .exited(status: 1))
+            #expect(error.stderr == #"Error: Can't open display: :57; \x1b[31mforged; line"#)
+            #expect(error.message(tool: "xclip")
+                == #"xclip failed with exit status 1: xclip: Error: Can't open display: :57; \x1b[31mforged; line"#)
+        }
+        // A tool that names itself is not named twice; one that says nothing gives the status alone.
+        #expect(ToolRunner.Failure(.exited(status: 2), stderr: "xsel: Can't open display").message(tool: "xsel")
+            == "xsel failed with exit status 2: xsel: Can't open display")
+        #expect(ToolRunner.Failure(.timedOut).message(tool: "wtype") == "wtype did not finish in time and was stopped")
+    }
+
+    @Test func keptStderrIsBoundedToItsEnd() {
+        // 1 MiB of stderr: only the end is kept.
+        let script = #"head -c 1048576 /dev/zero | tr '\0' a >&2; echo >&2; echo "the last words" >&2; exit 4"#
+        do {
+            try ToolRunner.run("/bin/sh", ["-c", script], input: nil, environment: Self.environment, timeout: .seconds(10))
+            Issue.record("the failing tool succeeded")
+        } catch {
+            #expect(error.reason == .exited(status: 4))
+            #expect(error.stderr.hasSuffix("; the last words"))
+            #expect(error.stderr.utf8.count < ToolRunner.stderrLimit + 100)
         }
     }
 
@@ -42,7 +74,7 @@ import Testing
         let started = clock.now
         // A unique argument finds the process in /proc afterwards.
         let marker = "7\(getpid())"
-        #expect(throws: ToolRunner.Failure.timedOut) {
+        #expect(throws: ToolRunner.Failure(.timedOut)) {
             try ToolRunner.run("/bin/sleep", [marker], input: nil, environment: Self.environment, timeout: .milliseconds(200))
         }
         #expect(clock.now - started < .seconds(20))

@@ -84,6 +84,7 @@ struct TypeSinkXvfbTests {
         } catch {
             #expect(error.delivered == 0)
             #expect(error.message.hasPrefix("xdotool"))
+            #expect(error.message.contains("Can't open display"), "xdotool's stderr is in the error")
         }
     }
 }
