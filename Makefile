@@ -2,6 +2,8 @@
 #   make run    install what the daemon needs, build a release binary, start the daemon (stdout sink, pairing QR)
 #   make test   install what the tests need, build, run the whole suite (unit, end-to-end, network namespaces)
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
+# `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
+# `make load` 100 paired devices x 10,000 lines against one release daemon.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -17,7 +19,8 @@ DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools soc
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors
+.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
+        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load
 
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -54,6 +57,7 @@ test: deps-test
 	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) SPEAKBRIDGE_VECTORS_BIN=$(CURDIR)/$(SCRATCH)/debug/speakbridge-vectors \
 	  $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	@$(MAKE) --no-print-directory fuzz-short
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
 	bash Tests/python/smoke-examples.sh
 	@$(MAKE) --no-print-directory netns
@@ -70,5 +74,33 @@ netns:
 bench: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/run.sh
 
+# libFuzzer targets (Fuzz/README.md), built with -sanitize=fuzzer,address in their own scratch dir (.build-fuzz).
+# fuzz: at least 10 million executions in total (FUZZ_TOTAL_RUNS), a summary table, fails on any crash or broken
+# invariant (reproducer in .build-fuzz/artifacts/). fuzz-short: every target for FUZZ_SECONDS (3) s, run by `test`.
+# fuzz-merge: minimize what a run found into Fuzz/corpus/ (commit the new files); fuzz-seeds: seeds from vectors.
+FUZZ_TOTAL_RUNS ?= 10000000
+FUZZ_SECONDS    ?= 3
+fuzz: deps-build
+	FUZZ_TOTAL_RUNS=$(FUZZ_TOTAL_RUNS) bash Fuzz/run.sh long
+
+fuzz-short: deps-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/run.sh short
+
+fuzz-merge:
+	bash Fuzz/run.sh merge
+
+fuzz-seeds:
+	bash Fuzz/run.sh seeds
+
+# The Swift suite under AddressSanitizer (.build-asan) and ThreadSanitizer (.build-tsan), end-to-end tests on the
+# instrumented binary; fails on any report of any process (Tests/sanitize/run.sh).
+sanitize: deps-test
+	bash Tests/sanitize/run.sh address thread
+
+# 100 paired devices x 10,000 lines at once against one release daemon: 0 lost, 0 duplicated, order kept; prints
+# the daemon's peak RSS and the ack latency of a probe device under that load (Tests/load/load.py).
+load: deps-test release
+	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/load/run.sh
+
 clean:
-	rm -rf $(SCRATCH)
+	rm -rf $(SCRATCH) .build-fuzz .build-asan .build-tsan

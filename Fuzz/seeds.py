@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs of every fuzz target into Fuzz/corpus/<target>/seed-*, from Pairing/vectors/.
+
+Run from the repository root: `python3 Fuzz/seeds.py` (Makefile: `make fuzz-seeds`). The seeds are committed;
+rerun after Pairing/vectors/ changes. Inputs the fuzzer finds later (minimized with `make fuzz-merge`) live
+next to the seeds under their SHA-1 names.
+"""
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VECTORS = os.path.join(ROOT, "Pairing", "vectors")
+CORPUS = os.path.join(ROOT, "Fuzz", "corpus")
+
+# config-* messages: the vectors hold none that decode (frames.json has one with an unknown body), so a few
+# hand-written ones of each type. The HLC device is the vectors' client ID in compact form.
+DEVICE = "034F0T0RAAF987DZ"
+CONFIG = [
+    {"type": "config-pull", "batch": "b-1"},
+    {"type": "config-pull", "batch": "b-2", "keys": ["ui.theme", "deepgram.apiKey"]},
+    {"type": "config-offer", "batch": "b-1", "part": 1, "parts": 1, "origin": "reply", "entries": [
+        {"key": "ui.theme", "version": f"1767225600000:0:{DEVICE}", "value": "dark"},
+        {"key": "transcription.locale", "version": f"1767225600000:1:{DEVICE}", "value": "de-DE"},
+        {"key": "deepgram.apiKey", "version": f"1767225600000:2:{DEVICE}", "value": "k", "secret": True},
+        {"key": "ui.fontSize", "version": f"1767225600000:3:{DEVICE}", "value": 14},
+        {"key": "ui.old", "version": f"1767225600000:4:{DEVICE}", "deleted": True},
+    ]},
+    {"type": "config-offer", "batch": "b-3", "part": 2, "parts": 3, "origin": "push", "entries": []},
+    {"type": "config-result", "batch": "b-1", "status": "applied", "applied": ["ui.theme"], "pending": [],
+     "unchanged": ["ui.fontSize"], "skipped": []},
+    {"type": "config-result", "batch": "b-1", "status": "denied"},
+    {"type": "config-error", "batch": "b-1", "code": "denied", "message": "not shared"},
+    {"type": "config-error", "code": "malformed", "message": "bad \u001b[31m"},
+]
+
+
+def write(target, name, data):
+    directory = os.path.join(CORPUS, target)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def records(parts):
+    """The FuzzResponder record format: 2-byte big-endian length, then the bytes."""
+    return b"".join(struct.pack(">H", len(p)) + p for p in parts)
+
+
+def main():
+    codes = json.load(open(os.path.join(VECTORS, "pairing-codes.json")))
+    frames = json.load(open(os.path.join(VECTORS, "frames.json")))
+    handshakes = json.load(open(os.path.join(VECTORS, "handshakes.json")))
+
+    for group in ("valid", "variants", "invalid", "expiry"):
+        for i, item in enumerate(codes[group]):
+            write("FuzzPairingCode", f"{group}-{i:02}", item["code"].encode())
+
+    plaintexts = []
+    for group in ("frames", "accepted", "rejected"):
+        for i, item in enumerate(frames[group]):
+            data = bytes.fromhex(item["plaintext_hex"]) if "plaintext_hex" in item else item["plaintext"].encode()
+            plaintexts.append((f"{group}-{i:02}", data))
+    for h in handshakes["handshakes"]:
+        for i, m in enumerate(h["messages"]):
+            plaintexts.append((f"{h['name']}-{i}", m["payload"].encode()))
+    for name, data in plaintexts:
+        write("FuzzJSON", name, data)
+        write("FuzzMessageCodec", name, data)
+    for i, message in enumerate(CONFIG):
+        data = json.dumps(message, separators=(",", ":")).encode()
+        write("FuzzConfigWire", f"config-{i:02}", data)
+        write("FuzzMessageCodec", f"config-{i:02}", data)
+        write("FuzzJSON", f"config-{i:02}", data)
+
+    # FuzzResponder: byte 0 = flags (bit 0 session, bit 1 constructed), then records.
+    for h in handshakes["handshakes"]:
+        session = 1 if h["intent"] == "session" else 0
+        ours = [m for m in h["messages"] if m["direction"] == "client->desktop"]
+        write("FuzzResponder", f"raw-{h['name']}",
+              bytes([session]) + records([bytes.fromhex(m["message"]) for m in ours]))
+        write("FuzzResponder", f"raw-{h['name']}-message1", bytes([session]) + records([bytes.fromhex(ours[0]["message"])]))
+        write("FuzzResponder", f"constructed-{h['name']}",
+              bytes([session | 2]) + records([m["payload"].encode() for m in ours]))
+    hello = b'{"type":"hello","agent":"fuzz"}'
+    for name, data in plaintexts + [(f"config-{i:02}", json.dumps(m).encode()) for i, m in enumerate(CONFIG)]:
+        write("FuzzResponder", f"constructed-session-{name}", bytes([3]) + records([hello, data]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
