@@ -182,7 +182,7 @@ def main():
         senders, feeders = [], []
         t_load = time.perf_counter()
         for i in range(args.devices):
-            p = subprocess.Popen([args.bin, "send", "--home", os.path.join(base, f"phone-{i}"), "--timeout", "120"],
+            p = subprocess.Popen([args.bin, "send", "--home", os.path.join(base, f"phone-{i}"), "--timeout", str(int(args.deadline))],
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                  stderr=open(os.path.join(base, f"send-{i}.log"), "wb"))
             procs.append(p)
