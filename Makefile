@@ -77,7 +77,8 @@ bench: deps-test release
 # libFuzzer targets (Fuzz/README.md), built with -sanitize=fuzzer,address in their own scratch dir (.build-fuzz).
 # fuzz: at least 10 million executions in total (FUZZ_TOTAL_RUNS), a summary table, fails on any crash or broken
 # invariant (reproducer in .build-fuzz/artifacts/). fuzz-short: every target for FUZZ_SECONDS (3) s, run by `test`.
-# fuzz-merge: minimize what a run found into Fuzz/corpus/ (commit the new files); fuzz-seeds: seeds from vectors.
+# fuzz-merge: rewrite Fuzz/corpus/ as the fewest inputs covering every edge so far (commit it); fuzz-seeds: add the
+# seeds from Pairing/vectors/.
 FUZZ_TOTAL_RUNS ?= 10000000
 FUZZ_SECONDS    ?= 3
 fuzz: deps-build

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed inputs of every fuzz target into Fuzz/corpus/<target>/seed-*, from Pairing/vectors/.
+"""Adds the seed inputs of every fuzz target to Fuzz/corpus/<target>/seed-*, from Pairing/vectors/.
 
-Run from the repository root: `python3 Fuzz/seeds.py` (Makefile: `make fuzz-seeds`). The seeds are committed;
-rerun after Pairing/vectors/ changes. Inputs the fuzzer finds later (minimized with `make fuzz-merge`) live
-next to the seeds under their SHA-1 names.
+Run from the repository root: `python3 Fuzz/seeds.py` (Makefile: `make fuzz-seeds`), then `make fuzz-merge`, which
+keeps only the inputs (seeds and whatever the fuzzer found) that reach a coverage edge no other one reaches;
+the committed corpus is that set, under SHA-1 names. Rerun after Pairing/vectors/ changes.
 """
 import json
 import os
