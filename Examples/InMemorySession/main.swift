@@ -20,8 +20,10 @@ final class Demo {
 
     func context() -> ResponderContext {
         ResponderContext(localStatic: desktopKey, localName: "desk",
-                         pairingSecret: { [secret] in secret },
-                         sessionPSK: { [unowned self] key in key == phoneKey.publicKey ? pairedPSK : nil },
+                         pairingSecret: { [secret] in try? SymmetricKey(bytes: secret) },
+                         sessionPSK: { [unowned self] key in
+                             key == phoneKey.publicKey ? pairedPSK.flatMap { try? SymmetricKey(bytes: $0) } : nil
+                         },
                          delivered: { [unowned self] _, session in ledger.entry(session)?.delivered ?? 0 })
     }
 

@@ -43,6 +43,8 @@ public struct ConfigExchangeReport: Sendable {
     public var received: [(origin: String, result: ConfigResult)] = []
     /// Errors either side reported; non-empty means the exchange did not fully succeed.
     public var errors: [String] = []
+    /// Secrets the desktop left out of its answers to our pulls (its share mode is `public`).
+    public var withheld = 0
 }
 
 /// The capture device's side of config transfer: one session with the paired desktop.
@@ -205,7 +207,8 @@ public final class ConfigExchange: @unchecked Sendable {
     func receiveConfig(_ message: ConfigMessage) throws(ConfigError) {
         switch message {
         case .offer(let part):
-            guard let (origin, entries) = try assembler.add(part, now: store.now()) else { return }
+            guard let (origin, entries, withheld) = try assembler.add(part, now: store.now()) else { return }
+            if origin == "reply" { report.withheld += withheld }
             var result = try store.update { tx throws(ConfigError) -> ConfigResult in
                 try tx.apply(entries, from: desktop.id, name: desktop.name, acceptOverride: options.acceptIncoming)
             }
@@ -222,7 +225,9 @@ public final class ConfigExchange: @unchecked Sendable {
                 return
             }
             outstanding.insert(batch)
-            for m in try ConfigWire.offer(batch: batch, origin: "reply", updates: try tx.offer(keys: keys, includeSecrets: share == .all)) {
+            let updates = try tx.offer(keys: keys, includeSecrets: share == .all)
+            let withheld = share == .all ? 0 : try tx.offer(keys: keys, includeSecrets: true).count - updates.count
+            for m in try ConfigWire.offer(batch: batch, origin: "reply", updates: updates, withheld: withheld) {
                 transmit(m)
             }
         case .result(let r):

@@ -3,7 +3,7 @@ import SpeakBridgeProtocol
 /// Everything of one installation's config except secret values: `config/settings.json` (0600).
 ///
 /// ```
-/// {"version":1,"clock":{"ms":…,"counter":…},"policy":{"default":"ask","devices":{"ID":"accept"}},"share":"all",
+/// {"version":1,"clock":{"ms":…,"counter":…},"policy":{"default":"ask","devices":{"ID":"accept"}},"share":"public",
 ///  "localOnly":["key"],
 ///  "entries":[{"key":"k","version":"MS:C:DEVICE","value":…} | {…,"secret":true,"ref":"…"} | {…,"deleted":true}],
 ///  "pending":[{"from":"ID","name":"phone","received":UNIX, <entry fields>}]}
@@ -34,6 +34,8 @@ public struct ConfigDocument: Sendable, Equatable {
             ("clock", .object([("ms", .integer(Int64(clock.ms))), ("counter", .integer(Int64(clock.counter)))])),
             ("policy", .object([("default", .string(policy.defaultPolicy.rawValue)), ("devices", .object(devices))])),
             ("share", .string(policy.share.rawValue)),
+            // Marks `all` as the user's own choice (`config share all`); see `decode`.
+            ("shareConfirmed", .bool(policy.share == .all)),
             ("localOnly", .array(localOnly.sorted().map { .string($0) })),
             ("entries", .array(records.keys.sorted().map { Self.json(records[$0]!) })),
             ("pending", .array(pending.keys.sorted().map { key in
@@ -89,6 +91,9 @@ public struct ConfigDocument: Sendable, Equatable {
             }
         }
         if let s = doc["share"]?.stringValue.flatMap(ShareMode.init(rawValue:)) { d.policy.share = s }
+        // Versions before issue 8 wrote their default `"share":"all"` into every file, so a plain `all` may never
+        // have been chosen: without the confirmation only non-secret keys are shared (run `config share all`).
+        if d.policy.share == .all && doc["shareConfirmed"]?.boolValue != true { d.policy.share = .publicOnly }
         d.localOnly = Set(doc["localOnly"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         for item in doc["entries"]?.arrayValue ?? [] {
             let r = try record(item)

@@ -63,11 +63,20 @@ public final class ConfigPeerHandler: PeerConfigHandler, @unchecked Sendable {
                     out.append(.error(batch: batch, code: "denied", message: "this desktop shares no config (share mode none)"))
                     return out
                 }
-                let updates = try store.read().offer(keys: keys, includeSecrets: share == .all)
-                Console.info("config: sending \(updates.count) key(s) to \(who)")
-                return try out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates)
+                let tx = try store.read()
+                let updates = try tx.offer(keys: keys, includeSecrets: share == .all)
+                let withheld = share == .all ? 0 : try tx.offer(keys: keys, includeSecrets: true).count - updates.count
+                if withheld > 0 {
+                    Console.info("config: sending \(updates.count) key(s) to \(who); withheld \(withheld) secret(s) (share mode public)")
+                    Console.info("hint: send one with `speakbridge config push --to \(device) KEY`, or let paired devices pull secrets with `speakbridge config share all`")
+                } else {
+                    Console.info("config: sending \(updates.count) key(s) to \(who)")
+                }
+                return try out + ConfigWire.offer(batch: batch, origin: "reply", updates: updates, withheld: withheld)
             case .offer(let part):
-                guard let (_, entries) = try assemblers[device, default: BatchAssembler()].add(part, now: store.now()) else { return [] }
+                guard let (_, entries, withheld) = try assemblers[device, default: BatchAssembler()].add(part, now: store.now())
+                else { return [] }
+                if withheld > 0 { Console.info("config: \(who) withheld \(withheld) secret(s) (its share mode is public)") }
                 var out = try staged(for: device)
                 var result = try store.update { tx throws(ConfigError) -> ConfigResult in
                     let r = try tx.apply(entries, from: device, name: name)

@@ -10,13 +10,17 @@ public struct OfferPart: Sendable, Equatable {
     /// (a push the user staged earlier for this device). Informational.
     public var origin: String
     public var entries: [ConfigUpdate]
+    /// Replies to a pull: how many secrets the sender left out because its share mode is `public` (so the
+    /// receiver can say why a key it expected did not come). Informational; 0 when absent.
+    public var withheld: Int
 
-    public init(batch: String, part: Int, parts: Int, origin: String, entries: [ConfigUpdate]) {
+    public init(batch: String, part: Int, parts: Int, origin: String, entries: [ConfigUpdate], withheld: Int = 0) {
         self.batch = batch
         self.part = part
         self.parts = parts
         self.origin = origin
         self.entries = entries
+        self.withheld = withheld
     }
 }
 
@@ -55,10 +59,12 @@ public enum ConfigWire {
             if let keys { body.append(("keys", .array(keys.map { .string($0) }))) }
             return .config(type: pullType, body: .object(body))
         case .offer(let p):
-            return .config(type: offerType, body: .object([
+            var body: [(String, JSONValue)] = [
                 ("batch", .string(p.batch)), ("part", .integer(Int64(p.part))), ("parts", .integer(Int64(p.parts))),
                 ("origin", .string(p.origin)), ("entries", .array(p.entries.map(entryJSON))),
-            ]))
+            ]
+            if p.withheld > 0 { body.append(("withheld", .integer(Int64(p.withheld)))) }
+            return .config(type: offerType, body: .object(body))
         case .result(let r):
             return .config(type: resultType, body: .object([
                 ("batch", .string(r.batch)), ("status", .string(r.status.rawValue)),
@@ -86,7 +92,9 @@ public enum ConfigWire {
     /// A batch as offer parts, each under `partBudget` bytes and `maxEntriesPerPart` entries. An empty batch is
     /// one empty part (it still answers a pull). More than `maxParts` parts or `maxEntriesPerBatch` entries is refused
     /// (`too-large`): a batch is applied whole, so the receiver must be able to hold all of it.
-    public static func offer(batch: String, origin: String, updates: [ConfigUpdate]) throws(ConfigError) -> [ConfigMessage] {
+    /// `withheld` (replies to a pull) goes on the first part.
+    public static func offer(batch: String, origin: String, updates: [ConfigUpdate],
+                             withheld: Int = 0) throws(ConfigError) -> [ConfigMessage] {
         guard updates.count <= maxEntriesPerBatch else {
             throw ConfigError(.tooLarge, "\(updates.count) keys are too many for one batch (at most \(maxEntriesPerBatch))",
                               hint: "name fewer keys")
@@ -107,7 +115,8 @@ public enum ConfigWire {
                               hint: "name fewer keys")
         }
         return groups.enumerated().map { i, entries in
-            .offer(OfferPart(batch: batch, part: i + 1, parts: groups.count, origin: origin, entries: entries))
+            .offer(OfferPart(batch: batch, part: i + 1, parts: groups.count, origin: origin, entries: entries,
+                             withheld: i == 0 ? withheld : 0))
         }
     }
 
@@ -146,7 +155,15 @@ public enum ConfigWire {
                 entries.append(u)
             }
             let origin = body["origin"]?.stringValue.map { String($0.prefix(16)) } ?? "push"
-            return .offer(OfferPart(batch: batch, part: Int(part), parts: Int(parts), origin: origin, entries: entries))
+            var withheld = 0
+            if let w = body["withheld"], w != .null {
+                guard let n = w.int64Value, (0...Int64(maxEntriesPerBatch)).contains(n) else {
+                    throw ConfigError(.malformed, "\"withheld\" must be an integer 0...\(maxEntriesPerBatch)")
+                }
+                withheld = Int(n)
+            }
+            return .offer(OfferPart(batch: batch, part: Int(part), parts: Int(parts), origin: origin, entries: entries,
+                                    withheld: withheld))
         case resultType:
             let batch = try batchID(body["batch"])
             guard let status = body["status"]?.stringValue.flatMap(ConfigResult.Status.init(rawValue:)) else {
@@ -204,10 +221,7 @@ public enum ConfigWire {
 public enum ConfigText {
     public static func clean(_ s: String, limit: Int = 256) -> String {
         String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit).map { scalar -> Unicode.Scalar in
-            let v = scalar.value
-            let bad = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v)
-                || (0x2066...0x2069).contains(v) || v == 0x200E || v == 0x200F
-            return bad ? "?" : scalar
+            PeerText.needsEscape(scalar) ? "?" : scalar
         }))
     }
 }
@@ -218,6 +232,7 @@ public struct BatchAssembler: Sendable {
     struct Partial: Sendable {
         var parts: Int
         var origin: String
+        var withheld = 0
         var received: [Int: [ConfigUpdate]] = [:]
         var keys: Set<String> = []
         var started: UInt64
@@ -232,7 +247,8 @@ public struct BatchAssembler: Sendable {
     public var incompleteBatches: Int { partial.count }
 
     /// Adds a part; returns the whole batch (entries in part order) once its last part arrived.
-    public mutating func add(_ p: OfferPart, now: UInt64) throws(ConfigError) -> (origin: String, entries: [ConfigUpdate])? {
+    public mutating func add(_ p: OfferPart, now: UInt64)
+        throws(ConfigError) -> (origin: String, entries: [ConfigUpdate], withheld: Int)? {
         var batch = partial[p.batch] ?? Partial(parts: p.parts, origin: p.origin, started: now)
         do throws(ConfigError) {
             guard batch.parts == p.parts else { throw ConfigError(.malformed, "parts of batch \(p.batch) disagree on \"parts\"") }
@@ -248,9 +264,10 @@ public struct BatchAssembler: Sendable {
             throw error
         }
         batch.received[p.part] = p.entries
+        batch.withheld = max(batch.withheld, p.withheld)
         if batch.received.count == batch.parts {
             partial[p.batch] = nil
-            return (batch.origin, (1...batch.parts).flatMap { batch.received[$0]! })
+            return (batch.origin, (1...batch.parts).flatMap { batch.received[$0]! }, batch.withheld)
         }
         partial[p.batch] = batch
         if partial.count > Self.maxPartial, let oldest = partial.min(by: { $0.value.started < $1.value.started })?.key {

@@ -1,4 +1,4 @@
-// Noise CipherState (spec §5.1): a key k (or empty) and a 64-bit nonce n, with ChaChaPoly as the cipher.
+// Noise CipherState (spec §5.1): a key k (or empty) and a 64-bit nonce n, with ChaChaPoly or AESGCM as the cipher.
 
 struct CipherState: Sendable {
     /// Nonce 2^64-1 is reserved (spec §5.1); reaching it ends the session.
@@ -8,11 +8,14 @@ struct CipherState: Sendable {
     private var k: SymmetricKey?
     /// n: the nonce of the next EncryptWithAd/DecryptWithAd.
     private(set) var n: UInt64 = 0
+    /// The cipher functions (spec §12.3, §12.4), fixed by the protocol name.
+    let cipher: NoiseCipher
 
     /// InitializeKey(key): Sets k = key. Sets n = 0.
-    init(key: SymmetricKey? = nil) {
+    init(key: SymmetricKey? = nil, cipher: NoiseCipher) {
         k = key
         n = 0
+        self.cipher = cipher
     }
 
     /// HasKey(): Returns true if k is non-empty, false otherwise.
@@ -23,7 +26,7 @@ struct CipherState: Sendable {
     mutating func encryptWithAd(_ ad: [UInt8], _ plaintext: [UInt8]) throws -> [UInt8] {
         guard let k else { return plaintext }
         guard n != Self.maxNonce else { throw CryptoError.nonceExhausted }
-        let ciphertext = try ChaChaPolyIETF.seal(key: k, nonce: Self.nonceBytes(n), plaintext: plaintext, ad: ad)
+        let ciphertext = try cipher.seal(key: k, n: n, plaintext: plaintext, ad: ad)
         n += 1
         return ciphertext
     }
@@ -34,7 +37,7 @@ struct CipherState: Sendable {
     mutating func decryptWithAd(_ ad: [UInt8], _ ciphertext: [UInt8]) throws -> [UInt8] {
         guard let k else { return ciphertext }
         guard n != Self.maxNonce else { throw CryptoError.nonceExhausted }
-        let plaintext = try ChaChaPolyIETF.open(key: k, nonce: Self.nonceBytes(n), ciphertext: ciphertext, ad: ad)
+        let plaintext = try cipher.open(key: k, n: n, ciphertext: ciphertext, ad: ad)
         n += 1
         return plaintext
     }
@@ -42,14 +45,5 @@ struct CipherState: Sendable {
     /// Drops the key (its storage is zeroed when no copy remains).
     mutating func wipe() {
         k = nil
-    }
-
-    /// ChaChaPoly's 96-bit nonce (spec §12.3): 32 bits of zeros followed by the little-endian encoding of n.
-    static func nonceBytes(_ n: UInt64) -> [UInt8] {
-        var nonce = [UInt8](repeating: 0, count: ChaChaPolyIETF.nonceByteCount)
-        for byteIndex in 0..<8 {
-            nonce[4 + byteIndex] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(byteIndex)))
-        }
-        return nonce
     }
 }

@@ -25,6 +25,8 @@ public enum CryptoError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownPeer
     /// `sodium_init()` failed, so no libsodium primitive can be trusted.
     case sodiumUnavailable
+    /// A cipher this CPU cannot run (libsodium's AES-GCM needs AES-NI); the detail names it.
+    case cipherUnavailable(String)
 
     public var description: String {
         switch self {
@@ -39,6 +41,7 @@ public enum CryptoError: Error, Equatable, Sendable, CustomStringConvertible {
         case .missingPSK: return "missing pre-shared key"
         case .unknownPeer: return "unknown peer"
         case .sodiumUnavailable: return "libsodium is unavailable"
+        case let .cipherUnavailable(what): return "cipher unavailable: \(what)"
         }
     }
 }

@@ -27,6 +27,15 @@ public struct HandshakeState: Sendable {
     private var nextMessage = 0
     private var failed = false
     private var handoff: TransportHandoff?
+    /// The psk resolver did not know the initiator's key; message 1 is still processed to its end.
+    private var unknownPeer = false
+    /// Work done so far, for tests that check both rejection paths do the same (not secret, not for control).
+    private(set) var dhOperations = 0
+    private(set) var payloadDecryptions = 0
+
+    /// Stands in for the psk of an unknown initiator: random per process, never written anywhere, never the psk
+    /// of any pairing (a collision has probability 2^-256).
+    private static let unknownPeerPSK = SymmetricKey.random()
 
     /// Initialize(handshake_pattern, initiator, prologue, s, e, rs, re, psk).
     ///
@@ -35,10 +44,12 @@ public struct HandshakeState: Sendable {
     ///   supplies a `pskResolver` to `readMessage` for message 1.
     /// - `localEphemeral` exists only to replay published test vectors; real handshakes leave it nil so a
     ///   fresh ephemeral key is generated.
-    public init(pattern: NoiseHandshakePattern, role: NoiseRole, prologue: [UInt8], localStatic: X25519PrivateKey,
+    public init(pattern: NoiseHandshakePattern, cipher: NoiseCipher = .chaChaPoly, role: NoiseRole,
+                prologue: [UInt8], localStatic: X25519PrivateKey,
                 remoteStatic: X25519PublicKey? = nil, psk: SymmetricKey? = nil,
                 localEphemeral: X25519PrivateKey? = nil) throws {
         try Sodium.ensureAvailable()
+        guard cipher.isAvailable else { throw CryptoError.cipherUnavailable(cipher.rawValue) }
         switch role {
         case .initiator where remoteStatic == nil:
             throw CryptoError.handshakeState("the \(pattern.patternName) initiator needs the responder's static key")
@@ -61,7 +72,7 @@ public struct HandshakeState: Sendable {
         self.rs = remoteStatic
         self.psk = psk
         // Calls InitializeSymmetric(protocol_name).
-        symmetric = SymmetricState(protocolName: pattern.protocolName)
+        symmetric = SymmetricState(protocolName: pattern.protocolName(cipher: cipher), cipher: cipher)
         // Calls MixHash(prologue).
         symmetric.mixHash(prologue)
         // Calls MixHash() once for each public key listed in the pre-messages: "<- s", the responder's static key.
@@ -136,8 +147,9 @@ public struct HandshakeState: Sendable {
     /// ReadMessage(message, payload_buffer): processes the peer's next handshake message and returns its payload.
     ///
     /// For a psk pattern whose psk was not given at init, the responder calls `pskResolver` with the initiator's
-    /// static key as soon as message 1 has revealed it (before any psk token). A nil answer throws `.unknownPeer`;
-    /// no resolver throws `.missingPSK`.
+    /// static key as soon as message 1 has revealed it (before any psk token). A nil answer throws `.unknownPeer`,
+    /// but only after the rest of the message (DH, psk, payload decryption) was processed with a dummy psk, so
+    /// that it takes as long as a known key with a wrong psk; no resolver throws `.missingPSK`.
     public mutating func readMessage(
         _ message: [UInt8], pskResolver: ((X25519PublicKey) throws -> SymmetricKey?)? = nil
     ) throws -> [UInt8] {
@@ -166,10 +178,17 @@ public struct HandshakeState: Sendable {
                     let remoteStatic = try X25519PublicKey(rawRepresentation: try symmetric.decryptAndHash(temp))
                     rs = remoteStatic
                     // SpeakBridge: the responder picks the per-peer psk now that it knows who is calling.
+                    // An unknown key gets the process's dummy psk and the message is processed to the end (ss,
+                    // psk, payload decryption) exactly like a paired key with a wrong psk; only then is it
+                    // reported as unknown. So how long a rejection takes does not tell which keys are paired.
                     if pattern.usesPSK && psk == nil {
                         guard let pskResolver else { throw CryptoError.missingPSK }
-                        guard let resolved = try pskResolver(remoteStatic) else { throw CryptoError.unknownPeer }
-                        psk = resolved
+                        if let resolved = try pskResolver(remoteStatic) {
+                            psk = resolved
+                        } else {
+                            psk = Self.unknownPeerPSK
+                            unknownPeer = true
+                        }
                     }
                 case .ee, .es, .se, .ss:
                     try mixDH(token)
@@ -179,7 +198,15 @@ public struct HandshakeState: Sendable {
             }
             // Calls DecryptAndHash() on the remaining bytes of the message and stores the output into
             // payload_buffer.
-            let payload = try symmetric.decryptAndHash(reader.remaining())
+            let payload: [UInt8]
+            do {
+                payloadDecryptions += 1
+                payload = try symmetric.decryptAndHash(reader.remaining())
+            } catch {
+                throw unknownPeer ? CryptoError.unknownPeer : error
+            }
+            // Only reachable if the dummy psk decrypted a message (probability 2^-128): still unknown.
+            if unknownPeer { throw CryptoError.unknownPeer }
             try finishMessage()
             return payload
         } catch {
@@ -192,6 +219,7 @@ public struct HandshakeState: Sendable {
 
     /// The DH tokens, identical for writer and reader once roles are taken into account.
     private mutating func mixDH(_ token: NoiseToken) throws {
+        dhOperations += 1
         let secret: SecureBytes
         switch (token, role) {
         case (.ee, _):

@@ -85,6 +85,18 @@ public enum HKDFSHA256 {
     /// RFC 5869 HKDF-Extract then HKDF-Expand. An empty salt means HashLen zero bytes, which HMAC's key padding
     /// gives for free. `outputByteCount` must be in 0...8160.
     public static func deriveKey(ikm: [UInt8], salt: [UInt8], info: [UInt8], outputByteCount: Int) -> [UInt8] {
+        ikm.withUnsafeBytes { derive(ikm: $0, salt: salt, info: info, outputByteCount: outputByteCount) }
+    }
+
+    /// HKDF-SHA256 from a secret key to a secret key (32 bytes): the input and the output stay in wiped storage.
+    public static func deriveKey(ikm: SymmetricKey, salt: [UInt8], info: [UInt8]) -> SymmetricKey {
+        var okm = ikm.withUnsafeBytes { derive(ikm: $0, salt: salt, info: info, outputByteCount: SymmetricKey.byteCount) }
+        defer { okm.wipe() }
+        return SymmetricKey(storage: SecureBytes(okm))
+    }
+
+    private static func derive(ikm: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8],
+                               outputByteCount: Int) -> [UInt8] {
         precondition((0...maxOutputByteCount).contains(outputByteCount),
                      "HKDF-SHA256 output must be 0...\(maxOutputByteCount) bytes")
         Sodium.requireAvailable()

@@ -20,6 +20,17 @@ public struct SymmetricKey: Sendable {
         self.storage = storage
     }
 
+    /// A key over existing wiped storage (no copy); throws unless it holds exactly `byteCount` bytes.
+    public init(secureBytes: SecureBytes) throws {
+        guard secureBytes.count == Self.byteCount else {
+            throw CryptoError.invalidLength(what: "symmetric key", expected: Self.byteCount, actual: secureBytes.count)
+        }
+        storage = secureBytes
+    }
+
+    /// The key's storage (shared, never copied out).
+    public var secureBytes: SecureBytes { storage }
+
     public static func random() -> SymmetricKey {
         SymmetricKey(storage: SecureBytes(count: byteCount))
     }
@@ -31,6 +42,19 @@ public struct SymmetricKey: Sendable {
 
     /// A plain copy of the key (for storing it); the caller becomes responsible for wiping it.
     public func copyBytes() -> [UInt8] { storage.copyBytes() }
+}
+
+extension SymmetricKey: Equatable {
+    /// Compares the key bytes in constant time.
+    public static func == (lhs: SymmetricKey, rhs: SymmetricKey) -> Bool {
+        Sodium.requireAvailable()
+        return lhs.withUnsafeBytes { left in
+            rhs.withUnsafeBytes { right in
+                // Why unsafe: both buffers hold exactly `byteCount` bytes (checked by SymmetricKey's inits).
+                left.count == right.count && sodium_memcmp(left.baseAddress, right.baseAddress, left.count) == 0
+            }
+        }
+    }
 }
 
 /// An X25519 public key (a Montgomery u-coordinate), exactly 32 bytes.

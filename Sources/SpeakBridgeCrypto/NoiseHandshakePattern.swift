@@ -5,7 +5,7 @@ public enum NoiseRole: Sendable {
     case initiator, responder
 }
 
-/// The supported patterns, all with Curve25519, ChaChaPoly and SHA-256:
+/// The supported patterns, all with Curve25519 and SHA-256, and ChaChaPoly or AESGCM (`NoiseCipher`):
 ///
 ///     IK:                IKpsk1:                    IKpsk2:
 ///       <- s               <- s                       <- s
@@ -15,14 +15,27 @@ public enum NoiseRole: Sendable {
 public enum NoiseHandshakePattern: Sendable, CaseIterable {
     case IK, IKpsk1, IKpsk2
 
-    /// The full Noise protocol name, e.g. "Noise_IKpsk1_25519_ChaChaPoly_SHA256".
-    public var protocolName: String { "Noise_\(patternName)_25519_ChaChaPoly_SHA256" }
+    /// The full Noise protocol name with ChaChaPoly, e.g. "Noise_IKpsk1_25519_ChaChaPoly_SHA256".
+    public var protocolName: String { protocolName(cipher: .chaChaPoly) }
 
-    /// The pattern for a full protocol name, or nil for anything this module does not implement
-    /// (other patterns, DH functions, ciphers or hashes).
+    /// The full Noise protocol name, e.g. "Noise_IKpsk1_25519_AESGCM_SHA256".
+    public func protocolName(cipher: NoiseCipher) -> String { "Noise_\(patternName)_25519_\(cipher.rawValue)_SHA256" }
+
+    /// The pattern for a ChaChaPoly protocol name, or nil for anything else.
     public init?(protocolName: String) {
-        guard let match = Self.allCases.first(where: { $0.protocolName == protocolName }) else { return nil }
-        self = match
+        guard let (pattern, cipher) = Self.parse(protocolName: protocolName), cipher == .chaChaPoly else { return nil }
+        self = pattern
+    }
+
+    /// Pattern and cipher of a full protocol name, or nil for anything this module does not implement
+    /// (other patterns, DH functions, ciphers or hashes).
+    public static func parse(protocolName: String) -> (NoiseHandshakePattern, NoiseCipher)? {
+        for pattern in allCases {
+            for cipher in NoiseCipher.allCases where pattern.protocolName(cipher: cipher) == protocolName {
+                return (pattern, cipher)
+            }
+        }
+        return nil
     }
 
     /// True for the psk variants; they also MixKey() every ephemeral public key (spec §9.2).

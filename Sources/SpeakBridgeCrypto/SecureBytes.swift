@@ -58,6 +58,18 @@ public final class SecureBytes: @unchecked Sendable {
         try body(UnsafeRawBufferPointer(storage))
     }
 
+    /// Equal length and equal bytes, compared in time that depends only on the length.
+    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
+        guard count == other.count else { return false }
+        guard count > 0 else { return true }
+        return withUnsafeBytes { left in
+            other.withUnsafeBytes { right in
+                // Why unsafe: both buffers are `count` bytes long, checked above.
+                sodium_memcmp(left.baseAddress, right.baseAddress, count) == 0
+            }
+        }
+    }
+
     /// A plain copy of the secret; the caller becomes responsible for wiping it.
     public func copyBytes() -> [UInt8] {
         [UInt8](UnsafeRawBufferPointer(storage))
@@ -67,7 +79,7 @@ public final class SecureBytes: @unchecked Sendable {
 extension Array where Element == UInt8 {
     /// Best-effort wipe of a temporary array holding secret bytes (only this array's buffer; earlier copies,
     /// if any were made by copy-on-write, are out of reach).
-    mutating func wipe() {
+    public mutating func wipe() {
         withUnsafeMutableBytes { buffer in
             if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
         }

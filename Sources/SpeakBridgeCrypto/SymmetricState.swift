@@ -5,10 +5,13 @@ struct SymmetricState: Sendable {
     private var ck: SecureBytes?
     /// h: HASHLEN bytes, the handshake hash. Not secret, but binds everything said so far.
     private(set) var h: [UInt8]
-    private var cipher = CipherState()
+    private var cipher: CipherState
+    /// The cipher functions named in the protocol name; every CipherState made here uses them.
+    let cipherFunctions: NoiseCipher
 
     /// InitializeSymmetric(protocol_name)
-    init(protocolName: String) {
+    init(protocolName: String, cipher cipherFunctions: NoiseCipher) {
+        self.cipherFunctions = cipherFunctions
         let name = Array(protocolName.utf8)
         // If protocol_name is less than or equal to HASHLEN bytes in length, sets h equal to protocol_name with
         // zero bytes appended to make HASHLEN bytes. Otherwise sets h = HASH(protocol_name).
@@ -20,7 +23,7 @@ struct SymmetricState: Sendable {
         // Sets ck = h.
         ck = SecureBytes(h)
         // Calls InitializeKey(empty).
-        cipher = CipherState()
+        cipher = CipherState(cipher: cipherFunctions)
     }
 
     var hasKey: Bool { cipher.hasKey }
@@ -33,7 +36,7 @@ struct SymmetricState: Sendable {
         ck = outputs[0]
         // If HASHLEN is 64, then truncates temp_k to 32 bytes. (HASHLEN is 32 for SHA-256: nothing to do.)
         // Calls InitializeKey(temp_k).
-        cipher = CipherState(key: SymmetricKey(storage: outputs[1]))
+        cipher = CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
     }
 
     /// MixHash(data): Sets h = HASH(h || data).
@@ -51,7 +54,7 @@ struct SymmetricState: Sendable {
         mixHash(outputs[1].copyBytes())
         // If HASHLEN is 64, then truncates temp_k to 32 bytes. (Not for SHA-256.)
         // Calls InitializeKey(temp_k).
-        cipher = CipherState(key: SymmetricKey(storage: outputs[2]))
+        cipher = CipherState(key: SymmetricKey(storage: outputs[2]), cipher: cipherFunctions)
     }
 
     /// EncryptAndHash(plaintext): Sets ciphertext = EncryptWithAd(h, plaintext), calls MixHash(ciphertext),
@@ -82,8 +85,8 @@ struct SymmetricState: Sendable {
         // If HASHLEN is 64, then truncates temp_k1 and temp_k2 to 32 bytes. (Not for SHA-256.)
         // Creates two new CipherState objects c1 and c2.
         // Calls c1.InitializeKey(temp_k1) and c2.InitializeKey(temp_k2).
-        let c1 = CipherState(key: SymmetricKey(storage: outputs[0]))
-        let c2 = CipherState(key: SymmetricKey(storage: outputs[1]))
+        let c1 = CipherState(key: SymmetricKey(storage: outputs[0]), cipher: cipherFunctions)
+        let c2 = CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
         wipe()
         // Returns the pair (c1, c2).
         return (c1, c2)

@@ -69,6 +69,7 @@ public final class Daemon: @unchecked Sendable {
         config.maxMessageSize = SpeakBridgeProtocol.maxFrameSize
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
+        config.maxUnauthenticatedPerAddress = SpeakBridgeProtocol.maxUnauthenticatedPerAddress
         // `queue.sync` from the lws thread: when the queue is idle the handler runs right on the lws thread
         // (no wake-up of another thread per frame); the critical sections are short and never wait on lws.
         server = try WebSocketServer(configuration: config) { [weak self] event in
@@ -107,7 +108,7 @@ public final class Daemon: @unchecked Sendable {
             pairingSecret: { [codes] in codes.secret() },
             sessionPSK: { [peers] key in
                 guard let peer = peers.peer(key: key), peer.role == .client else { return nil }
-                return peer.psk
+                return try? SymmetricKey(bytes: peer.psk)
             },
             delivered: { [unowned self] device, session in
                 ledgerDelivered(device, session)
@@ -146,17 +147,22 @@ public final class Daemon: @unchecked Sendable {
     }
 
     func perform(_ actions: [ResponderMachine.Action], on id: WebSocketConnectionID) {
+        // What the config handler wants sent when a session opens goes after this batch: the batch's frames were
+        // encrypted first, and frames must leave in encryption order.
+        var opening: [Message] = []
+        defer { reply(opening, on: id) }
         for action in actions {
             switch action {
             case .send(let frame):
                 server.send(frame, to: id)
             case let .authenticated(device, key):
+                // The first transport message decrypted (not merely message 1, which a replay repeats).
                 server.markAuthenticated(id)
                 connectionDevice[id] = device
                 try? peers.update(key: key) { $0.lastSeen = Date() }
                 if let handler = options.configHandler {
                     let name = peers.peer(key: key)?.name ?? ""
-                    reply(handler.sessionOpened(device: device, name: name), on: id)
+                    opening += handler.sessionOpened(device: device, name: name)
                 }
             case .consumePairingCode:
                 codes.consume()
@@ -169,7 +175,7 @@ public final class Daemon: @unchecked Sendable {
                 do {
                     try peers.upsert(Peer(name: outcome.peerName.isEmpty ? "device" : outcome.peerName,
                                           publicKey: outcome.peerKey, psk: outcome.sessionPSK, role: .client))
-                    Console.info("paired with \"\(OutputSanitizer.sanitize(outcome.peerName))\" (\(outcome.deviceID))")
+                    Console.info("paired with \"\(outcome.peerName)\" (\(outcome.deviceID))")  // Console escapes it
                 } catch {
                     Console.error("pairing with \(outcome.deviceID) could not be saved: \(error.description)", hint: error.hint)
                     server.close(id, code: 1011, reason: "cannot save pairing")

@@ -7,7 +7,8 @@ import SpeakBridgeProtocol
 /// `lifetime` seconds, and dies after `maxFailures` failed handshakes (someone guessing or a stale code).
 final class PairingCodes: @unchecked Sendable {
     struct Active {
-        var secret: [UInt8]
+        /// In self-wiping storage: zeroed once the code is consumed, replaced, expired or dead.
+        var secret: SymmetricKey
         var expiry: Date
         var failures: Int
     }
@@ -27,9 +28,9 @@ final class PairingCodes: @unchecked Sendable {
     }
 
     func issue(publicKey: X25519PublicKey, port: Int, addresses: [PairingAddress]) throws -> PairingCode {
-        let secret = SecureRandom.bytes(32)
+        let secret = SymmetricKey.random()
         let expiry = now().addingTimeInterval(lifetime)
-        let code = try PairingCode(publicKey: publicKey.rawRepresentation, secret: secret,
+        let code = try PairingCode(publicKey: publicKey.rawRepresentation, secretKey: secret,
                                    expiry: UInt32(expiry.timeIntervalSince1970), port: UInt16(port),
                                    addresses: Array(addresses.prefix(PairingCode.maxAddresses)))
         lock.withLock { active = Active(secret: secret, expiry: expiry, failures: 0) }
@@ -37,7 +38,7 @@ final class PairingCodes: @unchecked Sendable {
     }
 
     /// The secret of the live code, or nil (none, expired, or dead).
-    func secret() -> [UInt8]? {
+    func secret() -> SymmetricKey? {
         lock.withLock {
             guard let a = active else { return nil }
             if a.expiry < now() {

@@ -4,7 +4,10 @@ import SpeakBridgeCrypto
 public struct PairingResult: Sendable {
     public var desktopKey: X25519PublicKey
     public var desktopName: String
-    public var sessionPSK: [UInt8]
+    /// The per-pair psk, in self-wiping storage.
+    public var sessionKey: SymmetricKey
+    /// A plain copy of the per-pair psk, for a `Peer` that stores it as bytes (the caller should wipe it).
+    public var sessionPSK: [UInt8] { sessionKey.copyBytes() }
     public var desktopID: DeviceID { KeySchedule.deviceID(of: desktopKey) }
 }
 
@@ -12,6 +15,9 @@ public struct PairingResult: Sendable {
 ///
 /// Flow (pairing):  start → msg1 {pair}; msg2 {pair-accept} → send {pair-confirm}; {paired} → paired(result), done.
 /// Flow (session):  start → msg1 {hello}; msg2 {welcome} → established; then every decrypted message is handed out.
+///                  The owner must send a transport message right after `.established` (`resume`, or a config
+///                  request): the desktop counts the session as authenticated only once one decrypts, and sends
+///                  nothing (no acks) before that.
 public struct InitiatorMachine {
     public enum Action {
         case send([UInt8])
@@ -31,7 +37,8 @@ public struct InitiatorMachine {
 
     public let intent: ConnectionIntent
     let firstMessage: Message
-    let pairingSecret: [UInt8]
+    /// Pairing only: the code's secret, input of the per-pair psk; in self-wiping storage.
+    let pairingSecret: SymmetricKey?
     let desktopKey: X25519PublicKey
     var state: State
 
@@ -39,15 +46,24 @@ public struct InitiatorMachine {
     ///   - psk: the pairing secret (pairing) or the per-pair psk (session).
     ///   - localEphemeral: for test vectors only.
     public init(intent: ConnectionIntent, localStatic: X25519PrivateKey, desktopKey: X25519PublicKey,
-                psk: [UInt8], firstMessage: Message,
+                psk: SymmetricKey, firstMessage: Message,
                 localEphemeral: X25519PrivateKey? = nil) throws {
         self.intent = intent
         self.firstMessage = firstMessage
-        self.pairingSecret = intent == .pair ? psk : []
+        self.pairingSecret = intent == .pair ? psk : nil
         self.desktopKey = desktopKey
         state = .idle(try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .initiator,
                                           prologue: intent.prologue, localStatic: localStatic,
-                                          remoteStatic: desktopKey, psk: try SymmetricKey(bytes: psk), localEphemeral: localEphemeral))
+                                          remoteStatic: desktopKey, psk: psk, localEphemeral: localEphemeral))
+    }
+
+    /// The same, for a psk held as plain bytes: it is copied into wiped storage at once (the caller still owns,
+    /// and should wipe, its array).
+    public init(intent: ConnectionIntent, localStatic: X25519PrivateKey, desktopKey: X25519PublicKey,
+                psk: [UInt8], firstMessage: Message,
+                localEphemeral: X25519PrivateKey? = nil) throws {
+        try self.init(intent: intent, localStatic: localStatic, desktopKey: desktopKey,
+                      psk: try SymmetricKey(bytes: psk), firstMessage: firstMessage, localEphemeral: localEphemeral)
     }
 
     public var isEstablished: Bool {
@@ -79,9 +95,10 @@ public struct InitiatorMachine {
             let reply = try? MessageCodec.decode(payload)
             switch (intent, reply) {
             case (.pair, .pairAccept(let name, _)?):
+                guard let pairingSecret else { return fail("pairing without a pairing secret") }
                 let psk = KeySchedule.sessionPSK(pairingSecret: pairingSecret,
                                                  pairingHandshakeHash: handshake.handshakeHash)
-                let result = PairingResult(desktopKey: desktopKey, desktopName: name, sessionPSK: psk)
+                let result = PairingResult(desktopKey: desktopKey, desktopName: name, sessionKey: psk)
                 state = .awaitingPaired(transport, result)
                 return encryptAndSend(.pairConfirm)
             case (.session, .welcome?):

@@ -97,21 +97,26 @@ extension JSONValue {
         }
     }
 
+    /// Writes `s` as a JSON string. Besides what JSON requires (quote, backslash, C0), DEL, the C1 controls, the
+    /// bidi controls and U+2028/9 are written as `\uXXXX` (every scalar `PeerText.needsEscape` names), so JSON
+    /// output (`devices --json`, `status --json`) shown on a terminal carries no escape sequence either.
     static func writeString(_ s: String, into out: inout [UInt8]) {
         let hex = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+        for scalar in s.unicodeScalars {
+            let v = scalar.value
+            switch v {
+            case 0x22: out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case 0x5C: out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
             case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
             case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
             case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20, 0x7F:
-                out += Array("\\u00".utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
-            default: out.append(byte)
+            case 0x20..<0x7F: out.append(UInt8(v))
+            case _ where PeerText.needsEscape(scalar):
+                // All of these are in the Basic Multilingual Plane: one \uXXXX each.
+                out += Array("\\u".utf8)
+                for shift in [12, 8, 4, 0] { out.append(hex[Int((v >> UInt32(shift)) & 0xF)]) }
+            default: UTF8.encode(scalar) { out.append($0) }
             }
         }
         out.append(UInt8(ascii: "\""))

@@ -23,6 +23,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SpeakBridgeCrypto
 
 // MARK: - Address
 
@@ -100,8 +101,15 @@ public struct PairingCode: Equatable, Sendable {
 
     /// The desktop's static X25519 public key: 32 bytes.
     public var publicKey: [UInt8]
-    /// The one-time pairing secret (the psk while pairing): 32 bytes.
-    public var secret: [UInt8]
+    /// The one-time pairing secret (the psk while pairing): 32 bytes, kept in self-wiping storage.
+    private var secretStorage: SecureBytes
+    /// A plain copy of the secret (the caller should wipe it); setting it replaces the stored secret.
+    public var secret: [UInt8] {
+        get { secretStorage.copyBytes() }
+        set { secretStorage = SecureBytes(newValue) }
+    }
+    /// The secret as a key, the form the handshake takes (nil only if `secret` was set to a wrong length).
+    public var secretKey: SymmetricKey? { try? SymmetricKey(secureBytes: secretStorage) }
     /// Unix seconds; the code is valid while `now < expiry` (by the desktop's clock).
     public var expiry: UInt32
     /// The desktop's TCP port.
@@ -113,8 +121,23 @@ public struct PairingCode: Equatable, Sendable {
     public init(
         publicKey: [UInt8], secret: [UInt8], expiry: UInt32, port: UInt16, addresses: [PairingAddress]
     ) throws(PairingCodeError) {
+        try self.init(publicKey: publicKey, secretStorage: SecureBytes(secret), expiry: expiry, port: port,
+                      addresses: addresses)
+    }
+
+    /// A code for a secret that never leaves wiped storage (the desktop's own codes).
+    public init(
+        publicKey: [UInt8], secretKey: SymmetricKey, expiry: UInt32, port: UInt16, addresses: [PairingAddress]
+    ) throws(PairingCodeError) {
+        try self.init(publicKey: publicKey, secretStorage: secretKey.secureBytes, expiry: expiry, port: port,
+                      addresses: addresses)
+    }
+
+    private init(
+        publicKey: [UInt8], secretStorage: SecureBytes, expiry: UInt32, port: UInt16, addresses: [PairingAddress]
+    ) throws(PairingCodeError) {
         self.publicKey = publicKey
-        self.secret = secret
+        self.secretStorage = secretStorage
         self.expiry = expiry
         self.port = port
         self.addresses = addresses
@@ -124,7 +147,7 @@ public struct PairingCode: Equatable, Sendable {
     /// Throws if a field was set to something `encoded()` cannot write (the properties are mutable).
     public func validate() throws(PairingCodeError) {
         guard publicKey.count == Self.keyLength else { throw .invalidLength(field: "publicKey") }
-        guard secret.count == Self.secretLength else { throw .invalidLength(field: "secret") }
+        guard secretStorage.count == Self.secretLength else { throw .invalidLength(field: "secret") }
         guard addresses.count <= Self.maxAddresses else { throw .tooManyAddresses(addresses.count) }
         guard addresses.allSatisfy(\.isWellFormed) else { throw .invalidLength(field: "address") }
     }
@@ -138,6 +161,7 @@ public struct PairingCode: Equatable, Sendable {
             preconditionFailure("PairingCode.encoded() on an invalid code: \(error)")
         }
         var bytes = payload()
+        defer { bytes.wipe() }
         let checksum = CRC32.checksum(bytes)
         bytes += [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: checksum >> $0) }
         return Self.prefix + CrockfordBase32.encode(bytes)
@@ -222,9 +246,10 @@ public struct PairingCode: Equatable, Sendable {
 
     private func payload() -> [UInt8] {
         var bytes: [UInt8] = [Self.version, Self.knownFlags]
-        bytes.reserveCapacity(Self.headerLength + addresses.count * Self.entryLengthIPv6)
+        // Room for the checksum too: no reallocation leaves an unwiped copy of the secret behind.
+        bytes.reserveCapacity(Self.headerLength + addresses.count * Self.entryLengthIPv6 + 4)
         bytes += publicKey
-        bytes += secret
+        secretStorage.withUnsafeBytes { bytes += $0 }
         bytes += [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: expiry >> $0) }
         bytes += [8, 0].map { UInt8(truncatingIfNeeded: port >> $0) }
         bytes.append(UInt8(addresses.count))
@@ -295,7 +320,8 @@ public struct PairingCode: Equatable, Sendable {
         let flags = try reader.byte()
         guard flags & ~knownFlags == 0 else { throw .unknownFlags(flags) }
         let publicKey = try reader.take(keyLength)
-        let secret = try reader.take(secretLength)
+        var secret = try reader.take(secretLength)
+        defer { secret.wipe() }
         let expiry = bigEndian(try reader.take(4)[...])
         let port = try reader.take(2).reduce(UInt16(0)) { ($0 << 8) | UInt16($1) }
         let count = Int(try reader.byte())
@@ -327,6 +353,14 @@ public struct PairingCode: Equatable, Sendable {
             defer { remaining = remaining.dropFirst(count) }
             return Array(remaining.prefix(count))
         }
+    }
+}
+
+extension PairingCode {
+    /// Field by field; the secrets are compared in constant time.
+    public static func == (lhs: PairingCode, rhs: PairingCode) -> Bool {
+        lhs.publicKey == rhs.publicKey && lhs.secretStorage.constantTimeEquals(rhs.secretStorage)
+            && lhs.expiry == rhs.expiry && lhs.port == rhs.port && lhs.addresses == rhs.addresses
     }
 }
 

@@ -25,10 +25,13 @@ public enum SpeakBridgeProtocol {
     public static let pairingCodeLifetime = 120
     /// Failed pairing handshakes after which a code is dead.
     public static let pairingMaxFailures = 3
-    /// Seconds a connection may take to finish the Noise handshake.
-    public static let handshakeTimeout = 10
-    /// Unauthenticated connections the desktop holds at once.
-    public static let maxUnauthenticated = 16
+    /// Seconds from TCP accept until a connection must be authenticated (HTTP upgrade and Noise handshake).
+    public static let handshakeTimeout = 5
+    /// Unauthenticated connections (TCP accepted, not yet authenticated) the desktop holds at once; when full, a
+    /// new one evicts the oldest of the source address holding the most.
+    public static let maxUnauthenticated = 64
+    /// Unauthenticated connections one source address (IPv4 address, IPv6 /64) may hold; more are refused at accept.
+    public static let maxUnauthenticatedPerAddress = 8
     /// Largest device name, in UTF-8 bytes.
     public static let maxNameBytes = 64
 }
@@ -61,6 +64,13 @@ public enum ConnectionIntent: String, Sendable, CaseIterable {
 /// Key material derivations named in PROTOCOL.md.
 public enum KeySchedule {
     /// Per-pair psk: HKDF-SHA256(ikm = pairing secret, salt = pairing handshake hash, info = label, L = 32).
+    /// Secret in, secret out: both stay in self-wiping storage.
+    public static func sessionPSK(pairingSecret: SymmetricKey, pairingHandshakeHash: [UInt8]) -> SymmetricKey {
+        HKDFSHA256.deriveKey(ikm: pairingSecret, salt: pairingHandshakeHash,
+                             info: Array(SpeakBridgeProtocol.sessionPSKLabel.utf8))
+    }
+
+    /// The same derivation on plain bytes, for the vector generator and the walkthrough example.
     public static func sessionPSK(pairingSecret: [UInt8], pairingHandshakeHash: [UInt8]) -> [UInt8] {
         HKDFSHA256.deriveKey(ikm: pairingSecret, salt: pairingHandshakeHash,
                              info: Array(SpeakBridgeProtocol.sessionPSKLabel.utf8), outputByteCount: 32)

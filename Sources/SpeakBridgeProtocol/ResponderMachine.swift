@@ -5,15 +5,15 @@ public struct ResponderContext {
     public var localStatic: X25519PrivateKey
     public var localName: String
     /// The secret of the pairing code currently shown, or nil when none is active.
-    public var pairingSecret: () -> [UInt8]?
+    public var pairingSecret: () -> SymmetricKey?
     /// The per-pair psk of a paired, non-revoked device; nil refuses the device.
-    public var sessionPSK: (X25519PublicKey) -> [UInt8]?
+    public var sessionPSK: (X25519PublicKey) -> SymmetricKey?
     /// The last durably delivered sequence number of (device, session); 0 when none.
     public var delivered: (DeviceID, String) -> UInt64
 
     public init(localStatic: X25519PrivateKey, localName: String,
-                pairingSecret: @escaping () -> [UInt8]?,
-                sessionPSK: @escaping (X25519PublicKey) -> [UInt8]?,
+                pairingSecret: @escaping () -> SymmetricKey?,
+                sessionPSK: @escaping (X25519PublicKey) -> SymmetricKey?,
                 delivered: @escaping (DeviceID, String) -> UInt64) {
         self.localStatic = localStatic
         self.localName = localName
@@ -27,7 +27,10 @@ public struct ResponderContext {
 public struct PairingOutcome: Sendable {
     public var peerKey: X25519PublicKey
     public var peerName: String
-    public var sessionPSK: [UInt8]
+    /// The per-pair psk, in self-wiping storage.
+    public var sessionKey: SymmetricKey
+    /// A plain copy of the per-pair psk, for a `Peer` that stores it as bytes (the caller should wipe it).
+    public var sessionPSK: [UInt8] { sessionKey.copyBytes() }
     public var deviceID: DeviceID { KeySchedule.deviceID(of: peerKey) }
 }
 
@@ -35,12 +38,17 @@ public struct PairingOutcome: Sendable {
 /// a file or a clock; the daemon carries the actions out.
 ///
 /// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send paired.
-/// Flow (session):  msg1 (psk chosen by the initiator's static key) → send msg2, authenticated →
-///                  resume / chunk / chunks / bye; `acknowledge` turns durable delivery into acks.
+/// Flow (session):  msg1 (psk chosen by the initiator's static key) → send msg2 → the initiator's first transport
+///                  message decrypts → authenticated → resume / chunk / chunks / bye; `acknowledge` turns durable
+///                  delivery into acks.
+/// Message 1 alone proves nothing: anyone who recorded it can replay it (its payload decrypts again). Only a
+/// transport message proves the sender holds the ephemeral key of this handshake, so until one decrypts the
+/// connection stays unauthenticated: nothing is sent on it but message 2, and no action but `.send` comes out.
 public struct ResponderMachine {
     public enum Action {
         case send([UInt8])
-        /// The session handshake completed: the transport may stop its handshake timer.
+        /// The initiator's first transport message decrypted: the connection belongs to this paired device now
+        /// (the transport may stop its handshake timer). Always comes before what that message asks for.
         case authenticated(DeviceID, X25519PublicKey)
         /// Message 1 decrypted under the pairing secret: the code is used up now (single use).
         case consumePairingCode
@@ -58,6 +66,9 @@ public struct ResponderMachine {
         case awaitingHello(HandshakeState?)
         case awaitingPairConfirm(NoiseTransport, PairingOutcome)
         case paired(NoiseTransport)
+        /// Message 2 sent; waiting for the initiator's first transport message (which might never come: replay).
+        /// Keeps the psk message 1 was read with, to check the device is still paired under it when that comes.
+        case awaitingFirstTransport(NoiseTransport, DeviceID, X25519PublicKey, SymmetricKey)
         case established(NoiseTransport, DeviceID)
         case closed
     }
@@ -65,7 +76,6 @@ public struct ResponderMachine {
     public let intent: ConnectionIntent
     let context: ResponderContext
     var state: State
-    var pairingSecretUsed: [UInt8] = []
 
     public init(intent: ConnectionIntent, context: ResponderContext) {
         self.intent = intent
@@ -97,6 +107,16 @@ public struct ResponderMachine {
             return actions
         case .paired:
             return fail("unexpected message after pairing")
+        case .awaitingFirstTransport(var transport, let device, let key, let psk):
+            guard let plaintext = try? transport.decrypt(frame) else {
+                return fail("session refused: the first transport message did not decrypt (replayed message 1?)")
+            }
+            // Revoked (or paired again, with a new psk) since message 1: refused like an unknown device.
+            guard let current = context.sessionPSK(key), current == psk else {
+                return fail("session refused: \(device) was revoked during the handshake")
+            }
+            state = .established(transport, device)
+            return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
         case .established(var transport, let device):
             let plaintext: [UInt8]
             do {
@@ -133,7 +153,7 @@ public struct ResponderMachine {
             guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
             state = .paired(transport)
             return [.send(frame)]
-        case .awaitingHello, .closed:
+        case .awaitingHello, .awaitingFirstTransport, .closed:
             return []
         }
     }
@@ -141,7 +161,7 @@ public struct ResponderMachine {
     // MARK: - Handshakes
 
     mutating func readPairingHello(_ frame: [UInt8]) -> [Action] {
-        guard let secret = context.pairingSecret(), let psk = try? SymmetricKey(bytes: secret) else {
+        guard let psk = context.pairingSecret() else {
             return fail("pairing attempt while no pairing code is active")
         }
         var handshake: HandshakeState
@@ -166,7 +186,7 @@ public struct ResponderMachine {
             let transport = try handshake.transport()
             let outcome = PairingOutcome(
                 peerKey: peerKey, peerName: name,
-                sessionPSK: KeySchedule.sessionPSK(pairingSecret: secret, pairingHandshakeHash: handshake.handshakeHash))
+                sessionKey: KeySchedule.sessionPSK(pairingSecret: psk, pairingHandshakeHash: handshake.handshakeHash))
             state = .awaitingPairConfirm(transport, outcome)
             return [.consumePairingCode, .send(message2)]
         } catch {
@@ -178,25 +198,29 @@ public struct ResponderMachine {
         var handshake: HandshakeState
         let payload: [UInt8]
         let lookup = context.sessionPSK
+        var used: SymmetricKey?
         do {
             handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
                                            prologue: ConnectionIntent.session.prologue,
                                            localStatic: context.localStatic)
-            payload = try handshake.readMessage(frame, pskResolver: { key in try lookup(key).map { try SymmetricKey(bytes: $0) } })
+            payload = try handshake.readMessage(frame, pskResolver: { key in
+                used = lookup(key)
+                return used
+            })
         } catch CryptoError.unknownPeer {
             return fail("session refused: unknown or revoked device")
         } catch {
             return fail("session handshake failed: \(error)")
         }
-        guard let peerKey = handshake.remoteStaticKey else { return fail("no initiator key") }
+        guard let peerKey = handshake.remoteStaticKey, let psk = used else { return fail("no initiator key") }
         let device = KeySchedule.deviceID(of: peerKey)
         guard case .hello? = try? MessageCodec.decode(payload) else {
             return fail("session message 1 from \(device) did not carry hello")
         }
         do {
             let message2 = try handshake.writeMessage(payload: MessageCodec.encode(.welcome))
-            state = .established(try handshake.transport(), device)
-            return [.send(message2), .authenticated(device, peerKey)]
+            state = .awaitingFirstTransport(try handshake.transport(), device, peerKey, psk)
+            return [.send(message2)]
         } catch {
             return fail("session handshake failed: \(error)")
         }

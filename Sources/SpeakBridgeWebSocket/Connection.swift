@@ -10,6 +10,11 @@ final class Connection {
     var wsi: OpaquePointer?
     /// Server: the upgrade was accepted. Client: the connection is established.
     var isEstablished = false
+    /// The application knows this ID, so `.closed` must be reported for it: always for a client
+    /// (the ID came from `connect`), for a server connection once `.opened` went out. A server
+    /// connection still in its HTTP upgrade is tracked (for the unauthenticated limits) but never
+    /// reported.
+    var isAnnounced: Bool
     /// Server only: ``WebSocketServer/markAuthenticated(_:)`` was called.
     var isAuthenticated = false
     /// Server: end of the allowed unauthenticated time. Client: end of the connect timeout.
@@ -26,12 +31,14 @@ final class Connection {
     private var outgoing: [[UInt8]] = []
     private var outgoingHead = 0
     /// The message being reassembled from frames.
-    var incoming: [UInt8] = []
+    var incoming: MessageReassembler
 
-    init(id: WebSocketConnectionID, isClient: Bool, path: String) {
+    init(id: WebSocketConnectionID, isClient: Bool, path: String, maxMessageSize: Int) {
         self.id = id
         self.isClient = isClient
+        self.isAnnounced = isClient
         self.path = path
+        self.incoming = MessageReassembler(maxMessageSize: maxMessageSize)
     }
 
     var hasOutgoing: Bool { outgoingHead < outgoing.count }

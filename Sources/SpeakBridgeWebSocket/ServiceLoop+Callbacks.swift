@@ -1,9 +1,23 @@
 // What the service loop does inside lws callbacks. Everything here runs on the service
 // thread.
 //
+// Flow of one callback (from lws, or from our deadline timer):
+// 1. `withCallbackScope` counts the nesting depth: lws calls back re-entrantly from some lws
+//    calls we make (connect, close).
+// 2. `handle` dispatches on the reason: server admission and upgrade (ServiceLoop+Server.swift),
+//    client establishment (ServiceLoop+Client.swift), RECEIVE (through the connection's
+//    MessageReassembler), WRITEABLE (ServiceLoop+Writing.swift), closes.
+// 3. When the outermost callback returns, `drainInbox` runs the commands enqueued meanwhile by
+//    event handlers on this thread and by other threads alike, in the one FIFO order of
+//    `enqueue`. EVENT_WAIT_CANCELLED (the wake-up another thread's enqueue causes) does nothing
+//    else: it is a callback whose exit drains.
+//
 // Connection lifecycle as lws reports it:
-//   server: FILTER_PROTOCOL_CONNECTION (path, subprotocol, cap) → ESTABLISHED → RECEIVE* /
-//           SERVER_WRITEABLE* → [WS_PEER_INITIATED_CLOSE] → CLOSED → WSI_DESTROY
+//   server: FILTER_NETWORK_CONNECTION (per-address limit) → SERVER_NEW_CLIENT_INSTANTIATED
+//           (admission; the handshake deadline starts) → HTTP_CONFIRM_UPGRADE (path,
+//           subprotocol; else an HTTP error status) → FILTER_PROTOCOL_CONNECTION → ESTABLISHED
+//           (`.opened`) → RECEIVE* / SERVER_WRITEABLE* → [WS_PEER_INITIATED_CLOSE] → CLOSED →
+//           WSI_DESTROY. A connection that ends before ESTABLISHED is never reported.
 //   client: (connect command) → CLIENT_ESTABLISHED → CLIENT_RECEIVE* / CLIENT_WRITEABLE* →
 //           [WS_PEER_INITIATED_CLOSE] → CLIENT_CLOSED → WSI_DESTROY,
 //           or CLIENT_CONNECTION_ERROR → WSI_DESTROY
@@ -31,19 +45,13 @@ func lwsProtocolCallback(
 }
 
 extension ServiceLoop {
-    /// Runs one entry from lws; when the outermost one ends, runs the commands that event
-    /// handlers issued on this thread meanwhile.
+    /// Runs one entry from lws; when the outermost one ends, runs the commands enqueued
+    /// meanwhile (from handlers on this thread and from other threads, in FIFO order).
     func withCallbackScope<R>(_ body: () -> R) -> R {
         callbackDepth += 1
         let result = body()
         if callbackDepth == 1 {
-            while !localCommands.isEmpty {
-                let commands = localCommands
-                localCommands = []
-                for command in commands {
-                    apply(command)
-                }
-            }
+            drainInbox()
         }
         callbackDepth -= 1
         return result
@@ -55,13 +63,20 @@ extension ServiceLoop {
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            drainInbox()
+            // The inbox is drained when this callback returns (withCallbackScope).
             return 0
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            // `input` carries the accepted socket's fd (lws passes it as a pointer-sized integer).
+            let fd = Int32(truncatingIfNeeded: Int(bitPattern: input))
+            return acceptsNetworkConnection(fd) ? 0 : 1
+        case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+            return serverAccepted(wsi) ? 0 : -1
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return confirmUpgrade(wsi, input)
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return acceptsUpgrade(wsi) ? 0 : 1
         case LWS_CALLBACK_ESTABLISHED:
-            serverEstablished(wsi)
-            return 0
+            return serverEstablished(wsi) ? 0 : -1
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             clientEstablished(wsi)
             return 0
@@ -93,11 +108,25 @@ extension ServiceLoop {
 
     // MARK: commands
 
+    /// Rounds of draining per callback exit; if other threads keep the inbox full beyond that,
+    /// lws gets to serve the sockets first and we come back through EVENT_WAIT_CANCELLED.
+    static let drainRounds = 4
+
     func drainInbox() {
-        var commands: [Command] = []
-        inbox.withLock { swap(&commands, &$0.commands) }
-        for command in commands {
-            apply(command)
+        for _ in 0..<ServiceLoop.drainRounds {
+            var commands: [Command] = []
+            inbox.withLock { swap(&commands, &$0.commands) }
+            if commands.isEmpty { return }
+            for command in commands {
+                apply(command)
+            }
+        }
+        inbox.withLock { inbox in
+            // Producers only wake us when the inbox was empty, so a non-empty one left behind
+            // needs a wake-up from here.
+            if !inbox.commands.isEmpty, let context = inbox.context {
+                lws_cancel_service(context.pointer)
+            }
         }
     }
 
@@ -111,8 +140,9 @@ extension ServiceLoop {
             guard let connection = connections[id] else { return }
             close(connection, code: code, reason: reason)
         case let .markAuthenticated(id):
-            guard let connection = connections[id], !connection.isClient else { return }
+            guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
             connection.isAuthenticated = true
+            admission.remove(id)
             if connection.deadline != nil {
                 connection.deadline = nil
                 rescheduleDeadlineTimer()
@@ -153,18 +183,27 @@ extension ServiceLoop {
         }
     }
 
-    /// Forgets a connection that is not established yet, reports it closed and lets lws
-    /// drop the socket at its next timeout check.
-    private func abandon(_ connection: Connection, reason: String) {
-        connections[connection.id] = nil
+    /// Forgets a connection without a close handshake (not established yet, or evicted),
+    /// reports it closed if the application knows it, and lets lws drop the socket at its next
+    /// timeout check (the next service round).
+    func abandon(_ connection: Connection, reason: String) {
+        forget(connection)
         if let wsi = connection.wsi {
             lws_set_opaque_user_data(wsi, nil)
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
+        if connection.isAnnounced {
+            emit(.closed(connection.id, reason: reason))
+        }
+    }
+
+    /// Drops every record of a connection (the wsi is left to the caller).
+    private func forget(_ connection: Connection) {
+        connections[connection.id] = nil
+        admission.remove(connection.id)
         if connection.deadline != nil {
             rescheduleDeadlineTimer()
         }
-        emit(.closed(connection.id, reason: reason))
     }
 
     private func beginStop() {
@@ -193,112 +232,12 @@ extension ServiceLoop {
             if connection.isClient {
                 abandon(connection, reason: "connect timeout")
             } else if !connection.isAuthenticated {
+                // An upgraded connection gets a close frame (and counts as unauthenticated until
+                // it is gone); one still in its HTTP upgrade is just dropped.
                 close(connection, code: 1008, reason: "handshake timeout")
             }
         }
         rescheduleDeadlineTimer()
-    }
-
-    // MARK: server side
-
-    private var serverConfiguration: WebSocketServerConfiguration? {
-        if case let .server(configuration) = role { configuration } else { nil }
-    }
-
-    private var maxMessageSize: Int {
-        switch role {
-        case let .server(configuration): configuration.maxMessageSize
-        case let .client(configuration): configuration.maxMessageSize
-        }
-    }
-
-    /// Decides at the HTTP upgrade: allowed path, our subprotocol offered, room for one more
-    /// unauthenticated connection, not shutting down.
-    private func acceptsUpgrade(_ wsi: OpaquePointer) -> Bool {
-        guard let configuration = serverConfiguration, !stopRequested else { return false }
-        guard let path = header(wsi, WSI_TOKEN_GET_URI), configuration.allowedPaths.contains(path) else {
-            return false
-        }
-        guard let offered = header(wsi, WSI_TOKEN_PROTOCOL) else { return false }
-        let names = offered.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
-        guard names.contains(configuration.subprotocol) else { return false }
-        let unauthenticated = connections.values.count { !$0.isClient && !$0.isAuthenticated }
-        return unauthenticated < configuration.maxUnauthenticated
-    }
-
-    private func serverEstablished(_ wsi: OpaquePointer) {
-        guard let configuration = serverConfiguration else { return }
-        let id = makeConnectionID()
-        let connection = Connection(id: id, isClient: false, path: header(wsi, WSI_TOKEN_GET_URI) ?? "")
-        connection.wsi = wsi
-        connection.isEstablished = true
-        connection.deadline = monotonicNanoseconds() + UInt64(configuration.handshakeTimeout) * 1_000_000_000
-        connections[id] = connection
-        lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
-        rescheduleDeadlineTimer()
-        emit(.opened(id, path: connection.path, remoteAddress: peerAddress(wsi)))
-    }
-
-    // MARK: client side
-
-    private func connect(_ id: WebSocketConnectionID, _ request: ConnectRequest) {
-        guard let context, !stopRequested else {
-            emit(.closed(id, reason: "shutdown"))
-            return
-        }
-        guard (1...65535).contains(request.port) else {
-            emit(.closed(id, reason: "connect failed: port \(request.port) is outside 1...65535"))
-            return
-        }
-        let connection = Connection(id: id, isClient: true, path: request.path)
-        connection.deadline = monotonicNanoseconds() + UInt64(max(1, request.timeoutSeconds)) * 1_000_000_000
-        connections[id] = connection
-
-        var info = lws_client_connect_info()
-        info.context = context
-        info.port = Int32(request.port)
-        info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue))
-        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
-        let hostHeader = request.host.contains(":") ? "[\(request.host)]" : request.host
-        // lws copies these strings into its own storage during the call (notes §1 pitfall 12).
-        let wsi = request.host.withCString { address in
-            request.path.withCString { path in
-                hostHeader.withCString { host in
-                    request.subprotocol.withCString { subprotocol in
-                        ServiceLoop.clientProtocolName.withCString { localName in
-                            info.address = address
-                            info.path = path
-                            info.host = host
-                            info.protocol = subprotocol
-                            info.local_protocol_name = localName
-                            return lws_client_connect_via_info(&info)
-                        }
-                    }
-                }
-            }
-        }
-        // lws may already have reported a failure (and we forgot the connection).
-        guard connections[id] === connection else { return }
-        guard let wsi else {
-            connections[id] = nil
-            rescheduleDeadlineTimer()
-            emit(.closed(id, reason: "connect failed: \(request.host) port \(request.port)"))
-            return
-        }
-        connection.wsi = wsi
-        rescheduleDeadlineTimer()
-    }
-
-    private func clientEstablished(_ wsi: OpaquePointer) {
-        guard let connection = connection(for: wsi) else { return }
-        connection.wsi = wsi
-        connection.isEstablished = true
-        connection.deadline = nil
-        rescheduleDeadlineTimer()
-        emit(.opened(connection.id, path: connection.path, remoteAddress: peerAddress(wsi)))
-        if connection.hasOutgoing {
-            lws_callback_on_writable(wsi)
-        }
     }
 
     // MARK: both sides
@@ -308,26 +247,25 @@ extension ServiceLoop {
         return connections[WebSocketConnectionID(rawValue: UInt64(UInt(bitPattern: raw)))]
     }
 
+    /// One RECEIVE callback: its bytes go through the connection's reassembler, which also
+    /// enforces the type and size rules (MessageReassembler.swift).
     private func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let connection = connection(for: wsi) else { return -1 }
-        if lws_frame_is_binary(wsi) == 0 {
-            return fail(connection, wsi, code: 1003, reason: "binary frames only")
-        }
-        // lws_remaining_packet_payload is what the frame header announced and has not yet
-        // arrived, so an oversize message is refused before its payload is buffered.
-        let announced = connection.incoming.count + length + Int(lws_remaining_packet_payload(wsi))
-        if announced > maxMessageSize {
-            return fail(connection, wsi, code: 1009, reason: "message too big")
-        }
-        if let input, length > 0 {
-            connection.incoming.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
-        }
-        if lws_is_final_fragment(wsi) != 0 {
-            let message = connection.incoming
-            connection.incoming = []
+        let bytes = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: input == nil ? 0 : max(0, length))
+        // size_t as lws returns it; reinterpreted, never converted with a trapping initializer.
+        let remaining = UInt64(UInt(bitPattern: lws_remaining_packet_payload(wsi)))
+        let step = connection.incoming.receive(
+            isBinary: lws_frame_is_binary(wsi) != 0, isFinalFragment: lws_is_final_fragment(wsi) != 0,
+            bytes: bytes, announcedRemaining: remaining)
+        switch step {
+        case .needMore:
+            return 0
+        case let .message(message):
             emit(.message(connection.id, message))
+            return 0
+        case let .refuse(code, reason):
+            return fail(connection, wsi, code: code, reason: reason)
         }
-        return 0
     }
 
     /// Closes right away from inside a callback because of what the peer sent.
@@ -353,16 +291,15 @@ extension ServiceLoop {
     private func finish(_ wsi: OpaquePointer, reason: String) {
         guard let connection = connection(for: wsi) else { return }
         lws_set_opaque_user_data(wsi, nil)
-        connections[connection.id] = nil
-        if connection.deadline != nil {
-            rescheduleDeadlineTimer()
+        forget(connection)
+        if connection.isAnnounced {
+            emit(.closed(connection.id, reason: connection.closeReason ?? reason))
         }
-        emit(.closed(connection.id, reason: connection.closeReason ?? reason))
     }
 
     // MARK: small lws helpers
 
-    private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+    func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
         let total = Int(lws_hdr_total_length(wsi, token))
         guard total > 0, total <= 8192 else { return nil }
         var buffer = [CChar](repeating: 0, count: total + 1)
@@ -371,19 +308,10 @@ extension ServiceLoop {
         return String(decoding: buffer.prefix(Int(copied)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private func peerAddress(_ wsi: OpaquePointer) -> String {
+    func peerAddress(_ wsi: OpaquePointer) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
         guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
         let text = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         return String(decoding: text, as: UTF8.self)
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var slice = self[...]
-        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
-        return String(slice)
     }
 }

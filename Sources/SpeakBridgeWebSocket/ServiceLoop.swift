@@ -6,16 +6,16 @@
 // 2. The thread runs `lws_service` until a stop is requested and the connections have closed
 //    (or the grace period ran out). Idle, it sleeps in poll(): lws wakes it only for socket
 //    activity, its own timers (validity pings) and our one timer (`deadlineTimer`).
-// 3. Other threads never call lws except `lws_cancel_service`. They append a `Command` to
-//    `inbox` and, if the inbox was empty, call `lws_cancel_service` while still holding the
-//    lock. lws then calls LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread, which
-//    drains the whole inbox (ServiceLoop+Callbacks.swift).
-// 4. Calls made on the service thread itself (from an event handler) go to `localCommands`
-//    and run when the outermost lws callback returns, so lws is never re-entered from a
-//    handler.
-// 5. On exit the thread reports every remaining connection closed, marks the inbox dead under
-//    its lock (later commands are dropped instead of reaching a freed context) and destroys
-//    the context on its own thread.
+// 3. Commands reach the service thread through ONE FIFO, `inbox`, whichever thread issues
+//    them (the service thread itself included, e.g. a send from inside an event handler). So
+//    commands run in the order they were enqueued: a caller that encrypts and enqueues under
+//    one lock of its own gets its frames on the wire in encryption order, whatever thread
+//    each enqueue came from. Other threads never call lws except `lws_cancel_service`: when
+//    they make the inbox non-empty they call it, still holding the lock, and lws then calls
+//    LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread.
+// 4. The service thread drains the inbox when the outermost lws callback returns (every
+//    callback, EVENT_WAIT_CANCELLED included), so lws is never re-entered from a handler and
+//    a command issued on the service thread needs no wake-up (ServiceLoop+Callbacks.swift).
 import Dispatch
 import Synchronization
 internal import CLibWebSockets
@@ -99,7 +99,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
-    var localCommands: [Command] = []
+    /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
+    var admission: AdmissionControl<WebSocketConnectionID>
     var callbackDepth = 0
     var stopRequested = false
     var stopDeadline: UInt64 = 0
@@ -119,6 +120,13 @@ final class ServiceLoop: @unchecked Sendable {
         self.role = role
         self.sink = sink
         self.threadName = threadName
+        switch role {
+        case let .server(configuration):
+            admission = AdmissionControl(maxTotal: configuration.maxUnauthenticated,
+                                         maxPerAddress: configuration.maxUnauthenticatedPerAddress)
+        case .client:
+            admission = AdmissionControl(maxTotal: 1, maxPerAddress: 1)
+        }
         deadlineTimer = .allocate(capacity: 1)
         deadlineTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
@@ -190,18 +198,18 @@ final class ServiceLoop: @unchecked Sendable {
         servicePthread.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
-    /// Hands a command to the service thread. Dropped once the loop has stopped.
+    /// Hands a command to the service thread, behind every command enqueued before it (from
+    /// any thread). Dropped once the loop has stopped.
     func enqueue(_ command: Command) {
-        if isServiceThread {
-            localCommands.append(command)
-            return
-        }
+        let fromServiceThread = isServiceThread
         inbox.withLock { inbox in
             guard let context = inbox.context else { return }
             inbox.commands.append(command)
-            // Only the first command needs a wake-up: the service thread empties the whole
-            // inbox under this lock each time it wakes.
-            if inbox.commands.count == 1 {
+            // The service thread drains the inbox when its current callback returns, so it needs
+            // no wake-up for its own commands. Another thread wakes it when the inbox becomes
+            // non-empty; later commands ride on that wake-up (the drain takes the whole inbox,
+            // and one that leaves commands behind wakes itself: `drainInbox`).
+            if !fromServiceThread && inbox.commands.count == 1 {
                 lws_cancel_service(context.pointer)
             }
         }
@@ -237,7 +245,9 @@ final class ServiceLoop: @unchecked Sendable {
             if let wsi = connection.wsi {
                 lws_set_opaque_user_data(wsi, nil)
             }
-            emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
+            if connection.isAnnounced {
+                emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
+            }
         }
         inbox.withLock { inbox in
             inbox.context = nil
@@ -248,112 +258,6 @@ final class ServiceLoop: @unchecked Sendable {
         self.context = nil
         lws_context_destroy(context)
         releaseContextMemory()
-    }
-
-    /// Creates the context on the service thread. For a server the listening socket is
-    /// bound when this returns.
-    private func createContext() -> Result<(context: OpaquePointer, port: Int), WebSocketError> {
-        var info = lws_context_creation_info()
-        let protocolName: String
-        let rxBufferSize = 4096
-        let policy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
-        policy.initialize(to: lws_retry_bo_t())
-        retryPolicy = policy
-        switch role {
-        case let .server(configuration):
-            protocolName = configuration.subprotocol
-            info.port = Int32(configuration.port)
-            switch IPLiteral(configuration.host) {
-            case .v4:
-                info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
-                if configuration.host != "0.0.0.0" {
-                    info.iface = UnsafePointer(keep(configuration.host))
-                }
-            case .v6:
-                if configuration.host != "::" {
-                    info.iface = UnsafePointer(keep(configuration.host))
-                }
-            case nil:
-                return .failure(.invalidConfiguration("host \"\(configuration.host)\" is not an IP literal"))
-            }
-            // Without this lws "succeeds" with no listener when it cannot bind (notes §2).
-            info.options |= UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
-            // Bounds the HTTP part of the upgrade too.
-            info.timeout_secs = UInt32(configuration.handshakeTimeout)
-            policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)
-            policy.pointee.secs_since_valid_hangup = UInt16(configuration.hangupAfter)
-            info.retry_and_idle_policy = UnsafePointer(policy)
-        case let .client(configuration):
-            protocolName = ServiceLoop.clientProtocolName
-            info.port = CONTEXT_PORT_NO_LISTEN
-            policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)
-            policy.pointee.secs_since_valid_hangup = UInt16(configuration.hangupAfter)
-        }
-
-        // Two entries: ours and the zeroed terminator lws requires.
-        let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
-        protocols[0].name = UnsafePointer(keep(protocolName))
-        protocols[0].callback = lwsProtocolCallback
-        protocols[0].per_session_data_size = 0
-        // Bytes per RECEIVE callback: what lws buffers before the size check sees a frame.
-        protocols[0].rx_buffer_size = rxBufferSize
-        // Without this a send() is capped at rx_buffer_size and lws copies the rest aside.
-        protocols[0].tx_packet_size = 128 * 1024
-        self.protocols = protocols
-        info.protocols = UnsafePointer(protocols)
-        info.user = Unmanaged.passUnretained(self).toOpaque()
-
-        let (created, lines) = WebSocketLog.capturingLines({ lws_create_context(&info) }, forward: { $0 != nil })
-        guard let context = created else {
-            let detail = ServiceLoop.describeCreationFailure(lines.map(\.1))
-            switch role {
-            case let .server(configuration):
-                return .failure(.bindFailed(host: configuration.host, port: configuration.port, reason: detail))
-            case .client:
-                return .failure(.contextCreationFailed(detail))
-            }
-        }
-        guard case .server = role else {
-            return .success((context, 0))
-        }
-        let port = Int(lws_get_vhost_listen_port(lws_get_vhost_by_name(context, "default")))
-        return .success((context, port))
-    }
-
-    static let clientProtocolName = "speakbridge-client"
-
-    /// lws explains a failed lws_create_context only in its log, e.g.
-    /// "ERROR on binding fd 30 to port 46723 (-1 98)". Puts the errno text first.
-    static func describeCreationFailure(_ lines: [String]) -> String {
-        guard !lines.isEmpty else { return "lws_create_context failed" }
-        let joined = lines.joined(separator: "; ")
-        if let binding = lines.first(where: { $0.contains("binding") }),
-           let open = binding.lastIndex(of: " "), binding.hasSuffix(")"),
-           let code = Int32(binding[binding.index(after: open)...].dropLast()), code > 0 {
-            return "\(String(decoding: strerrorBytes(code), as: UTF8.self)) (lws: \(joined))"
-        }
-        return "lws: \(joined)"
-    }
-
-    /// A C copy of `text` that lives until the context is destroyed.
-    private func keep(_ text: String) -> UnsafeMutablePointer<CChar> {
-        let copy = strdup(text)!
-        cStrings.append(copy)
-        return copy
-    }
-
-    private func releaseContextMemory() {
-        protocols?.deinitialize(count: 2)
-        protocols?.deallocate()
-        protocols = nil
-        retryPolicy?.deinitialize(count: 1)
-        retryPolicy?.deallocate()
-        retryPolicy = nil
-        for string in cStrings {
-            free(string)
-        }
-        cStrings = []
     }
 
     // MARK: helpers used by the callbacks (service thread)
@@ -380,11 +284,6 @@ final class ServiceLoop: @unchecked Sendable {
         deadlineTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         lws_sul_schedule(context, 0, &deadlineTimer.pointee.sul, deadlineTimerFired, lws_usec_t(delayMicroseconds))
     }
-}
-
-private func strerrorBytes(_ code: Int32) -> [UInt8] {
-    guard let text = strerror(code) else { return Array("errno \(code)".utf8) }
-    return Array(UnsafeBufferPointer(start: text, count: strlen(text))).map { UInt8(bitPattern: $0) }
 }
 
 /// Nanoseconds on CLOCK_MONOTONIC.

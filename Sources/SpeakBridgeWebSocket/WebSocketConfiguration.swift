@@ -13,15 +13,21 @@ public struct WebSocketServerConfiguration: Sendable {
     public var subprotocol: String = "speakbridge.v1"
     /// Request paths accepted at the HTTP upgrade; any other path is refused.
     public var allowedPaths: Set<String> = ["/speakbridge.v1/pair", "/speakbridge.v1/session"]
-    /// Largest accepted message in bytes. A peer announcing more is closed with 1009 before
-    /// the payload is buffered.
+    /// Largest accepted message in bytes. A frame whose header announces more (together with
+    /// what the message already holds) is closed with 1009 at the first receive callback for it,
+    /// before more of its payload is buffered (see ``MessageReassembler``).
     public var maxMessageSize: Int = 65535
-    /// Seconds a connection may stay open before ``WebSocketServer/markAuthenticated(_:)``
-    /// is called for it; then it is closed with 1008. Also bounds the HTTP upgrade itself.
-    public var handshakeTimeout: Int = 10
-    /// Most connections that may be open and not yet authenticated at once; upgrades beyond
-    /// that are refused.
-    public var maxUnauthenticated: Int = 16
+    /// Seconds from TCP accept until ``WebSocketServer/markAuthenticated(_:)`` must have been
+    /// called; then an upgraded connection is closed with 1008 and one still in the HTTP upgrade
+    /// is dropped.
+    public var handshakeTimeout: Int = 5
+    /// Most unauthenticated connections (TCP accepted, upgraded or not, and not yet marked
+    /// authenticated) held at once. When full, a new connection evicts the oldest unauthenticated
+    /// connection of the address holding the most, so a new address always gets in.
+    public var maxUnauthenticated: Int = 64
+    /// Most unauthenticated connections one address (an IPv4 address or an IPv6 /64) may hold;
+    /// a further connection from it is refused at TCP accept. At most `maxUnauthenticated`.
+    public var maxUnauthenticatedPerAddress: Int = 8
     /// Seconds without a sign of life from the peer before lws sends a PING.
     public var pingInterval: Int = 20
     /// Seconds without a sign of life (PONG or the handshake) before the connection is
@@ -51,6 +57,9 @@ public struct WebSocketServerConfiguration: Sendable {
         }
         guard maxUnauthenticated >= 1 else {
             throw .invalidConfiguration("maxUnauthenticated must be at least 1")
+        }
+        guard (1...maxUnauthenticated).contains(maxUnauthenticatedPerAddress) else {
+            throw .invalidConfiguration("maxUnauthenticatedPerAddress must be 1...maxUnauthenticated")
         }
         try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
     }

@@ -46,8 +46,11 @@ public final class WebSocketServer: Sendable {
         loop.enqueue(.send(connection, message))
     }
 
-    /// Lifts the handshake timeout for a connection (and stops counting it towards
-    /// `maxUnauthenticated`). Call it once the application-level handshake succeeded.
+    /// Lifts the handshake timeout for a connection and stops counting it towards
+    /// `maxUnauthenticated` / `maxUnauthenticatedPerAddress` (so it can no longer be evicted).
+    /// Call it once the application-level handshake succeeded. Until then a connection counts
+    /// as unauthenticated from its TCP accept on, and may be evicted (`.closed` with reason
+    /// "evicted: too many unauthenticated connections") when the server is full.
     public func markAuthenticated(_ connection: WebSocketConnectionID) {
         loop.enqueue(.markAuthenticated(connection))
     }

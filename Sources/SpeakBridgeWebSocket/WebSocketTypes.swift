@@ -29,7 +29,8 @@ public enum WebSocketEvent: Sendable {
     ///
     /// `reason` is for logs and people, not for parsing. Its shapes are
     /// "local close CODE[: TEXT]", "peer close CODE[: TEXT]", "connect failed: …",
-    /// "connect timeout", "connection lost" and "shutdown".
+    /// "connect timeout", "connection lost", "shutdown" and (server, unauthenticated only)
+    /// "evicted: too many unauthenticated connections".
     case closed(WebSocketConnectionID, reason: String)
 }
 

@@ -129,6 +129,7 @@ struct ConfigTransferTests {
         let pair = try startPaired()
         defer { pair.stop() }
         for home in [pair.desktopHome, pair.phoneHome] { try ok(["policy", "accept"], home) }
+        try ok(["share", "all"], pair.desktopHome)  // the secret below is pulled by the phone's sync
         try ok(["set", "rev.apiKey", "rev_0123456789abcdef0123"], pair.desktopHome)
         try ok(["set", "openrouter.model", "gpt-x"], pair.desktopHome)
         try ok(["sync"], pair.phoneHome)

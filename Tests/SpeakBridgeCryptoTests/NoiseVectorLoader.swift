@@ -16,6 +16,7 @@ struct NoiseVector: Sendable, CustomTestStringConvertible {
     let index: Int
     let protocolName: String
     let pattern: NoiseHandshakePattern
+    let cipher: NoiseCipher
     let initPrologue: [UInt8]
     let respPrologue: [UInt8]
     let initPSKs: [[UInt8]]
@@ -47,7 +48,7 @@ enum NoiseVectorLoader {
     }
 
     /// Every vector in every *.json file, split into the ones this module implements and the names of the rest
-    /// (BLAKE2b and anything else). Returns nothing when the folder is absent; throws on malformed files.
+    /// (BLAKE2b and anything else; AESGCM ones are replayable). Returns nothing when the folder is absent; throws on malformed files.
     static func load() throws -> (replayable: [NoiseVector], skipped: [String]) {
         guard isAvailable else { return ([], []) }
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
@@ -62,11 +63,12 @@ enum NoiseVectorLoader {
             let raw = try decoder.decode(RawFile.self, from: data)
             for (index, vector) in raw.vectors.enumerated() {
                 guard let name = vector.protocolName ?? vector.name else { throw LoadError.missingName(file, index) }
-                guard let pattern = NoiseHandshakePattern(protocolName: name) else {
+                guard let (pattern, cipher) = NoiseHandshakePattern.parse(protocolName: name) else {
                     skipped.append(name)
                     continue
                 }
-                replayable.append(try vector.decoded(file: file, index: index, name: name, pattern: pattern))
+                replayable.append(try vector.decoded(file: file, index: index, name: name, pattern: pattern,
+                                                     cipher: cipher))
             }
         }
         return (replayable, skipped)
@@ -115,9 +117,10 @@ enum NoiseVectorLoader {
         let handshakeHash: String?
         let messages: [RawMessage]
 
-        func decoded(file: String, index: Int, name: String, pattern: NoiseHandshakePattern) throws -> NoiseVector {
+        func decoded(file: String, index: Int, name: String, pattern: NoiseHandshakePattern,
+                     cipher: NoiseCipher) throws -> NoiseVector {
             NoiseVector(
-                file: file, index: index, protocolName: name, pattern: pattern,
+                file: file, index: index, protocolName: name, pattern: pattern, cipher: cipher,
                 initPrologue: try hex(initPrologue, "init_prologue"),
                 respPrologue: try hex(respPrologue, "resp_prologue"),
                 initPSKs: try (initPsks ?? initPsk.map { [$0] } ?? []).map { try hex($0, "init_psks") },

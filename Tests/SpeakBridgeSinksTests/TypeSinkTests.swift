@@ -73,9 +73,10 @@ struct TypeSinkXvfbTests {
     }
 
     @Test func failingToolIsASinkErrorWithTheTextsDoneSoFar() throws {
-        let server = try XvfbServer()
-        let environment = server.environment
-        server.stop()
+        // A display no server has: not a stopped test server's number, which another test running in parallel
+        // may be handed by `Xvfb -displayfd` a moment later (seen: xdotool then typed into that server).
+        var environment = ["PATH": "/usr/bin:/bin"]
+        environment["DISPLAY"] = ":\(unusedDisplayNumber())"
         let sink = try TypeSink(backend: .xdotool, pressEnter: false, environment: environment)
         do {
             try sink.deliver(["never typed"]) { _ in }
@@ -85,4 +86,11 @@ struct TypeSinkXvfbTests {
             #expect(error.message.hasPrefix("xdotool"))
         }
     }
+}
+
+/// A display number with no X server socket, far above the ones Xvfb -displayfd hands out (it starts at 0).
+func unusedDisplayNumber() -> Int {
+    var number = 20_000 + Int(getpid() % 10_000)
+    while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
+    return number
 }

@@ -1,5 +1,8 @@
 import Testing
 import SpeakBridgeWebSocket
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What the server refuses or closes: sizes, frame types, paths, subprotocols, handshake
 /// time and the cap on unauthenticated connections.
@@ -82,7 +85,7 @@ struct AdmissionTests {
         #expect(echo.log.all.isEmpty)
 
         let raw = try RawWebSocket(port: echo.port)
-        #expect(!raw.upgrade(path: "/").hasPrefix("HTTP/1.1 101"))
+        #expect(httpStatus(raw.upgrade(path: "/")) == 404)
     }
 
     @Test func wrongOrMissingSubprotocolIsRefused() async throws {
@@ -97,7 +100,9 @@ struct AdmissionTests {
         #expect(log.openedIDs().isEmpty)
 
         let raw = try RawWebSocket(port: echo.port)
-        #expect(!raw.upgrade(subprotocol: nil).hasPrefix("HTTP/1.1 101"))
+        #expect(httpStatus(raw.upgrade(subprotocol: nil)) == 400)
+        let other = try RawWebSocket(port: echo.port)
+        #expect(httpStatus(other.upgrade(subprotocol: "chat")) == 400)
         let offeredAmongOthers = try RawWebSocket(port: echo.port)
         #expect(offeredAmongOthers.upgrade(subprotocol: "chat, speakbridge.v1").hasPrefix("HTTP/1.1 101"))
         #expect(await echo.log.wait { echo.log.openedIDs($0).count == 1 })
@@ -127,23 +132,93 @@ struct AdmissionTests {
         #expect(await serverLog.wait { serverLog.messages(serverLog.openedIDs($0)[1], $0) == [[42]] })
     }
 
-    @Test func unauthenticatedConnectionsAreCapped() async throws {
+    @Test func unauthenticatedConnectionsAreCappedPerAddressFromTCPAccept() async throws {
         var configuration = WebSocketServerConfiguration()
-        configuration.maxUnauthenticated = 2
-        let link = try Loopback(configuration: configuration)
-        defer { link.shutdown() }
-        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+        configuration.maxUnauthenticated = 8
+        configuration.maxUnauthenticatedPerAddress = 2
+        let echo = try EchoServer(configuration: configuration, authenticate: false)
+        defer { echo.shutdown() }
 
-        _ = try await connectClient(client, log, port: server.port)
-        _ = try await connectClient(client, log, port: server.port)
-        let third = client.connect(host: "127.0.0.1", port: server.port, path: "/speakbridge.v1/session")
-        let reason = try #require(await log.waitClosed(third))
-        #expect(reason.hasPrefix("connect failed"))
-        #expect(serverLog.openedIDs().count == 2)
+        // Two upgraded WebSockets from 127.0.0.2: its quota is full, a third is dropped at accept.
+        let first = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(first.upgrade().hasPrefix("HTTP/1.1 101"))
+        let second = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(second.upgrade().hasPrefix("HTTP/1.1 101"))
+        let third = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(third.upgrade() == "", "refused at TCP accept, before any HTTP")
 
-        server.markAuthenticated(serverLog.openedIDs()[0])
-        _ = try await connectClient(client, log, port: server.port)
-        #expect(serverLog.openedIDs().count == 3)
+        // Another address is not affected.
+        let other = try RawWebSocket(port: echo.port, source: "127.0.0.1")
+        #expect(other.upgrade().hasPrefix("HTTP/1.1 101"))
+
+        // Raw TCP connections that never send the upgrade count too.
+        let silent = try (0..<2).map { _ in try RawWebSocket(port: echo.port, source: "127.0.0.3") }
+        try await Task.sleep(for: .milliseconds(100))
+        let late = try RawWebSocket(port: echo.port, source: "127.0.0.3")
+        #expect(late.upgrade() == "")
+        _ = silent
+
+        // Authenticating one frees its slot.
+        #expect(await echo.log.wait { echo.log.openedIDs($0).count == 3 })
+        echo.server.markAuthenticated(echo.log.openedIDs()[0])
+        try await Task.sleep(for: .milliseconds(100))
+        let again = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(again.upgrade().hasPrefix("HTTP/1.1 101"))
+    }
+
+    @Test func fullServerEvictsTheOldestOfTheAddressHoldingTheMost() async throws {
+        var configuration = WebSocketServerConfiguration()
+        configuration.maxUnauthenticated = 3
+        configuration.maxUnauthenticatedPerAddress = 2
+        let echo = try EchoServer(configuration: configuration, authenticate: false)
+        defer { echo.shutdown() }
+        let log = echo.log
+
+        let a1 = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(a1.upgrade().hasPrefix("HTTP/1.1 101"))
+        let a2 = try RawWebSocket(port: echo.port, source: "127.0.0.2")
+        #expect(a2.upgrade().hasPrefix("HTTP/1.1 101"))
+        let b1 = try RawWebSocket(port: echo.port, source: "127.0.0.3")
+        #expect(b1.upgrade().hasPrefix("HTTP/1.1 101"))
+        #expect(await log.wait { log.openedIDs($0).count == 3 })
+        let opened = log.openedIDs()
+
+        // Full: a new address gets in, and 127.0.0.2 (holding the most) loses its oldest.
+        let c1 = try RawWebSocket(port: echo.port, source: "127.0.0.4")
+        #expect(c1.upgrade().hasPrefix("HTTP/1.1 101"))
+        #expect(a1.readsEOF())
+        #expect(await log.waitClosed(opened[0]) == "evicted: too many unauthenticated connections")
+
+        // Now every address holds one: the oldest of all (a2) goes.
+        let b2 = try RawWebSocket(port: echo.port, source: "127.0.0.3")
+        #expect(b2.upgrade().hasPrefix("HTTP/1.1 101"))
+        #expect(a2.readsEOF())
+        #expect(await log.waitClosed(opened[1]) != nil)
+        #expect(log.closedReason(opened[2]) == nil)
+
+        // Authenticated connections never count and are never evicted.
+        #expect(await log.wait { log.openedIDs($0).count == 5 })
+        for id in log.openedIDs().suffix(2) { echo.server.markAuthenticated(id) }
+        echo.server.markAuthenticated(opened[2])
+        try await Task.sleep(for: .milliseconds(100))
+        let fresh = try (0..<3).map { try RawWebSocket(port: echo.port, source: "127.0.0.\(5 + $0)") }
+        for raw in fresh { #expect(raw.upgrade().hasPrefix("HTTP/1.1 101")) }
+        c1.sendFrame(opcode: 0x2, payload: [42])
+        #expect(c1.readFrame()?.payload == [42], "an authenticated connection survives")
+    }
+
+    @Test func connectionThatNeverUpgradesIsDroppedAtTheDeadline() async throws {
+        var configuration = WebSocketServerConfiguration()
+        configuration.handshakeTimeout = 1
+        let echo = try EchoServer(configuration: configuration, authenticate: false)
+        defer { echo.shutdown() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let silent = try RawWebSocket(port: echo.port)
+        #expect(silent.readsEOF())
+        let elapsed = clock.now - start
+        #expect(elapsed >= .milliseconds(900), "dropped after \(elapsed)")
+        #expect(echo.log.all.isEmpty, "never announced")
     }
 
     @Test func plainHTTPIsNotServed() async throws {
@@ -153,5 +228,44 @@ struct AdmissionTests {
         raw.sendAll(Array("GET /speakbridge.v1/session HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         #expect(raw.readsEOF())
         #expect(echo.log.all.isEmpty)
+    }
+}
+
+extension AdmissionTests {
+    /// When exactly an oversize frame is refused: lws calls back (and the size rule runs) with the first payload
+    /// bytes of a frame, not on its header alone. A header announcing too much, with no payload yet, is held like
+    /// any silent peer (no buffer: the handshake deadline or the hang-up timer ends it); the first payload byte
+    /// gets 1009 at once. A header announcing 0 bytes is reported on its own.
+    @Test func oversizeHeaderIsRefusedAtItsFirstPayloadByte() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        raw.sendFrame(opcode: 0x2, payload: [], announcedLength: 1 << 40)
+        var byte: UInt8 = 0
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(recv(raw.fd, &byte, 1, Int32(MSG_DONTWAIT)) < 0 && errno == EAGAIN, "nothing yet: no callback for a bare header")
+        raw.sendAll([0x55])
+        #expect(raw.readCloseCode() == 1009)
+    }
+
+    /// Issue 8 row 1: a fragment, then a continuation whose header announces 2^63 − 1 bytes. Used to trap the
+    /// service thread (integer overflow); now refused with 1009, and the server keeps serving.
+    @Test func continuationAnnouncingTwoToTheSixtyThreeIsRefused() async throws {
+        let echo = try EchoServer()
+        defer { echo.shutdown() }
+        let raw = try RawWebSocket(port: echo.port)
+        #expect(raw.upgrade().hasPrefix("HTTP/1.1 101"))
+        raw.sendFrame(opcode: 0x2, payload: [1, 2, 3], fin: false)
+        // lws calls back once payload bytes arrive, so one byte follows the header.
+        raw.sendFrame(opcode: 0x0, payload: [4], announcedLength: Int.max, fin: true)
+        #expect(raw.readCloseCode() == 1009)
+
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = try await connectClient(client, log, port: echo.port)
+        client.send([9, 9], on: id)
+        #expect(await log.wait { log.messages(id, $0) == [[9, 9]] })
     }
 }

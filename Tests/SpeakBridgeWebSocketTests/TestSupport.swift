@@ -154,10 +154,17 @@ func connectClient(
 final class RawWebSocket {
     let fd: Int32
 
-    /// Connects to 127.0.0.1:port and performs the HTTP upgrade. Returns the HTTP status line.
-    init(port: Int) throws {
+    /// Connects to 127.0.0.1:port from `source` (any loopback address: 127.0.0.0/8 is all local).
+    init(port: Int, source: String = "127.0.0.1") throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(fd >= 0)
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0, "bind to \(source) failed: errno \(errno)")
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -279,6 +286,13 @@ final class RawWebSocket {
         }
         return Array(buffer.prefix(filled))
     }
+}
+
+/// The status code of an HTTP response head ("HTTP/1.x 404 Not Found…"), or nil.
+func httpStatus(_ head: String) -> Int? {
+    let parts = head.split(separator: " ", maxSplits: 2)
+    guard parts.count >= 2, parts[0].hasPrefix("HTTP/1.") else { return nil }
+    return Int(parts[1])
 }
 
 extension Array where Element: Equatable {

@@ -248,8 +248,11 @@ struct Config: ParsableCommand {
 
     struct Share: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show or set what a paired device gets when it pulls: all (default), public (no secrets) or none.",
-            discussion: "Local-only keys never leave in any mode. `config push` sends what you name regardless.")
+            abstract: "Show or set what a paired device gets when it pulls: public (default: no secrets), all or none.",
+            discussion: """
+            With `all`, every paired device can pull every secret (API keys, tokens) without asking. Local-only keys \
+            never leave in any mode. `config push` sends what you name regardless.
+            """)
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "all, public or none.") var mode: String?
 
@@ -267,6 +270,9 @@ struct Config: ParsableCommand {
                 }
             }
             Console.out("share: \(share.rawValue)")
+            if wanted == .all {
+                Console.warning("every paired device can now pull every secret on this machine without asking; `speakbridge config share public` undoes it")
+            }
         }
     }
 }

@@ -202,6 +202,11 @@ enum ConfigTransfer {
         if !waiting.isEmpty {
             Console.info("review with `speakbridge config pending`, then `speakbridge config accept` (or `reject`)")
         }
+        if report.withheld > 0 {
+            let me = (try? Identity.loadOrCreate(home).deviceID.description) ?? "THIS-DEVICE"
+            Console.info("\(desk) withheld \(report.withheld) secret(s): it shares secrets only on a decision made there")
+            Console.info("hint: on the desktop, `speakbridge config push --to \(me) KEY` sends one, or `speakbridge config share all` lets paired devices pull them")
+        }
         guard report.errors.isEmpty else {
             for e in report.errors { Console.error(e) }
             throw CLIError("the exchange with \(desk) did not fully succeed; nothing was half-applied",

@@ -48,7 +48,8 @@ struct Devices: ParsableCommand {
                 if case .object(let sessions)? = d["delivered"], !sessions.isEmpty {
                     line += "  delivered " + sessions.map { "\($0.0):\($0.1.int64Value ?? 0)" }.joined(separator: " ")
                 }
-                Console.out(line)
+                // Names and session IDs come from peers: one escaped line per device, never a raw control.
+                Console.out(PeerText.escape(line))
             }
         }
     }

@@ -44,7 +44,8 @@ struct Discover: ParsableCommand {
         }
         for r in rows {
             let addrs = r["addresses"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
-            Console.out("\"\(r["name"]?.stringValue ?? "")\"  \(r["id"]?.stringValue ?? "(no id)")  \(addrs) port \(r["port"]?.int64Value ?? 0)\(r["paired"]?.boolValue == true ? "  paired" : "")")
+            // Service names come from anyone on the LAN (mDNS is unauthenticated): one escaped line each.
+            Console.out(PeerText.escape("\"\(r["name"]?.stringValue ?? "")\"  \(r["id"]?.stringValue ?? "(no id)")  \(addrs) port \(r["port"]?.int64Value ?? 0)\(r["paired"]?.boolValue == true ? "  paired" : "")"))
         }
     }
 }

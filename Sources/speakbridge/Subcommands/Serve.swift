@@ -12,7 +12,8 @@ struct Serve: ParsableCommand {
         abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
         discussion: """
         Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given. \
-        With no paired device yet, a pairing QR and code are printed on stderr at start.
+        With no paired device yet, a pairing QR and code are printed on stderr at start when stderr is a terminal \
+        (otherwise, e.g. under systemd, only how to get one: `speakbridge pair`).
         """)
 
     @OptionGroup var homeOptions: HomeOptions
@@ -77,8 +78,17 @@ struct Serve: ParsableCommand {
         }
         Console.info("desktop \(daemon.deviceID) listening on \(host):\(daemon.port); sinks: \(specs.map(\.description).joined(separator: ", "))")
         if try PeerStore(home: home).all.allSatisfy({ $0.role != .client }) {
-            Console.info("no paired device yet; pair one with this code:")
-            PairCodePrinter.show(home: home, toStderr: true)
+            // The code carries the 256-bit pairing secret: it is shown on a terminal only. When stderr is a file
+            // or a pipe (systemd sends it to the journal, which other users may be allowed to read) only the way
+            // to get one is printed.
+            if isatty(STDERR_FILENO) == 1 {
+                Console.info("no paired device yet; pair one with this code:")
+                PairCodePrinter.show(home: home, toStderr: true)
+            } else {
+                let pairCommand = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
+                Console.info("no paired device yet; the pairing code is shown on a terminal only, never in a log")
+                Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine")
+            }
         }
         SystemdNotify.send("READY=1\nSTATUS=listening on \(host):\(daemon.port)")
         var received: Int32 = 0
@@ -112,7 +122,8 @@ enum PairCodePrinter {
             let text = qr + "\n" + code + "\n"
             if toStderr { Console.raw(text) } else { Console.out(qr + "\n" + code) }
             let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '\(code)'")
+            // The code is shown once (above); it is not repeated in this line.
+            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '<code above>'")
         } catch {
             Console.error(error.message, hint: error.hint)
         }

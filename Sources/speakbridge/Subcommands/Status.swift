@@ -45,6 +45,7 @@ struct Status: ParsableCommand {
         for session in reply["sessions"]?.arrayValue ?? [] {
             lines.append("session \(session["device"]?.stringValue ?? "?")/\(session["session"]?.stringValue ?? "?"): delivered \(session["delivered"]?.int64Value ?? 0)")
         }
-        Console.out(lines.joined(separator: "\n"))
+        // Device and session names, sink problems: each line escaped, so none can span or forge lines.
+        Console.out(lines.map(PeerText.escape).joined(separator: "\n"))
     }
 }

@@ -1,0 +1,160 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where an unauthenticated connection comes from, for fairness: an IPv4 address, or the /64 prefix of an IPv6
+/// address (one host usually holds a whole /64, so counting single IPv6 addresses would give it 2^64 quotas).
+/// An IPv4-mapped IPv6 address counts as its IPv4 address.
+package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
+    /// 4 bytes (IPv4) or 8 bytes (IPv6 /64 prefix).
+    package let bytes: [UInt8]
+
+    package init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// From an IP literal (tests and logs); nil when the text is not one.
+    package init?(ipLiteral text: String) {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            self.init(ipv4: v4)
+        } else if inet_pton(AF_INET6, text, &v6) == 1 {
+            self.init(ipv6: v6)
+        } else {
+            return nil
+        }
+    }
+
+    /// The peer of a connected socket; nil when getpeername fails or the family is neither IPv4 nor IPv6.
+    package init?(peerOf fd: Int32) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        // Why unsafe: getpeername writes a sockaddr of the family it reports into the storage, which is large
+        // enough for any family; it is read back only as the type that family names.
+        let status = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard status == 0 else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            let address = withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+            }
+            self.init(ipv4: address)
+        case AF_INET6:
+            let address = withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+            }
+            self.init(ipv6: address)
+        default:
+            return nil
+        }
+    }
+
+    private init(ipv4 address: in_addr) {
+        let value = UInt32(bigEndian: address.s_addr)
+        bytes = [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    private init(ipv6 address: in6_addr) {
+        let all = withUnsafeBytes(of: address) { Array($0) }
+        let mappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
+        if all.count == 16, Array(all.prefix(12)) == mappedPrefix {
+            bytes = Array(all.suffix(4))
+        } else {
+            bytes = Array(all.prefix(8))
+        }
+    }
+
+    package var description: String {
+        if bytes.count == 4 {
+            return bytes.map(String.init).joined(separator: ".")
+        }
+        var groups: [String] = []
+        var index = 0
+        while index + 1 < bytes.count {
+            groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
+            index += 2
+        }
+        return groups.joined(separator: ":") + "::/64"
+    }
+}
+
+/// Who may hold an unauthenticated connection (from TCP accept until the application marks it authenticated),
+/// so that strangers cannot lock out a paired device. A pure value; the service loop carries out its decisions.
+///
+/// The rule:
+/// 1. One address (``AddressKey``) holds at most `maxPerAddress` unauthenticated connections; a new one beyond
+///    that is refused (the address's older attempts, closer to finishing, are kept).
+/// 2. All addresses together hold at most `maxTotal`. When a new connection from an address under its own limit
+///    arrives and `maxTotal` are held, the oldest unauthenticated connection of the address holding the most
+///    (ties: the one whose oldest connection is older) is evicted to make room. So a new address always gets
+///    in, and an attacker holding many cannot keep anyone else out; at worst it evicts its own.
+package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
+    package enum Decision: Equatable, Sendable {
+        /// Take the connection; first close `evicting` (if any), which this value already forgot.
+        case admit(evicting: ID?)
+        /// Refuse the connection: its address is at `maxPerAddress`.
+        case refuse
+    }
+
+    package let maxTotal: Int
+    package let maxPerAddress: Int
+    private var owners: [ID: (address: AddressKey, sequence: UInt64)] = [:]
+    /// Per address, its unauthenticated connections, oldest first.
+    private var byAddress: [AddressKey: [ID]] = [:]
+    private var nextSequence: UInt64 = 0
+
+    package init(maxTotal: Int, maxPerAddress: Int) {
+        self.maxTotal = max(1, maxTotal)
+        self.maxPerAddress = max(1, maxPerAddress)
+    }
+
+    /// Unauthenticated connections held.
+    package var count: Int { owners.count }
+
+    /// Unauthenticated connections held by `address`.
+    package func count(from address: AddressKey) -> Int { byAddress[address]?.count ?? 0 }
+
+    /// Whether a new connection from `address` would be refused (rule 1).
+    package func refuses(_ address: AddressKey) -> Bool { count(from: address) >= maxPerAddress }
+
+    package func contains(_ id: ID) -> Bool { owners[id] != nil }
+
+    /// Decides on a new connection; when admitted it counts as unauthenticated until ``remove(_:)``.
+    package mutating func admit(_ id: ID, from address: AddressKey) -> Decision {
+        if owners[id] != nil { return .admit(evicting: nil) }
+        if refuses(address) { return .refuse }
+        var victim: ID?
+        if owners.count >= maxTotal, let fullest = addressHoldingTheMost() {
+            victim = byAddress[fullest]?.first
+            if let victim { remove(victim) }
+        }
+        owners[id] = (address, nextSequence)
+        nextSequence &+= 1
+        byAddress[address, default: []].append(id)
+        return .admit(evicting: victim)
+    }
+
+    /// The connection authenticated or closed: it no longer counts.
+    package mutating func remove(_ id: ID) {
+        guard let (address, _) = owners.removeValue(forKey: id) else { return }
+        byAddress[address]?.removeAll { $0 == id }
+        if byAddress[address]?.isEmpty == true {
+            byAddress[address] = nil
+        }
+    }
+
+    private func addressHoldingTheMost() -> AddressKey? {
+        var best: (address: AddressKey, count: Int, oldest: UInt64)?
+        for (address, ids) in byAddress {
+            guard let first = ids.first, let oldest = owners[first]?.sequence else { continue }
+            if let current = best, ids.count < current.count || (ids.count == current.count && oldest > current.oldest) {
+                continue
+            }
+            best = (address, ids.count, oldest)
+        }
+        return best?.address
+    }
+}

@@ -1,0 +1,80 @@
+import Testing
+@testable import SpeakBridgeWebSocket
+
+/// The unauthenticated-connection rule as a pure value: per-address refusal, global eviction.
+@Suite struct AdmissionControlTests {
+    let a = AddressKey(ipLiteral: "127.0.0.2")!
+    let b = AddressKey(ipLiteral: "127.0.0.3")!
+    let c = AddressKey(ipLiteral: "10.0.0.1")!
+
+    @Test func perAddressLimitRefusesAndRemovalFreesTheSlot() {
+        var control = AdmissionControl<Int>(maxTotal: 10, maxPerAddress: 2)
+        #expect(control.admit(1, from: a) == .admit(evicting: nil))
+        #expect(control.admit(2, from: a) == .admit(evicting: nil))
+        #expect(control.refuses(a))
+        #expect(control.admit(3, from: a) == .refuse)
+        #expect(control.admit(4, from: b) == .admit(evicting: nil))
+        control.remove(1)
+        #expect(!control.refuses(a))
+        #expect(control.admit(5, from: a) == .admit(evicting: nil))
+        #expect(control.count == 3)
+        control.remove(99)  // unknown: ignored
+        #expect(control.count == 3)
+    }
+
+    @Test func globalLimitEvictsTheOldestOfTheAddressHoldingTheMost() {
+        var control = AdmissionControl<Int>(maxTotal: 4, maxPerAddress: 3)
+        for id in 1...3 { #expect(control.admit(id, from: a) == .admit(evicting: nil)) }
+        #expect(control.admit(4, from: b) == .admit(evicting: nil))
+        // Full: c gets in, a (3 held) loses its oldest.
+        #expect(control.admit(5, from: c) == .admit(evicting: 1))
+        #expect(control.count(from: a) == 2)
+        #expect(control.admit(6, from: b) == .admit(evicting: 2))
+        // a: 3, b: 4 6, c: 5 → b holds the most (2): its oldest, 4, goes.
+        #expect(control.admit(7, from: c) == .admit(evicting: 4))
+        // a: 3, b: 6, c: 5 7 → c holds the most.
+        #expect(control.admit(8, from: a) == .admit(evicting: 5))
+        #expect(control.count == 4)
+        #expect(!control.contains(5) && control.contains(8))
+    }
+
+    @Test func tiesGoToTheAddressWithTheOldestConnection() {
+        var control = AdmissionControl<Int>(maxTotal: 2, maxPerAddress: 2)
+        #expect(control.admit(1, from: b) == .admit(evicting: nil))
+        #expect(control.admit(2, from: a) == .admit(evicting: nil))
+        #expect(control.admit(3, from: c) == .admit(evicting: 1))
+        // With the per-address limit at the total, one address alone evicts its own oldest.
+        var single = AdmissionControl<Int>(maxTotal: 2, maxPerAddress: 2)
+        _ = single.admit(1, from: a)
+        _ = single.admit(2, from: a)
+        #expect(single.admit(3, from: a) == .refuse)
+    }
+
+    /// A churning attacker on one address, and one on many, never keep a new address out.
+    @Test func newAddressAlwaysGetsIn() {
+        var control = AdmissionControl<Int>(maxTotal: 16, maxPerAddress: 4)
+        var id = 0
+        for round in 0..<1_000 {
+            id += 1
+            let attacker = AddressKey(bytes: [10, 0, UInt8(round % 7), 1])
+            _ = control.admit(id, from: attacker)
+            if round % 50 == 0 {
+                id += 1
+                let legit = AddressKey(bytes: [192, 168, 1, UInt8(round / 50)])
+                #expect(control.admit(id, from: legit) != .refuse)
+                #expect(control.contains(id))
+            }
+            #expect(control.count <= 16)
+        }
+    }
+
+    @Test func addressKeys() {
+        #expect(AddressKey(ipLiteral: "127.0.0.2")?.bytes == [127, 0, 0, 2])
+        #expect(AddressKey(ipLiteral: "::ffff:127.0.0.2") == AddressKey(ipLiteral: "127.0.0.2"))
+        // One IPv6 /64 is one address.
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1") == AddressKey(ipLiteral: "2001:db8:1:2:ffff::9"))
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1") != AddressKey(ipLiteral: "2001:db8:1:3::1"))
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1")?.description == "2001:db8:1:2::/64")
+        #expect(AddressKey(ipLiteral: "localhost") == nil)
+    }
+}

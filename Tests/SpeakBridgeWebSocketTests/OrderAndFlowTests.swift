@@ -1,0 +1,148 @@
+import Dispatch
+import Synchronization
+import Testing
+import SpeakBridgeWebSocket
+
+/// Frames leave in the order they were enqueued, whatever thread enqueued them; receiving can be paused.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct OrderAndFlowTests {
+    /// Issue 8 row 12: one sender on the service thread (inside onEvent, answering the client's ticks) and two
+    /// on other threads, all numbering their sends from one counter taken under one lock together with the
+    /// send call, as a caller that encrypts and sends under its own lock does. The client must see the numbers
+    /// strictly increasing: any other order is a frame overtaking one enqueued before it.
+    @Test func sendsFromTheServiceThreadAndOtherThreadsKeepTheirOrder() async throws {
+        let counter = Mutex<Int>(0)
+        let serverLog = EventLog()
+        let reference = Locked<WebSocketServer?>(nil)
+        let server = try WebSocketServer(configuration: WebSocketServerConfiguration()) { event in
+            serverLog.handler(event)
+            guard let server = reference.value else { return }
+            switch event {
+            case let .opened(id, _, _):
+                server.markAuthenticated(id)
+            case let .message(id, _):
+                counter.withLock { value in
+                    value += 1
+                    server.send(numbered(value), to: id)
+                }
+            case .closed:
+                break
+            }
+        }
+        reference.value = server
+        defer {
+            server.shutdown()
+            reference.value = nil
+        }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = try await connectClient(client, log, port: server.port)
+        #expect(await serverLog.wait { serverLog.openedIDs($0).count == 1 })
+        let serverSide = try #require(serverLog.openedIDs().first)
+
+        let ticks = 10_000
+        let perThread = 10_000
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                for _ in 0..<perThread {
+                    counter.withLock { value in
+                        value += 1
+                        server.send(numbered(value), to: serverSide)
+                    }
+                }
+            }
+        }
+        for _ in 0..<ticks { client.send([0], on: id) }
+        group.wait()
+        let total = ticks + 2 * perThread
+        #expect(await log.wait(timeout: .seconds(20)) { log.messages(id, $0).count >= total })
+        let numbers = log.messages(id).map(number)
+        #expect(numbers.count == total)
+        var inversions = 0
+        for (previous, next) in zip(numbers, numbers.dropFirst()) where next <= previous { inversions += 1 }
+        #expect(inversions == 0, "\(inversions) frames overtook one enqueued before them")
+    }
+
+    /// The same on the client side (the CLI's stdin thread and its lws thread both send on one connection).
+    @Test func clientSendsFromItsServiceThreadAndOtherThreadsKeepTheirOrder() async throws {
+        let counter = Mutex<Int>(0)
+        let echo = try EchoServer()  // echoes the numbered messages back, in the order they arrived
+        defer { echo.shutdown() }
+        let log = EventLog()
+        let reference = Locked<WebSocketClient?>(nil)
+        let ticks = Mutex<Int>(0)
+        let client = try WebSocketClient { event in
+            log.handler(event)
+            // Every echo that comes back makes the service thread send one more numbered message.
+            guard case let .message(id, _) = event, let client = reference.value else { return }
+            let more = ticks.withLock { value in
+                value += 1
+                return value <= 10_000
+            }
+            guard more else { return }
+            counter.withLock { value in
+                value += 1
+                client.send(numbered(value), on: id)
+            }
+        }
+        reference.value = client
+        defer {
+            client.shutdown()
+            reference.value = nil
+        }
+        let id = try await connectClient(client, log, port: echo.port)
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                for _ in 0..<6_000 {
+                    counter.withLock { value in
+                        value += 1
+                        client.send(numbered(value), on: id)
+                    }
+                }
+            }
+        }
+        group.wait()
+        let total = 12_000 + 10_000
+        #expect(await log.wait(timeout: .seconds(20)) { log.messages(id, $0).count >= total })
+        let numbers = log.messages(id).map(number)
+        #expect(numbers.count == total)
+        var inversions = 0
+        for (previous, next) in zip(numbers, numbers.dropFirst()) where next <= previous { inversions += 1 }
+        #expect(inversions == 0, "\(inversions) frames overtook one enqueued before them")
+    }
+
+    /// pauseReceiving: nothing the peer sends meanwhile is delivered; after resumeReceiving all of it is, in order.
+    @Test func pausedConnectionDeliversNothingUntilResumedThenEverythingInOrder() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+
+        server.pauseReceiving(serverSide)
+        // Commands run in order, so once this marker arrives the pause is in effect.
+        server.send([0xFF], to: serverSide)
+        #expect(await log.wait { log.messages(id, $0) == [[0xFF]] })
+
+        let count = 500
+        for index in 0..<count { client.send(numbered(index, size: 512), on: id) }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(serverLog.messages(serverSide).isEmpty, "delivered while paused")
+
+        server.resumeReceiving(serverSide)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0).count == count })
+        #expect(serverLog.messages(serverSide).map(number) == Array(0..<count))
+
+        // Pausing and resuming again keeps working.
+        server.pauseReceiving(serverSide)
+        server.send([0xFE], to: serverSide)
+        #expect(await log.wait { log.messages(id, $0).count == 2 })
+        client.send([7], on: id)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(serverLog.messages(serverSide).count == count)
+        server.resumeReceiving(serverSide)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0).last == [7] })
+    }
+}
