@@ -93,6 +93,8 @@ let package = Package(
                           path: "Fuzz/Targets/FuzzConfigWire"),
         .executableTarget(name: "FuzzResponder", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
                           path: "Fuzz/Targets/FuzzResponder"),
+        .executableTarget(name: "FuzzMessageReassembler", dependencies: ["SpeakBridgeWebSocket"],
+                          path: "Fuzz/Targets/FuzzMessageReassembler"),
 
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", path: "Tests/SpeakBridgeTestSupport"),

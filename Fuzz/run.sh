@@ -17,17 +17,15 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
-ALL_TARGETS="FuzzPairingCode FuzzJSON FuzzMessageCodec FuzzConfigWire FuzzResponder"
+ALL_TARGETS="FuzzPairingCode FuzzJSON FuzzMessageCodec FuzzConfigWire FuzzResponder FuzzMessageReassembler"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
-# TODO(WebSocket reassembly): add FuzzFrameAssembler here and in Package.swift once the lws-free frame
-# reassembly type exists in SpeakBridgeWebSocket (Fuzz/README.md says what it should check).
 
 # Share of the long run per target, in per mille of FUZZ_TOTAL_RUNS: the cheap parsers get most of the
 # executions, the responder (two X25519 handshakes per constructed input) the fewest.
 share() {
     case "$1" in
         FuzzPairingCode) echo 250 ;; FuzzJSON) echo 250 ;; FuzzMessageCodec) echo 250 ;;
-        FuzzConfigWire) echo 200 ;; FuzzResponder) echo 50 ;; *) echo 100 ;;
+        FuzzConfigWire) echo 150 ;; FuzzResponder) echo 50 ;; FuzzMessageReassembler) echo 50 ;; *) echo 100 ;;
     esac
 }
 
@@ -66,7 +64,7 @@ run() {
     local seconds rate
     seconds=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
     rate=$(awk -v n="${execs:-0}" -v a="$start" -v b="$end" 'BEGIN { printf "%d", n / (b - a) }')
-    printf '%-18s %12s %7s %7s %6s %9s %10s %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" \
+    printf '%-23s %12s %7s %7s %6s %9s %10s %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" \
         "$seconds" "$rate" "$( [ $status = 0 ] && echo ok || echo "FAILED ($log)")" >>"$SUMMARY"
     if [ $status != 0 ]; then
         echo "fuzz: error: $t failed (exit $status); last lines of $log:" >&2
@@ -78,7 +76,7 @@ run() {
 fuzz_all() {
     SUMMARY=$(mktemp)
     local failed=0 total=0
-    printf '%-18s %12s %7s %7s %6s %9s %10s %s\n' target execs cov ft corpus seconds "execs/s" result >"$SUMMARY"
+    printf '%-23s %12s %7s %7s %6s %9s %10s %s\n' target execs cov ft corpus seconds "execs/s" result >"$SUMMARY"
     for t in $TARGETS; do
         if [ "$1" = short ]; then
             run "$t" -max_total_time="${FUZZ_SECONDS:-3}" || failed=1

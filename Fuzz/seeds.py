@@ -87,6 +87,33 @@ def main():
     for name, data in plaintexts + [(f"config-{i:02}", json.dumps(m).encode()) for i, m in enumerate(CONFIG)]:
         write("FuzzResponder", f"constructed-session-{name}", bytes([3]) + records([hello, data]))
 
+    # FuzzMessageReassembler: byte 0 = limit (0: 65,535), then callbacks: flags (bit 0 binary, bit 1 final,
+    # bits 2-3 width of the announced length: none, 1, 2 or 8 bytes), the length, n, n payload bytes.
+    def callback(binary, final, payload, announced=None):
+        flags = (1 if binary else 0) | (2 if final else 0)
+        if announced is None:
+            head = bytes([flags])
+        elif announced < 256:
+            head = bytes([flags | 4, announced])
+        elif announced < 65536:
+            head = bytes([flags | 8]) + struct.pack(">H", announced)
+        else:
+            head = bytes([flags | 12]) + struct.pack(">Q", announced)
+        return head + bytes([len(payload)]) + payload
+    hello = json.dumps({"type": "hello"}).encode()
+    reassembly = {
+        "one-frame": b"\0" + callback(True, True, hello),
+        "two-fragments": b"\0" + callback(True, False, hello[:5]) + callback(True, True, hello[5:]),
+        "split-frame": b"\0" + callback(True, False, hello[:5], len(hello) - 5) + callback(True, True, hello[5:]),
+        "text-frame": b"\0" + callback(False, True, b"text"),
+        "announces-2^63-1": b"\0" + callback(True, False, b"x") + callback(True, False, b"y", (1 << 63) - 1),
+        "at-the-limit": b"\x10" + callback(True, False, b"0123456789", 6) + callback(True, True, b"abcdef"),
+        "over-the-limit": b"\x10" + callback(True, False, b"0123456789", 7),
+        "empty-message": b"\0" + callback(True, True, b"") + callback(True, True, hello),
+    }
+    for name, data in reassembly.items():
+        write("FuzzMessageReassembler", name, data)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,10 +9,12 @@
 //                of message 1, the others are transport plaintexts. This reaches the decoders behind the Noise
 //                layer, which random frames never do.
 // Invariants beyond "no crash": pairing actions only on the pair intent, session actions only on the session
-// intent; nothing but silence after a close; every frame the responder sends decrypts on the initiator's side
-// in order and decodes; message 1 is answered exactly when its payload is the right request; chunks handed to
-// the daemon are the chunks the initiator sent; a completed pairing yields the initiator's key and the psk the
-// initiator derives.
+// intent; nothing but silence after a close; raw frames (a stranger, or a replay of the vectors' recorded frames:
+// the responder's ephemeral key is fresh) never authenticate, deliver, configure or confirm a pairing; message 1
+// alone never authenticates, and the first transport message authenticates before anything else; every frame the
+// responder sends decrypts on the initiator's side in order and decodes; message 1 is answered exactly when its
+// payload is the right request; chunks handed to the daemon are the chunks the initiator sent; a completed pairing
+// yields the initiator's key and the psk the initiator derives.
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 
@@ -26,7 +28,9 @@ enum Keys {
     static let clientEphemeral = key("client ephemeral session")
     static let pairingSecret = SHA256.hash(Array("speakbridge.v1 vectors: pairing secret".utf8))
     /// `session_psk` of the pairing in Pairing/vectors/handshakes.json.
-    static let sessionPSK: [UInt8] = hex("589d074ced7de2c24ec0c3b7b1731788807dbd511c08b1365e2c58b7fc700dac")
+    static let sessionPSK = try! SymmetricKey(
+        bytes: hex("589d074ced7de2c24ec0c3b7b1731788807dbd511c08b1365e2c58b7fc700dac"))
+    static let pairingKey = try! SymmetricKey(bytes: pairingSecret)
 
     static func hex(_ s: String) -> [UInt8] {
         var out: [UInt8] = []
@@ -43,7 +47,7 @@ enum Keys {
 func context() -> ResponderContext {
     let clientKey = Keys.client.publicKey
     return ResponderContext(localStatic: Keys.desktop, localName: "desk",
-                            pairingSecret: { Keys.pairingSecret },
+                            pairingSecret: { Keys.pairingKey },
                             sessionPSK: { $0 == clientKey ? Keys.sessionPSK : nil },
                             delivered: { _, _ in 0 })
 }
@@ -93,21 +97,34 @@ func sent(_ actions: [ResponderMachine.Action]) -> [[UInt8]] {
 func runRaw(_ intent: ConnectionIntent, _ frames: [[UInt8]]) {
     var responder = ResponderMachine(intent: intent, context: context())
     var observer = Observer(intent: intent)
-    for frame in frames { observer.observe(responder.receive(frame)) }
+    for frame in frames {
+        let actions = responder.receive(frame)
+        observer.observe(actions)
+        for action in actions {
+            switch action {
+            case .authenticated, .deliver, .config, .pairingConfirmed:
+                fatalError("frames sent without this handshake's ephemeral key were accepted: \(action)")
+            case .send, .close, .consumePairingCode, .pairingAttemptFailed:
+                break
+            }
+        }
+    }
 }
 
 func runConstructed(_ intent: ConnectionIntent, _ plaintexts: [[UInt8]]) {
     guard let first = plaintexts.first else { return }
-    let psk = intent == .pair ? Keys.pairingSecret : Keys.sessionPSK
+    let psk = intent == .pair ? Keys.pairingKey : Keys.sessionPSK
     var initiator = try! HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .initiator,
                                         prologue: intent.prologue, localStatic: Keys.client,
-                                        remoteStatic: Keys.desktop.publicKey, psk: try! SymmetricKey(bytes: psk),
+                                        remoteStatic: Keys.desktop.publicKey, psk: psk,
                                         localEphemeral: Keys.clientEphemeral)
     guard let message1 = try? initiator.writeMessage(payload: first) else { return }  // payload too large
     var responder = ResponderMachine(intent: intent, context: context())
     var observer = Observer(intent: intent)
     let actions = responder.receive(message1)
     observer.observe(actions)
+    precondition(!actions.contains { if case .authenticated = $0 { return true } else { return false } },
+                 "message 1 alone authenticated the connection (a replay would too)")
 
     let request = try? MessageCodec.decode(first)
     let expected: Bool
@@ -131,10 +148,17 @@ func runConstructed(_ intent: ConnectionIntent, _ plaintexts: [[UInt8]]) {
     }
     var transport = try! initiator.transport()
     var confirmed = false
+    var firstTransport = true
     for plaintext in plaintexts.dropFirst() where !observer.closed {
         guard let frame = try? transport.encrypt(plaintext) else { return }
         let actions = responder.receive(frame)
         observer.observe(actions)
+        if intent == .session && firstTransport {
+            guard case .authenticated(_, let key)? = actions.first, key == Keys.client.publicKey else {
+                fatalError("the first transport message did not authenticate the initiator first")
+            }
+        }
+        firstTransport = false
         for frame in sent(actions) {
             guard let bytes = try? transport.decrypt(frame) else { fatalError("a reply does not decrypt in order") }
             precondition((try? MessageCodec.decode(bytes)) != nil, "a reply does not decode")
@@ -145,7 +169,7 @@ func runConstructed(_ intent: ConnectionIntent, _ plaintexts: [[UInt8]]) {
                 precondition(message == .pairConfirm && !confirmed, "pairing confirmed without pair-confirm")
                 confirmed = true
                 precondition(outcome.peerKey == Keys.client.publicKey, "pairing recorded the wrong key")
-                precondition(outcome.sessionPSK == KeySchedule.sessionPSK(pairingSecret: Keys.pairingSecret,
+                precondition(outcome.sessionKey == KeySchedule.sessionPSK(pairingSecret: Keys.pairingKey,
                                                                          pairingHandshakeHash: initiator.handshakeHash),
                              "the two sides derived different session psks")
             }
