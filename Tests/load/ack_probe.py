@@ -2,22 +2,18 @@
 """Ack-latency probe for the load test: one paired device (the independent Python client's state directory, made
 with `sbclient.py join`) sends single chunks at a steady pace and times each until its `ack` arrives.
 
-Prints one JSON object: {"samples": N, "p50_ms": .., "p99_ms": .., "max_ms": .., "lost": 0}.
+Prints one JSON object: {"samples": [[t_sent, ms], ...], "lost": 0}, t_sent on CLOCK_MONOTONIC (time.monotonic,
+the same clock in every process), so the caller can take the samples of its load window.
 Runs under the virtualenv of Tests/python/run.sh (noiseprotocol, websockets), with Examples/python-client on
 sys.path. Stops after --seconds, or once the file --stop exists.
 """
-import argparse, asyncio, json, os, statistics, sys, time
+import argparse, asyncio, json, os, sys, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "Examples", "python-client"))
 from speakbridge_client import messages, noise  # noqa: E402
 from speakbridge_client.state import State  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
-
-
-def percentile(values, p):
-    v = sorted(values)
-    return v[max(0, min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1)))))]
 
 
 async def probe(state_dir, seconds, pace, stop_file):
@@ -41,7 +37,7 @@ async def probe(state_dir, seconds, pace, stop_file):
         end = time.monotonic() + seconds
         while time.monotonic() < end and not os.path.exists(stop_file):
             seq += 1
-            t0 = time.perf_counter()
+            t0, sent_at = time.perf_counter(), time.monotonic()
             await ws.send(hs.encrypt(messages.encode(
                 {"type": "chunk", "session": session, "seq": seq, "text": f"probe line-{seq}", "final": True})))
             try:
@@ -52,7 +48,7 @@ async def probe(state_dir, seconds, pace, stop_file):
             except asyncio.TimeoutError:
                 lost += 1
                 break
-            samples.append((time.perf_counter() - t0) * 1000.0)
+            samples.append([sent_at, (time.perf_counter() - t0) * 1000.0])
             await asyncio.sleep(pace)
         await ws.send(hs.encrypt(messages.encode({"type": "bye"})))
     return samples, lost
@@ -66,10 +62,7 @@ def main():
     ap.add_argument("--stop", required=True)
     args = ap.parse_args()
     samples, lost = asyncio.run(probe(args.state, args.seconds, args.pace, args.stop))
-    out = {"samples": len(samples), "lost": lost}
-    if samples:
-        out.update(p50_ms=statistics.median(samples), p99_ms=percentile(samples, 99), max_ms=max(samples))
-    print(json.dumps(out))
+    print(json.dumps({"samples": samples, "lost": lost}))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ Flow:
   5. wait until every `send` exited (exit 0 = every line acknowledged) and every line is on the FIFO, or the
      deadline passes.
 Checks: every line exactly once (0 lost, 0 duplicated), per-device order kept, every `send` exited 0. Reports the
-daemon's peak RSS (VmHWM), throughput, time to drain, line latency (stdin of `send` → FIFO, sampled) and the
-probe's ack latency. Exit 1 on any failed check. Everything started here is stopped by PID at the end.
+daemon's peak RSS (VmHWM), throughput, time to drain, line latency (stdin of `send` → FIFO, sampled; in a burst
+this is mostly time spent queued) and the probe's ack latency while the load runs (and idle, before it). Exit 1 on any failed check. Everything started here is stopped by PID at the end.
 """
 import argparse, json, os, re, select, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 
@@ -53,6 +53,7 @@ class FifoReader(threading.Thread):
         self.sample_every = max(1, lines // 100)
         self.stopping = False
         self.done = threading.Event()
+        self.done_at = None      # perf_counter time the last expected line arrived
 
     def handle(self, raw, now):
         m = LINE.match(raw)
@@ -90,7 +91,8 @@ class FifoReader(threading.Thread):
             *lines, buf = buf.split(b"\n")
             for raw in lines:
                 self.handle(raw, now)
-            if self.count >= self.expected:
+            if self.count >= self.expected and not self.done.is_set():
+                self.done_at = now
                 self.done.set()
 
 
@@ -180,7 +182,7 @@ def main():
             procs.append(probe)
             time.sleep(1.0)  # a few samples on an idle daemon first
         senders, feeders = [], []
-        t_load = time.perf_counter()
+        t_load, t_load_mono = time.perf_counter(), time.monotonic()
         for i in range(args.devices):
             p = subprocess.Popen([args.bin, "send", "--home", os.path.join(base, f"phone-{i}"), "--timeout", str(int(args.deadline))],
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -203,7 +205,7 @@ def main():
                 failures.append(f"the daemon exited with {daemon.returncode}")
                 break
             time.sleep(0.5)
-        t_drained = time.perf_counter()
+        t_drained, t_drained_mono = time.perf_counter(), time.monotonic()
         open(stop_file, "w").close()
         time.sleep(0.5)
         reader.stopping = True
@@ -211,13 +213,25 @@ def main():
         if probe is not None:
             try:
                 out, _ = probe.communicate(timeout=60)
-                results["probe"] = json.loads(out.decode().strip().splitlines()[-1])
+                raw = json.loads(out.decode().strip().splitlines()[-1])
+                idle = [ms for t, ms in raw["samples"] if t < t_load_mono]
+                busy = [ms for t, ms in raw["samples"] if t_load_mono <= t <= t_drained_mono]
+                results["probe"] = {"lost": raw["lost"], "idle_samples": len(idle),
+                                    "idle_p50_ms": round(statistics.median(idle), 1) if idle else None,
+                                    "load_samples": len(busy),
+                                    "load_p50_ms": round(statistics.median(busy), 1) if busy else None,
+                                    "load_p99_ms": round(percentile(busy, 99), 1) if busy else None,
+                                    "load_max_ms": round(max(busy), 1) if busy else None}
+                if raw["lost"]:
+                    failures.append("the ack probe lost an ack (none within 30 s)")
             except (subprocess.TimeoutExpired, ValueError, IndexError) as error:
                 failures.append(f"ack probe gave no result ({error}); see probe.log")
         not_done = [i for i, p in enumerate(senders) if p.poll() is None]
         bad_exit = [(i, p.returncode) for i, p in enumerate(senders) if p.poll() not in (None, 0)]
         feeder_errors = [(f.device, f.error) for f in feeders if f.error]
         lost = sum(args.lines - last for last in reader.last)
+        if reader.done_at is not None:
+            t_drained = reader.done_at  # the last line's arrival, not the 0.5 s polling tick that saw it
         latency = [(reader.arrived[k] - t) * 1000.0 for f in feeders for k, t in f.written.items()
                    if k in reader.arrived]
         results.update(
