@@ -2,6 +2,8 @@
 #   make run    install what the daemon needs, build a release binary, start the daemon (stdout sink, pairing QR)
 #   make test   install what the tests need, build, run the whole suite (unit, end-to-end, network namespaces)
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
+# `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
+# `make load` 100 paired devices x 10,000 lines against one release daemon.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -13,11 +15,13 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
 DEB_RUN   = xclip
-DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps
+DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
+            dpkg-dev man-db systemd zsh fish
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors
+.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
+        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load
 
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -54,8 +58,10 @@ test: deps-test
 	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) SPEAKBRIDGE_VECTORS_BIN=$(CURDIR)/$(SCRATCH)/debug/speakbridge-vectors \
 	  $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	@$(MAKE) --no-print-directory fuzz-short
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
 	bash Tests/python/smoke-examples.sh
+	SCRATCH=$(SCRATCH) bash Tests/packaging/run.sh
 	@$(MAKE) --no-print-directory netns
 
 # Regenerates Pairing/vectors/ (make test checks they are current).
@@ -69,9 +75,39 @@ netns:
 
 bench: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/run.sh
+	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/flood.sh
+
+# libFuzzer targets (Fuzz/README.md), built with -sanitize=fuzzer,address in their own scratch dir (.build-fuzz).
+# fuzz: at least 10 million executions in total (FUZZ_TOTAL_RUNS), a summary table, fails on any crash or broken
+# invariant (reproducer in .build-fuzz/artifacts/). fuzz-short: every target for FUZZ_SECONDS (3) s, run by `test`.
+# fuzz-merge: rewrite Fuzz/corpus/ as the fewest inputs covering every edge so far (commit it); fuzz-seeds: add the
+# seeds from Pairing/vectors/.
+FUZZ_TOTAL_RUNS ?= 10000000
+FUZZ_SECONDS    ?= 3
+fuzz: deps-build
+	FUZZ_TOTAL_RUNS=$(FUZZ_TOTAL_RUNS) bash Fuzz/run.sh long
+
+fuzz-short: deps-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/run.sh short
+
+fuzz-merge:
+	bash Fuzz/run.sh merge
+
+fuzz-seeds:
+	bash Fuzz/run.sh seeds
+
+# The Swift suite under AddressSanitizer (.build-asan) and ThreadSanitizer (.build-tsan), end-to-end tests on the
+# instrumented binary; fails on any report of any process (Tests/sanitize/run.sh).
+sanitize: deps-test
+	bash Tests/sanitize/run.sh address thread
+
+# 100 paired devices x 10,000 lines at once against one release daemon: 0 lost, 0 duplicated, order kept; prints
+# the daemon's peak RSS and the ack latency of a probe device under that load (Tests/load/load.py).
+load: deps-test release
+	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/load/run.sh
 
 clean:
-	rm -rf $(SCRATCH)
+	rm -rf $(SCRATCH) .build-fuzz .build-asan .build-tsan
 
 # ---- install, uninstall, Debian package (packaging/) -------------------------------------------------------------
 #   make install                          /usr/local as root (sudo make install)

@@ -85,6 +85,20 @@ let package = Package(
         .executableTarget(name: "HandshakeWalkthrough", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
                           path: "Examples/HandshakeWalkthrough"),
 
+        // libFuzzer targets for every parser a peer reaches (Fuzz/README.md; built only by `make fuzz`, in
+        // .build-fuzz, with -sanitize=fuzzer,address; in a normal build each links with an empty main)
+        .executableTarget(name: "FuzzPairingCode", dependencies: ["SpeakBridgeProtocol"],
+                          path: "Fuzz/Targets/FuzzPairingCode"),
+        .executableTarget(name: "FuzzJSON", dependencies: ["SpeakBridgeProtocol"], path: "Fuzz/Targets/FuzzJSON"),
+        .executableTarget(name: "FuzzMessageCodec", dependencies: ["SpeakBridgeProtocol"],
+                          path: "Fuzz/Targets/FuzzMessageCodec"),
+        .executableTarget(name: "FuzzConfigWire", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol"],
+                          path: "Fuzz/Targets/FuzzConfigWire"),
+        .executableTarget(name: "FuzzResponder", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+                          path: "Fuzz/Targets/FuzzResponder"),
+        .executableTarget(name: "FuzzMessageReassembler", dependencies: ["SpeakBridgeWebSocket"],
+                          path: "Fuzz/Targets/FuzzMessageReassembler"),
+
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", path: "Tests/SpeakBridgeTestSupport"),
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
