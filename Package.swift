@@ -2,6 +2,7 @@
 // SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
 //
 // Layout (dependencies point inward):
+//   support leaf    SpeakBridgeSupport (Locked: the one lock type, a pthread mutex TSan can see)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
@@ -40,12 +41,15 @@ let package = Package(
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
                        pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
 
+        // the support leaf: small types every layer may use (no C, no Foundation)
+        .target(name: "SpeakBridgeSupport"),
+
         // adapters over the C leaves
-        .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium"]),
-        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets"]),
+        .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
-        .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi"]),
-        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol"]),
+        .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
@@ -100,12 +104,12 @@ let package = Package(
                           path: "Fuzz/Targets/FuzzMessageReassembler"),
 
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
-        .target(name: "SpeakBridgeTestSupport", path: "Tests/SpeakBridgeTestSupport"),
+        .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
         .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
-        .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket"]),
-        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR"]),
-        .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport"]),
+        .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
             "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,5 +1,5 @@
 // The two CipherStates from Split(), oriented for one role: one to send, one to receive. Empty ad throughout.
-internal import Synchronization
+internal import SpeakBridgeSupport
 
 /// Transport-phase encryption after a completed handshake (spec §5.3: "CipherState objects … used for transport").
 ///
@@ -57,10 +57,10 @@ public struct NoiseTransport: Sendable {
 /// Hands the transport out of a completed HandshakeState exactly once, so two copies of the same CipherStates
 /// (which would reuse nonces) can never both be in use. Copies of a HandshakeState share one handoff.
 final class TransportHandoff: Sendable {
-    private let slot: Mutex<NoiseTransport?>
+    private let slot: Locked<NoiseTransport?>
 
     init(_ transport: NoiseTransport) {
-        slot = Mutex(transport)
+        slot = Locked(transport)
     }
 
     func take() -> NoiseTransport? {

@@ -14,7 +14,7 @@
 internal import CAvahi
 import Dispatch
 import Glibc
-import Synchronization
+import SpeakBridgeSupport
 
 /// Continuously browses for and resolves SpeakBridge services on every interface and IP protocol
 /// avahi-daemon uses. Each service appears once, with the addresses of all its reports.
@@ -76,7 +76,7 @@ public final class MDNSBrowser: Sendable {
 /// The browser's avahi side. See AvahiConnection for the threading rule; `snapshot` is the only
 /// state other threads read.
 final class BrowserCore: AvahiConnection, @unchecked Sendable {
-    let snapshot = Mutex<[DiscoveredService]>([])
+    let snapshot = Locked<[DiscoveredService]>([])
     private let events: EventQueue<[DiscoveredService]>
     private var browser: OpaquePointer?             // AvahiServiceBrowser*
     private var browsed: [ResolveKey: Bool] = [:]   // reports the browser lists -> published locally

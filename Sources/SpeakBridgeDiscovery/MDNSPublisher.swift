@@ -10,7 +10,7 @@
 //   4. The daemon goes away -> .noDaemon(reason); the connection reconnects and step 1 runs again
 //      with the requested name (the other host may be gone by then).
 internal import CAvahi
-import Synchronization
+import SpeakBridgeSupport
 
 /// Publishes one SpeakBridge service (`_speakbridge._tcp`) on every interface avahi-daemon uses,
 /// and keeps it published across daemon restarts and name collisions.
@@ -90,7 +90,7 @@ struct PublisherSnapshot: Sendable {
 /// The publisher's avahi side. See AvahiConnection for the threading rule; `snapshot` is the
 /// only state other threads read.
 final class PublisherCore: AvahiConnection, @unchecked Sendable {
-    let snapshot = Mutex(PublisherSnapshot())
+    let snapshot = Locked(PublisherSnapshot())
     private let events: EventQueue<PublisherState>
     private let requestedName: String
     private let port: UInt16

@@ -1,5 +1,5 @@
 internal import Glibc
-internal import Synchronization
+internal import SpeakBridgeSupport
 
 /// Writes each text and "\n" into a named pipe that an editor (or `cat`) reads.
 ///
@@ -49,7 +49,7 @@ public final class FIFOSink: Sink {
         case ready, noReader, full
         case failed(String)
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// How often `waitUntilReady` looks for a reader while there is none.
     static let readerCheckInterval: Duration = .milliseconds(20)

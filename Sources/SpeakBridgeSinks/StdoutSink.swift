@@ -1,5 +1,5 @@
 internal import Glibc
-internal import Synchronization
+internal import SpeakBridgeSupport
 
 /// Writes each text and "\n" to a file descriptor: the daemon's standard output (fd 1) or, for tests, any fd.
 ///
@@ -18,7 +18,7 @@ public final class StdoutSink: Sink {
         var closed = false
         var broken: String?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// - Parameters:
     ///   - fd: descriptor to write to; 1 for the daemon's stdout. Not closed by the sink.

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import SpeakBridgeSupport
 
 /// The program that types text into the focused window.
 public enum TypeBackend: String, Sendable, CaseIterable {
@@ -62,7 +62,7 @@ public final class TypeSink: Sink {
     private let executablePath: String
     private let environment: [String: String]
     /// Whether this sink has typed something, so the next text needs a separating space.
-    private let typedBefore = Mutex(false)
+    private let typedBefore = Locked(false)
 
     /// Throws when the tool is not in PATH, with a hint naming its Debian package.
     public init(backend: TypeBackend, pressEnter: Bool, environment: [String: String]) throws(SinkError) {

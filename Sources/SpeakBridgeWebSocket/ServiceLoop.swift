@@ -18,6 +18,7 @@
 //    a command issued on the service thread needs no wake-up (ServiceLoop+Callbacks.swift).
 import Dispatch
 import Synchronization
+import SpeakBridgeSupport
 internal import CLibWebSockets
 #if canImport(Glibc)
 import Glibc
@@ -85,14 +86,14 @@ final class ServiceLoop: @unchecked Sendable {
     let sink: EventSink
     let threadName: String
 
-    let inbox = Mutex(Inbox())
+    let inbox = Locked(Inbox())
     /// The service thread's pthread_t, 0 before it runs; tells callers whether they are on it.
     private let servicePthread = Atomic<UInt>(0)
     /// The service thread's kernel thread id, for tests that read /proc.
     let serviceTID = Atomic<Int32>(0)
     /// The thread handle until someone joins (or detaches) it.
-    private let joinHandle = Mutex<pthread_t?>(nil)
-    private let startup = Mutex<Result<Int, WebSocketError>?>(nil)
+    private let joinHandle = Locked<pthread_t?>(nil)
+    private let startup = Locked<Result<Int, WebSocketError>?>(nil)
     private let started = DispatchSemaphore(value: 0)
 
     // MARK: service thread only

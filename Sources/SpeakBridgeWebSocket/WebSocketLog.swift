@@ -1,4 +1,4 @@
-import Synchronization
+import SpeakBridgeSupport
 internal import CLibWebSockets
 #if canImport(Glibc)
 import Glibc
@@ -74,7 +74,7 @@ private struct LogState: Sendable {
     var captures: [UInt: [(WebSocketLog.Level, String)]] = [:]
 }
 
-private let logState = Mutex(LogState())
+private let logState = Locked(LogState())
 
 private let hookInstalled: Void = {
     lws_set_log_level(LLL_ERR | LLL_WARN, lwsEmit)

@@ -3,7 +3,7 @@ import Foundation
 import SpeakBridgeTestSupport
 import Testing
 import Glibc
-import Synchronization
+import SpeakBridgeSupport
 
 /// The test LAN as Tests/netns/run-discovery-tests.sh describes it in the environment. This test
 /// process runs in host `me`; peers are reached through `lan.sh exec`.
@@ -77,7 +77,7 @@ extension SpawnedChild {
 
 /// Collects values delivered on another thread.
 final class Recorder<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
+    private let values = Locked<[Value]>([])
     func append(_ value: Value) { values.withLock { $0.append(value) } }
     var all: [Value] { values.withLock { $0 } }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Synchronization
+import SpeakBridgeSupport
 
 /// A fresh directory under /tmp, removed by `remove()`.
 struct TemporaryDirectory {
@@ -20,7 +20,7 @@ struct TemporaryDirectory {
 
 /// Runs `body` on its own thread (not the cooperative pool, since it blocks in syscalls) and hands back its result.
 final class BackgroundThread<Value: Sendable>: Sendable {
-    private let result = Mutex<Value?>(nil)
+    private let result = Locked<Value?>(nil)
     private let finished = DispatchSemaphore(value: 0)
 
     init(_ body: @escaping @Sendable () -> Value) {

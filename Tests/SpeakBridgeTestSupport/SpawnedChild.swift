@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import Synchronization
+import SpeakBridgeSupport
 
 /// A child process for tests (posix_spawn), with stdout and stderr in a temporary file and, optionally, `stdin`
 /// text written to a pipe that is then closed.
@@ -14,7 +14,7 @@ import Synchronization
 public final class SpawnedChild: Sendable {
     public let pid: pid_t
     public let outputPath: String
-    private let exitStatus = Mutex<Int32?>(nil)
+    private let exitStatus = Locked<Int32?>(nil)
 
     public init(_ argv: [String], environment: [String: String]? = nil, stdin: String? = nil) throws {
         outputPath = NSTemporaryDirectory() + "speakbridge-test-\(UUID().uuidString).log"

@@ -1,3 +1,4 @@
+import SpeakBridgeSupport
 import Synchronization
 import Testing
 import SpeakBridgeWebSocket

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import SpeakBridgeSupport
 import Testing
 import SpeakBridgeWebSocket
 
@@ -11,7 +11,7 @@ struct OrderAndFlowTests {
     /// send call, as a caller that encrypts and sends under its own lock does. The client must see the numbers
     /// strictly increasing: any other order is a frame overtaking one enqueued before it.
     @Test func sendsFromTheServiceThreadAndOtherThreadsKeepTheirOrder() async throws {
-        let counter = Mutex<Int>(0)
+        let counter = Locked<Int>(0)
         let serverLog = EventLog()
         let reference = Locked<WebSocketServer?>(nil)
         let server = try WebSocketServer(configuration: WebSocketServerConfiguration()) { event in
@@ -67,12 +67,12 @@ struct OrderAndFlowTests {
 
     /// The same on the client side (the CLI's stdin thread and its lws thread both send on one connection).
     @Test func clientSendsFromItsServiceThreadAndOtherThreadsKeepTheirOrder() async throws {
-        let counter = Mutex<Int>(0)
+        let counter = Locked<Int>(0)
         let echo = try EchoServer()  // echoes the numbered messages back, in the order they arrived
         defer { echo.shutdown() }
         let log = EventLog()
         let reference = Locked<WebSocketClient?>(nil)
-        let ticks = Mutex<Int>(0)
+        let ticks = Locked<Int>(0)
         let client = try WebSocketClient { event in
             log.handler(event)
             // Every echo that comes back makes the service thread send one more numbered message.

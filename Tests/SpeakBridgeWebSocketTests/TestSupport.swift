@@ -1,4 +1,4 @@
-import Synchronization
+import SpeakBridgeSupport
 import Testing
 import SpeakBridgeWebSocket
 #if canImport(Glibc)
@@ -7,7 +7,7 @@ import Glibc
 
 /// Records events from a server or client and lets a test wait for a condition on them.
 final class EventLog: Sendable {
-    private let events = Mutex<[WebSocketEvent]>([])
+    private let events = Locked<[WebSocketEvent]>([])
 
     var handler: @Sendable (WebSocketEvent) -> Void {
         { [self] event in events.withLock { $0.append(event) } }
@@ -87,17 +87,11 @@ final class EchoServer: Sendable {
     }
 }
 
-/// A value behind a lock, shareable with escaping closures.
-final class Locked<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-
-    init(_ value: Value) {
-        storage = Mutex(value)
-    }
-
+extension Locked {
+    /// The value, read or replaced under the lock (tests share small values with escaping closures this way).
     var value: Value {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
+        get { withLock { $0 } }
+        set { withLock { $0 = newValue } }
     }
 }
 
