@@ -4,6 +4,9 @@ import Glibc
 import SpeakBridgeCrypto
 
 /// Small, explicit POSIX file helpers: private modes, atomic replace, fsync. One place turns errno into `StoreError`.
+///
+/// Plain POSIX, not swift-system: every call needs its own errno→StoreError mapping with the path, O_NOFOLLOW and
+/// fd-based trust checks, and buffer wiping, so FileDescriptor would add a dependency without shrinking the code.
 public enum FileIO {
     public static func makeDirectory(_ path: String) throws(StoreError) {
         var components: [String] = []
