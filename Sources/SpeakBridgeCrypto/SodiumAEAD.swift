@@ -1,0 +1,89 @@
+// The one seal/open over libsodium's IETF-style AEADs. ChaCha20-Poly1305 (RFC 8439) and AES-256-GCM share the
+// signature (c, clen_p, m, mlen, ad, adlen, nsec, npub, k) and the sizes (32-byte key, 12-byte nonce, 16-byte tag);
+// only the functions differ.
+internal import CSodium
+
+struct SodiumAEAD: Sendable {
+    // Exactly the imported signatures (libsodium's nonnull annotations decide which pointers are optional).
+    typealias Encrypt = @convention(c) (
+        UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt64>?, UnsafePointer<UInt8>?, UInt64,
+        UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>?, UnsafePointer<UInt8>, UnsafePointer<UInt8>
+    ) -> Int32
+    typealias Decrypt = @convention(c) (
+        UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt64>?, UnsafeMutablePointer<UInt8>?,
+        UnsafePointer<UInt8>, UInt64, UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>, UnsafePointer<UInt8>
+    ) -> Int32
+
+    /// For error messages: "ChaCha20-Poly1305", "AES-GCM".
+    let name: String
+    let encrypt: Encrypt
+    let decrypt: Decrypt
+
+    static let nonceByteCount = 12
+    static let tagByteCount = 16
+
+    static let chaCha20Poly1305 = SodiumAEAD(
+        name: "ChaCha20-Poly1305", encrypt: crypto_aead_chacha20poly1305_ietf_encrypt,
+        decrypt: crypto_aead_chacha20poly1305_ietf_decrypt)
+    static let aes256GCM = SodiumAEAD(
+        name: "AES-GCM", encrypt: crypto_aead_aes256gcm_encrypt, decrypt: crypto_aead_aes256gcm_decrypt)
+
+    /// Returns ciphertext || tag (plaintext.count + 16 bytes).
+    func seal(key: SymmetricKey, nonce: [UInt8], plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try Sodium.ensureAvailable()
+        try checkNonce(nonce)
+        let outputCount = plaintext.count + Self.tagByteCount
+        return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+            var written: UInt64 = 0
+            let rc = key.storage.withUnsafeBytes { keyBytes in
+                withSodiumInput(keyBytes) { k, _ in
+                    withSodiumInput(plaintext) { m, mCount in
+                        withSodiumInput(ad) { a, aCount in
+                            withSodiumInput(nonce) { npub, _ in
+                                // Why unsafe: `out` has room for plaintext + ABYTES, the most libsodium writes.
+                                encrypt(UnsafeMutableRawBufferPointer(out).sodiumOutput, &written,
+                                        m, UInt64(mCount), a, UInt64(aCount), nil, npub, k)
+                            }
+                        }
+                    }
+                }
+            }
+            try Sodium.check(rc, orThrow: .messageTooLarge)
+            initialized = Int(written)
+        }
+    }
+
+    /// Verifies the tag and returns the plaintext; throws `.authenticationFailure` on any mismatch.
+    func open(key: SymmetricKey, nonce: [UInt8], ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try Sodium.ensureAvailable()
+        try checkNonce(nonce)
+        guard ciphertext.count >= Self.tagByteCount else { throw CryptoError.messageTooShort }
+        let outputCount = ciphertext.count - Self.tagByteCount
+        // Allocate at least one byte so an empty plaintext still has a valid output pointer.
+        var plaintext = [UInt8](repeating: 0, count: Swift.max(outputCount, 1))
+        var written: UInt64 = 0
+        let rc = key.storage.withUnsafeBytes { keyBytes in
+            withSodiumInput(keyBytes) { k, _ in
+                plaintext.withUnsafeMutableBytes { out in
+                    withSodiumInput(ciphertext) { c, cCount in
+                        withSodiumInput(ad) { a, aCount in
+                            withSodiumInput(nonce) { npub, _ in
+                                // Why unsafe: `out` has room for ciphertext - ABYTES, the most libsodium writes.
+                                decrypt(out.sodiumOutput, &written, nil, c, UInt64(cCount), a, UInt64(aCount), npub, k)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        try Sodium.check(rc, orThrow: .authenticationFailure)
+        plaintext.removeLast(plaintext.count - Int(written))
+        return plaintext
+    }
+
+    private func checkNonce(_ nonce: [UInt8]) throws {
+        guard nonce.count == Self.nonceByteCount else {
+            throw CryptoError.invalidLength(what: "\(name) nonce", expected: Self.nonceByteCount, actual: nonce.count)
+        }
+    }
+}
