@@ -41,7 +41,8 @@ final class SendStatus {
         self.stillWaitingInterval = stillWaitingInterval
     }
 
-    static var stderrIsTerminal: Bool { isatty(2) == 1 }
+    /// The live line is drawn on a terminal unless `--quiet` asked for warnings and errors only.
+    static var stderrIsTerminal: Bool { isatty(2) == 1 && !Console.isQuiet }
     /// stdin is a terminal too: the user types the lines below the status line.
     let typingHere = isatty(0) == 1
 

@@ -23,6 +23,9 @@ public enum Console {
 
     /// Called once by main after parsing: sets the level and makes every other `Logger` in the process use
     /// the same handler.
+    /// `--quiet` was given: only warnings and errors are shown (and no live status line is drawn).
+    public static var isQuiet: Bool { SpeakBridgeLogHandler.programLevel > .info }
+
     public static func bootstrap(_ verbosity: Verbosity) {
         SpeakBridgeLogHandler.programLevel = switch verbosity {
         case .quiet: .warning
