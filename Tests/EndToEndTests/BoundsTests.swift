@@ -58,7 +58,10 @@ struct BoundsTests {
         }
         print("flood: daemon peak RSS \(peak / 1024) MiB")
         #expect(peak > 0)
-        #expect(peak < 64 << 10, "daemon peak RSS \(peak / 1024) MiB with an unread FIFO and a 48 MB flood")
+        // Under a sanitizer (make sanitize) the daemon's RSS includes shadow memory: the bound is not about that.
+        if ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] == nil {
+            #expect(peak < 64 << 10, "daemon peak RSS \(peak / 1024) MiB with an unread FIFO and a 48 MB flood")
+        }
 
         // The other device's line waits behind the bounded backlog; once the FIFO is read it gets through, acked.
         let sender = try Proc(["send", "--text", "other device line", "--timeout", "60"], home: other, label: "other-send")

@@ -39,7 +39,8 @@ struct LifecycleTests {
         let id = client.connect(host: "127.0.0.1", port: port, path: "/speakbridge.v1/session", timeout: 1)
         #expect(await log.waitClosed(id, timeout: .seconds(4)) == "connect timeout")
         let elapsed = clock.now - start
-        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(10), "took \(elapsed)")
+        // The upper bound only catches "never timed out" (a sanitizer build on a loaded machine is slow).
+        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(30), "took \(elapsed)")
     }
 
     @Test func shutdownClosesOpenConnections() async throws {

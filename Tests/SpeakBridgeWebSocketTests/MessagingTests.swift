@@ -61,7 +61,7 @@ struct MessagingTests {
     @Test func burstOfLargeMessagesArrivesInOrder() async throws {
         // The whole burst is queued at once: a queue bound above it (this test is about partial writes, not the
         // bound, which OutgoingBoundTests covers).
-        var configuration = WebSocketServerConfiguration()
+        var configuration = Loopback.patientConfiguration
         configuration.maxQueuedBytes = 32 << 20
         let link = try Loopback(configuration: configuration)
         defer { link.shutdown() }

@@ -154,7 +154,7 @@ struct OutgoingBoundTests {
     /// socket buffers are full they pile up in the connection's queue: past `maxQueuedBytes` the connection is
     /// closed ("not reading") instead of growing (before: the queue grew with every send until hang-up).
     @Test func peerThatDoesNotReadIsClosedAtTheQueueBound() async throws {
-        var configuration = WebSocketServerConfiguration()
+        var configuration = Loopback.patientConfiguration
         configuration.maxQueuedBytes = 256 << 10
         let log = EventLog()
         let server = try WebSocketServer(configuration: configuration, onEvent: log.handler)

@@ -102,7 +102,16 @@ final class Loopback {
     let log = EventLog()
     let client: WebSocketClient
 
-    init(configuration: WebSocketServerConfiguration = WebSocketServerConfiguration()) throws {
+    /// The default configuration, with a pre-authentication deadline long enough that a test marking its connection
+    /// authenticated from an async task (which a loaded machine may run seconds late) is never cut off by it. Tests
+    /// of the deadline pass their own configuration.
+    static var patientConfiguration: WebSocketServerConfiguration {
+        var configuration = WebSocketServerConfiguration()
+        configuration.handshakeTimeout = 120
+        return configuration
+    }
+
+    init(configuration: WebSocketServerConfiguration = Loopback.patientConfiguration) throws {
         server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
         do {
             client = try WebSocketClient(onEvent: log.handler)

@@ -40,7 +40,7 @@ one() {
     # fast_unwind_on_malloc=0 so a stack through an uninstrumented C library (lws, gio) is complete.
     # TSan: SWIFT_BACKTRACE=enable=no, or Swift's crash backtracer fork()s under TSan and buries a report in
     # "CHECK failed … ForkChildAfter" (C-LIBRARY-NOTES §5).
-    env SPEAKBRIDGE_BIN="$ROOT/$scratch/debug/speakbridge" \
+    env SPEAKBRIDGE_BIN="$ROOT/$scratch/debug/speakbridge" SPEAKBRIDGE_SANITIZER="$sanitizer" \
         SPEAKBRIDGE_VECTORS_BIN="$ROOT/$scratch/debug/speakbridge-vectors" \
         SWIFT_BACKTRACE=enable=no \
         ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:log_path=$reports/asan" \
