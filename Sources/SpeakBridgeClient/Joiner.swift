@@ -21,6 +21,9 @@ public enum Joiner {
             // The desktop enforces the expiry by its own clock; allow this device's clock to be a little ahead.
             try code.checkNotExpired(now: UInt32(Date().timeIntervalSince1970), allowedClockSkew: Self.allowedClockSkew)
         } catch {
+            if case .expired(let secondsAgo) = error {
+                throw CodeMessages.expired(expiry: code0Expiry(text), secondsAgo: secondsAgo)
+            }
             throw ClientError("invalid pairing code: \(error.description)", hint: error.hint)
         }
         let (identity, peers) = try SessionLink.localState(home)
@@ -35,6 +38,7 @@ public enum Joiner {
             + extraCandidates
         guard let secret = code.secretKey else { throw ClientError("invalid pairing code: bad secret") }
         let session = PairingSession(identity: identity, desktopKey: desktopKey, secret: secret, name: name)
+        session.codeExpiry = code.expiry
         let (result, address) = try session.run(candidates: candidates, timeout: timeout)
         let peer = Peer(name: result.desktopName.isEmpty ? "desktop" : result.desktopName, publicKey: desktopKey,
                         psk: result.sessionKey, role: .desktop, lastSeen: Date(),
@@ -46,6 +50,38 @@ public enum Joiner {
             throw ClientError("paired, but the pairing could not be saved: \(error.description)", hint: error.hint)
         }
         return peer
+    }
+
+    /// The expiry written in a code that parsed (only called for `.expired`, which parsing precedes).
+    private static func code0Expiry(_ text: String) -> UInt32 {
+        (try? PairingCode.parse(text))?.expiry ?? 0
+    }
+}
+
+/// The two ways a well-formed code is no good, told apart as far as this device can know.
+enum CodeMessages {
+    /// This device's clock says the code expired (beyond the allowed skew): the desktop would refuse it too.
+    static func expired(expiry: UInt32, secondsAgo: Int) -> ClientError {
+        ClientError("this pairing code expired at \(clock(expiry)) (\(secondsAgo) s ago)",
+                    hint: "run `speakbridge pair` on the desktop for a new code; if it was just shown, check both devices' clocks")
+    }
+
+    /// The desktop answered but the handshake under the code's secret never completed. The desktop does not say
+    /// why (it never answers a wrong or stale secret), so the message lists what it can be.
+    static func refused(expiry: UInt32?, now: Date = Date()) -> ClientError {
+        var reasons = "it was already used, replaced by a newer `speakbridge pair`, or revoked after failed attempts"
+        if let expiry, UInt64(now.timeIntervalSince1970) >= UInt64(expiry) {
+            reasons += ", or it expired at \(clock(expiry)) (by this device's clock)"
+        }
+        return ClientError("the desktop did not accept this code: \(reasons)",
+                           hint: "run `speakbridge pair` on the desktop for a new code")
+    }
+
+    /// "14:31:05", local time.
+    static func clock(_ unixSeconds: UInt32) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "HH:mm:ss"
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(unixSeconds)))
     }
 }
 
@@ -65,6 +101,8 @@ final class PairingSession: @unchecked Sendable {
     var outcome: Result<(PairingResult, Candidate), ClientError>?
     var failures: [String] = []
     var triedAnything = false
+    /// The code's expiry, for the message when the desktop does not accept it.
+    var codeExpiry: UInt32?
 
     init(identity: Identity, desktopKey: X25519PublicKey, secret: SymmetricKey, name: String) {
         self.identity = identity
@@ -149,9 +187,7 @@ final class PairingSession: @unchecked Sendable {
         case .exhausted(let reason):
             // Everything tried so far failed; mDNS may still find the desktop until the timeout.
             if triedAnything {
-                finish(.failure(ClientError(
-                    "pairing failed: the desktop refused the code",
-                    hint: "the code may be used, expired or revoked: run `speakbridge pair` on the desktop for a new one")))
+                finish(.failure(CodeMessages.refused(expiry: codeExpiry)))
             } else if finder?.isBrowsing != true {
                 finish(.failure(ClientError("pairing failed: cannot reach the desktop (\(reason))",
                                             hint: "check the network, or give the address with --address HOST:PORT")))

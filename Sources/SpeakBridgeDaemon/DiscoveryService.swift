@@ -7,9 +7,13 @@ import SpeakBridgeStore
 /// absent (the publisher keeps retrying; the daemon keeps working by address).
 final class DiscoveryService: @unchecked Sendable {
     let publisher: MDNSPublisher
+    /// Signalled once the first outcome (published, no daemon, failed) has been logged.
+    let firstOutcome = DispatchSemaphore(value: 0)
 
     init(name: String, port: Int, deviceID: DeviceID) {
         let warnedBox = WarnOnce()
+        let outcomeOnce = WarnOnce()
+        let firstOutcome = firstOutcome
         publisher = MDNSPublisher(name: name, port: port,
                                   txt: ["v": String(SpeakBridgeProtocol.version), "id": deviceID.description]) { state in
             switch state {
@@ -27,9 +31,15 @@ final class DiscoveryService: @unchecked Sendable {
             case .failed(let reason):
                 Console.warning("mDNS publishing failed: \(reason)")
             default:
-                break
+                return
             }
+            if outcomeOnce.first() { firstOutcome.signal() }
         }
+    }
+
+    /// Waits until the first outcome is logged, at most `timeout` seconds.
+    func waitForFirstOutcome(timeout: TimeInterval) {
+        if firstOutcome.wait(timeout: .now() + timeout) == .success { firstOutcome.signal() }
     }
 
     var isActive: Bool {
@@ -48,6 +58,14 @@ final class DiscoveryService: @unchecked Sendable {
     }
 
     func stop() { publisher.stop() }
+}
+
+extension Daemon {
+    /// Returns once the mDNS publication's first outcome has been logged (or at once without mDNS), at most
+    /// after `timeout` seconds: `serve` shows the pairing QR after that line, not under it.
+    public func waitForDiscoveryOutcome(timeout: TimeInterval) {
+        discovery?.waitForFirstOutcome(timeout: timeout)
+    }
 }
 
 final class WarnOnce: @unchecked Sendable {

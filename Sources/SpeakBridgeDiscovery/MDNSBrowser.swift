@@ -57,9 +57,20 @@ public final class MDNSBrowser: Sendable {
     /// matches `until`, if given. Blocks the calling thread.
     public static func browse(timeout: Duration,
                               until: (@Sendable (DiscoveredService) -> Bool)? = nil) throws -> [DiscoveredService] {
+        var untilList: (@Sendable ([DiscoveredService]) -> Bool)?
+        if let until {
+            untilList = { services in services.contains(where: until) }
+        }
+        return try browse(timeout: timeout, untilList: untilList)
+    }
+
+    /// Browses for `timeout` and returns what was resolved by then; returns as soon as the whole list
+    /// satisfies `untilList`, if given (see `DiscoveryStopRule`). Blocks the calling thread.
+    public static func browse(timeout: Duration,
+                              untilList: (@Sendable ([DiscoveredService]) -> Bool)?) throws -> [DiscoveredService] {
         let found = DispatchSemaphore(value: 0)
         let browser = try MDNSBrowser { services in
-            if let until, services.contains(where: until) { found.signal() }
+            if let untilList, untilList(services) { found.signal() }
         }
         defer { browser.stop() }
         _ = found.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(timeout)))

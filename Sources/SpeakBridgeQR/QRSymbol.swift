@@ -16,17 +16,38 @@ public struct QRSymbol: Sendable, Equatable {
     /// Width (and height) in modules.
     public var size: Int { modules.count }
 
-    /// Encodes `text` as UTF-8 with error correction level M.
+    /// Error correction level of the symbol.
+    public let level: QRErrorCorrection
+
+    /// Encodes `text` as UTF-8 with error correction level `level` (default M) in the smallest version that holds it.
     ///
     /// libqrencode splits the input into segments and picks the cheapest mode for each (numeric, alphanumeric,
     /// 8-bit), case-sensitively, so a pairing code made of the QR alphanumeric set gets the small alphanumeric
     /// encoding while any other text still encodes (as 8-bit bytes).
-    public init(encoding text: String) throws(QRError) {
+    public init(encoding text: String, level: QRErrorCorrection = .medium) throws(QRError) {
+        try self.init(encoding: text, level: level, minimumVersion: 0)
+    }
+
+    /// The smallest symbol for `text`: the smallest version at level L, then the strongest error correction that
+    /// still fits that version (a terminal has little room, and a screen is not a scratched label).
+    public static func smallest(encoding text: String) throws(QRError) -> QRSymbol {
+        let low = try QRSymbol(encoding: text, level: .low)
+        for level in [QRErrorCorrection.high, .quartile, .medium] {
+            if let stronger = try? QRSymbol(encoding: text, level: level, minimumVersion: low.version),
+               stronger.version == low.version {
+                return stronger
+            }
+        }
+        return low
+    }
+
+    /// `minimumVersion` 0 lets libqrencode choose; otherwise it takes that version or a larger one if needed.
+    private init(encoding text: String, level: QRErrorCorrection, minimumVersion: Int) throws(QRError) {
         if text.utf8.contains(0) { throw .containsNUL }
         if text.isEmpty { throw .empty }
         // libqrencode sets errno and returns NULL on failure; its result must be freed with QRcode_free.
         let (code, err): (UnsafeMutablePointer<QRcode>?, Int32) = text.withCString { cString in
-            let code = QRcode_encodeString(cString, 0, QR_ECLEVEL_M, QR_MODE_8, 1)
+            let code = QRcode_encodeString(cString, Int32(minimumVersion), level.libqrencode, QR_MODE_8, 1)
             return (code, errno)  // read at once: errno is only meaningful right after the failing call
         }
         guard let code else {
@@ -47,7 +68,22 @@ public struct QRSymbol: Sendable, Equatable {
             rows.append((0..<width).map { x in bytes[y * width + x] & 1 == 1 })
         }
         self.version = version
+        self.level = level
         self.modules = rows
+    }
+}
+
+/// QR error correction levels: about 7 %, 15 %, 25 % and 30 % of the symbol may be damaged.
+public enum QRErrorCorrection: Sendable, Equatable, CaseIterable {
+    case low, medium, quartile, high
+
+    var libqrencode: QRecLevel {
+        switch self {
+        case .low: QR_ECLEVEL_L
+        case .medium: QR_ECLEVEL_M
+        case .quartile: QR_ECLEVEL_Q
+        case .high: QR_ECLEVEL_H
+        }
     }
 }
 

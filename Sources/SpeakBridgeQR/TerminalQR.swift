@@ -1,6 +1,6 @@
 /// Renders QR codes for a terminal, using Unicode half blocks so that one text line carries two module rows.
 ///
-/// Layout: a quiet zone of `quietZone` light modules on every side; line `i` shows module rows `2i` (upper half of
+/// Layout: a quiet zone of `quietZone` light modules on every side (or the `Margins` given); line `i` shows module rows `2i` (upper half of
 /// the cell) and `2i + 1` (lower half). When the padded height is odd the last line's lower half is light.
 /// Cell glyphs: `█` both dark, `▀` only upper dark, `▄` only lower dark, space both light.
 ///
@@ -33,21 +33,44 @@ public enum TerminalQR {
         draw(try QRSymbol(encoding: text).modules, colored: false)
     }
 
-    /// Draws an already encoded matrix (exposed for callers that keep a `QRSymbol`).
+    /// Light modules around the symbol: `horizontal` on the left and right, `top` above, `bottom` below.
+    public struct Margins: Sendable, Equatable {
+        public var horizontal: Int
+        public var top: Int
+        public var bottom: Int
+
+        public init(horizontal: Int, top: Int, bottom: Int) {
+            self.horizontal = max(0, horizontal)
+            self.top = max(0, top)
+            self.bottom = max(0, bottom)
+        }
+
+        /// `quietZone` on every side.
+        public static let uniform = Margins(horizontal: quietZone, top: quietZone, bottom: quietZone)
+    }
+
+    /// Draws an already encoded matrix with `quietZone` on every side.
     public static func draw(_ modules: [[Bool]], colored: Bool) -> String {
+        draw(modules, colored: colored, margins: .uniform)
+    }
+
+    /// Draws an already encoded matrix with the given margins. When the padded height is odd, the last line's
+    /// lower half is light (one more light module below).
+    public static func draw(_ modules: [[Bool]], colored: Bool, margins: Margins) -> String {
         let size = modules.count
-        let padded = size + 2 * quietZone
+        let width = size + 2 * margins.horizontal
+        let height = size + margins.top + margins.bottom
         func dark(_ row: Int, _ column: Int) -> Bool {
-            let y = row - quietZone, x = column - quietZone
-            guard y >= 0, y < size, x >= 0, x < size else { return false }
+            let y = row - margins.top, x = column - margins.horizontal
+            guard y >= 0, y < size, x >= 0, x < size, x < modules[y].count else { return false }
             return modules[y][x]
         }
         var out = ""
-        out.reserveCapacity((padded + 1) / 2 * (padded * 3 + 24))
+        out.reserveCapacity((height + 1) / 2 * (width * 3 + 24))
         var row = 0
-        while row < padded {
+        while row < height {
             if colored { out += colorOn }
-            for column in 0..<padded {
+            for column in 0..<width {
                 switch (dark(row, column), dark(row + 1, column)) {
                 case (true, true): out += "█"
                 case (true, false): out += "▀"

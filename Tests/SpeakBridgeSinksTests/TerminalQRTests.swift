@@ -106,6 +106,80 @@ import SpeakBridgeQR
         #expect(decoded == text)
     }
 
+    // MARK: - Pairing screen (80×24)
+
+    /// A code shaped like a real one of `length` characters: "SB1:" and Crockford base32.
+    static func code(length: Int) -> String {
+        let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+        var state: UInt32 = 2_463_534_242
+        return "SB1:" + String((0..<(length - 4)).map { _ in
+            state ^= state << 13; state ^= state >> 17; state ^= state << 5
+            return alphabet[Int(state % 32)]
+        })
+    }
+
+    /// 136 characters: one IPv4 address; 144: two; 160: four; 163: one IPv4 and one IPv6.
+    @Test(arguments: [(136, 5), (144, 5), (160, 6), (163, 6), (345, 10)])
+    func smallestSymbolForCodeLengths(_ length: Int, _ version: Int) throws {
+        let symbol = try QRSymbol.smallest(encoding: Self.code(length: length))
+        #expect(symbol.version == version)
+        // No smaller version holds it at the weakest level; no stronger level holds it in this version.
+        let stronger = QRErrorCorrection.allCases.drop { $0 != symbol.level }.dropFirst()
+        for level in stronger {
+            #expect(try QRSymbol(encoding: Self.code(length: length), level: level).version > version)
+        }
+    }
+
+    @Test func smallestPrefersStrongerCorrectionWhenItFits() throws {
+        // 20 alphanumeric characters: version 1 holds 25 at L, 20 at M, 16 at Q: M is the strongest that fits.
+        let symbol = try QRSymbol.smallest(encoding: "SPEAKBRIDGE1:ABCDEFG")
+        #expect(symbol.version == 1 && symbol.level == .medium)
+    }
+
+    /// One IPv4 address: QR 20 lines, code 2 rows, instructions 1, cursor 1 = exactly 24; 41 columns.
+    @Test func oneAddressCodeFitsEightyByTwentyFour() throws {
+        let code = Self.code(length: 136)
+        #expect(PairingScreen.requiredSize(symbolSize: 37, codeLength: 136, instructionLength: 75, columns: 80)
+                == TerminalSize(columns: 41, rows: 24))
+        guard case .qr(let qr) = try PairingScreen.plan(code: code, instructionLength: 75, terminal: .classic,
+                                                        colored: false) else {
+            Issue.record("the QR of a one-address code does not fit 80×24")
+            return
+        }
+        let lines = qr.split(separator: "\n")
+        #expect(lines.count == 20)
+        #expect(lines.allSatisfy { $0.count == 41 })
+        // Margins: the first line is light (2 module rows), the last line's lower half is light (1 module row).
+        #expect(lines.first!.allSatisfy { $0 == " " })
+        #expect(!lines.last!.contains("█") && !lines.last!.contains("▄"))
+        var expected = Array(repeating: [Bool](repeating: false, count: 41), count: 2)
+        expected += try QRSymbol.smallest(encoding: code).modules.map { [false, false] + $0 + [false, false] }
+        expected.append([Bool](repeating: false, count: 41))
+        #expect(try Self.parse(qr) == expected)
+    }
+
+    @Test func tooSmallTerminalsGetNoQR() throws {
+        let code = Self.code(length: 136)
+        #expect(try PairingScreen.plan(code: code, instructionLength: 75,
+                                       terminal: TerminalSize(columns: 80, rows: 23), colored: true)
+                == .tooSmall(required: TerminalSize(columns: 41, rows: 24)))
+        // 40 columns: too narrow for the QR, and the code wraps onto 4 rows.
+        #expect(try PairingScreen.plan(code: code, instructionLength: 75,
+                                       terminal: TerminalSize(columns: 40, rows: 60), colored: true)
+                == .tooSmall(required: TerminalSize(columns: 41, rows: 20 + 4 + 2 + 1)))
+        // Four addresses: version 6, 22 lines of QR: 26 rows. (`pair --compact` then offers one address.)
+        #expect(try PairingScreen.plan(code: Self.code(length: 160), instructionLength: 75, terminal: .classic,
+                                       colored: true)
+                == .tooSmall(required: TerminalSize(columns: 45, rows: 26)))
+    }
+
+    @Test func terminalSizeFromTheEnvironment() {
+        #expect(TerminalSize.fromEnvironment(columns: "100", lines: "30") == TerminalSize(columns: 100, rows: 30))
+        #expect(TerminalSize.fromEnvironment(columns: "100", lines: nil) == nil)
+        #expect(TerminalSize.fromEnvironment(columns: "0", lines: "30") == nil)
+        #expect(TerminalSize.fromEnvironment(columns: "-5", lines: "x") == nil)
+    }
+
     // MARK: - Helpers
 
     /// Reads half-block lines back into a module matrix (two rows per line); the padding row is dropped.

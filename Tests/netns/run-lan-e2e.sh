@@ -14,7 +14,9 @@
 #      with TXT exactly v=1 and id=<A's ID>, no host or user name
 #   4. two desktops (A and C) with the same --name: one is renamed and its status says so; B's lines
 #      land only on A's FIFO
-#   5. `discover --json` in B lists A and C with ID, addresses, port; paired only for A
+#   5. `discover --json` in B lists A and C with ID, addresses, port; paired only for A; it returns once A
+#      (the only desktop B is paired with) answered, well before its timeout
+#  5b. two more desktops started at the same moment with --name office: "office" and "office #2"
 #   4b. A stopped and C now at A's old address and port: `send --timeout 5` exits 77 (refused), C refuses the
 #      handshake, nothing reaches C's FIFO
 #   6. no avahi-daemon in A: `serve` starts, warns exactly once, `status` says why; `send --address`
@@ -404,6 +406,33 @@ check "lists C: ID, address $ADDR_C, port $PORT_C, not paired" \
     = "$ID_C|$PORT_C|False|True"
 check "names are the published ones (Desk, Desk #2)" \
     test "$(json '"|".join(sorted(r["name"] for r in d))' <<< "$DISC")" = "Desk|Desk #2"
+
+# discover stops listening once every desktop it knows of (B is paired with A) has answered.
+t=$(date +%s.%N)
+sb b "$HB" discover --json --timeout 10 > "$WORK/discover-fast.out" 2> /dev/null
+TOOK=$(elapsed "$t")
+note "discover --timeout 10, paired desktop A on the LAN: returned in $TOOK s"
+check "discover returns once the paired desktop answered (< 5 s, half its timeout)" \
+    awk -v t="$TOOK" 'BEGIN { exit !(t < 5) }'
+check "... and still lists A" grep -qF "$ID_A" "$WORK/discover-fast.out"
+
+# ================================================================== 5b
+section "5b. two desktops started together with the same --name: \"office\" and \"office #2\""
+HOA=$WORK/office-a HOC=$WORK/office-c
+mkdir -m 700 "$HOA" "$HOC"
+"$LAN" exec a "$BIN" serve --home "$HOA" --listen 0.0.0.0:0 --sink stdout --name office \
+    < /dev/null > /dev/null 2> "$WORK/office-a.err" &
+OFFICE_A=$!; OURS+=("$OFFICE_A")
+"$LAN" exec c "$BIN" serve --home "$HOC" --listen 0.0.0.0:0 --sink stdout --name office \
+    < /dev/null > /dev/null 2> "$WORK/office-c.err" &
+OFFICE_C=$!; OURS+=("$OFFICE_C")
+office_names() {
+    NAMES="$(published_name a "$HOA")|$(published_name c "$HOC")"
+    [ "$NAMES" = "office|office #2" ] || [ "$NAMES" = "office #2|office" ]
+}
+check "published as \"office\" and \"office #2\" (status)" wait_for 20 office_names
+note "published names: $NAMES"
+stop_pid "$OFFICE_A"; stop_pid "$OFFICE_C"
 
 # ================================================================== 4b
 section "4b. A gone, C at A's old address and port: send times out, C gets nothing"

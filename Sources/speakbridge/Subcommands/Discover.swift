@@ -12,16 +12,25 @@ struct Discover: ParsableCommand {
 
     @Flag(name: .long, help: "Print JSON.") var json = false
 
-    @Option(name: .long, help: "Seconds to listen.") var timeout: Double = 3
+    @Option(name: .long, help: ArgumentHelp(
+        "Seconds to listen at most.",
+        discussion: "discover returns earlier once every desktop this installation is paired with has answered."))
+    var timeout: Double = 3
 
     func run() throws {
+        let paired = Set(((try? PeerStore(home: homeOptions.resolved))?.all ?? []).filter { $0.role == .desktop }.map(\.id))
+        let known = Set(paired.map(\.description))
         let services: [DiscoveredService]
         do {
-            services = try MDNSBrowser.browse(timeout: .milliseconds(Int(max(0.1, timeout) * 1000)))
+            services = try MDNSBrowser.browse(timeout: .milliseconds(Int(min(3_600, max(0.1, timeout)) * 1000)),
+                                              untilList: { found in
+                DiscoveryStopRule.everyKnownAnswered(found, known: known) { s in
+                    s.txt["id"].flatMap { try? DeviceID(parsing: $0) }?.description
+                }
+            })
         } catch let error as DiscoveryError {
             throw CLIError(error.description, hint: error.hint)
         }
-        let paired = Set(((try? PeerStore(home: homeOptions.resolved))?.all ?? []).filter { $0.role == .desktop }.map(\.id))
         let rows: [JSONValue] = services.map { s in
             let id = s.txt["id"].flatMap { try? DeviceID(parsing: $0) }
             return .object([

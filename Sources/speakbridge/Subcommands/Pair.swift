@@ -1,6 +1,5 @@
 import ArgumentParser
 import SpeakBridgeProtocol
-import SpeakBridgeQR
 import SpeakBridgeStore
 
 struct Pair: ParsableCommand {
@@ -12,6 +11,11 @@ struct Pair: ParsableCommand {
     @Flag(name: .long, help: "Print {\"code\":…,\"expires\":…,\"id\":…} instead of the QR.")
     var json = false
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Put only the first address into the code: a shorter code, whose QR fits a small terminal.",
+        discussion: "The phone then dials that address (and finds the desktop over mDNS if it moved)."))
+    var compact = false
+
     func run() throws {
         let home = homeOptions.resolved
         let reply: JSONValue
@@ -20,9 +24,10 @@ struct Pair: ParsableCommand {
         } catch {
             throw CLIError(error)
         }
-        guard reply["ok"]?.boolValue == true, let code = reply["code"]?.stringValue else {
+        guard reply["ok"]?.boolValue == true, let issued = reply["code"]?.stringValue else {
             throw CLIError(reply["error"]?.stringValue ?? "the daemon did not issue a code", hint: reply["hint"]?.stringValue)
         }
+        let code = compact ? (PairingDisplay.compacted(issued) ?? issued) : issued
         if json {
             Console.out(String(decoding: JSONValue.object([
                 ("code", .string(code)),
@@ -31,9 +36,8 @@ struct Pair: ParsableCommand {
             ]).encoded(), as: UTF8.self))
             return
         }
-        if let qr = try? TerminalQR.render(code) { Console.out(qr) }
-        Console.out(code)
         let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-        Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '<code>'")
+        let command = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
+        PairingDisplay.show(code: code, lifetime: lifetime, toStderr: false, pairCommand: command)
     }
 }

@@ -3,7 +3,6 @@ import Foundation
 import SpeakBridgeConfig
 import SpeakBridgeDaemon
 import SpeakBridgeProtocol
-import SpeakBridgeQR
 import SpeakBridgeSinks
 import SpeakBridgeStore
 
@@ -84,11 +83,14 @@ struct Serve: ParsableCommand {
             // The code carries the 256-bit pairing secret: it is shown on a terminal only. When stderr is a file
             // or a pipe (systemd sends it to the journal, which other users may be allowed to read) only the way
             // to get one is printed.
+            let pairCommand = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
             if isatty(STDERR_FILENO) == 1 {
                 Console.info("no paired device yet; pair one with this code:")
-                PairCodePrinter.show(home: home, toStderr: true)
+                // The mDNS outcome is logged once it is known: wait for it (briefly) so that its line comes
+                // before the QR and does not push the QR's top off an 80×24 screen.
+                daemon.waitForDiscoveryOutcome(timeout: 3)
+                PairCodePrinter.show(home: home, toStderr: true, pairCommand: pairCommand)
             } else {
-                let pairCommand = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
                 Console.info("no paired device yet; the pairing code is shown on a terminal only, never in a log")
                 Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine")
             }
@@ -112,21 +114,17 @@ struct Serve: ParsableCommand {
     }
 }
 
-/// Asks the running daemon for a code and prints it as a terminal QR plus text.
+/// Asks the running daemon for a code and shows it (PairingDisplay: QR, code once, one instruction line).
 enum PairCodePrinter {
-    static func show(home: Home, toStderr: Bool) {
+    static func show(home: Home, toStderr: Bool, pairCommand: String = "speakbridge pair") {
         do {
             let reply = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
             guard let code = reply["code"]?.stringValue else {
                 Console.error(reply["error"]?.stringValue ?? "the daemon did not issue a code")
                 return
             }
-            let qr = (try? TerminalQR.render(code)) ?? ""
-            let text = qr + "\n" + code + "\n"
-            if toStderr { Console.raw(text) } else { Console.out(qr + "\n" + code) }
             let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-            // The code is shown once (above); it is not repeated in this line.
-            Console.info("valid for \(lifetime) s, single use; on the capture device run: speakbridge join '<code above>'")
+            PairingDisplay.show(code: code, lifetime: lifetime, toStderr: toStderr, pairCommand: pairCommand)
         } catch {
             Console.error(error.message, hint: error.hint)
         }
