@@ -86,7 +86,7 @@ struct RejectionTests {
         defer { try? FileManager.default.removeItem(atPath: other) }
         let second = try run(["join", code, "--name", "second"], home: other)
         #expect(second.status != 0)
-        #expect(second.stderr.contains("pairing failed"))
+        #expect(second.stderr.contains("did not accept this code"), "\(second.stderr)")
         let devices = try run(["devices", "--json"], home: pair.desktopHome).stdout
         #expect(devices.contains("first") && !devices.contains("second"))
     }
