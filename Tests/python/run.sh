@@ -67,7 +67,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkfifo "$TMP/out"
+mkfifo -m 600 "$TMP/out"
 cat "$TMP/out" >"$TMP/received" &
 PIDS+=($!)
 "$BIN" serve --home "$TMP/desk" --listen 127.0.0.1:0 --no-mdns --sink "fifo:$TMP/out" 2>"$TMP/daemon.log" &
