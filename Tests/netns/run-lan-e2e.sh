@@ -17,7 +17,7 @@
 #   5. `discover --json` in B lists A and C with ID, addresses, port; paired only for A; it returns once A
 #      (the only desktop B is paired with) answered, well before its timeout
 #  5b. two more desktops started at the same moment with --name office: "office" and "office #2"
-#   4b. A stopped and C now at A's old address and port: `send --timeout 5` exits 77 (refused), C refuses the
+#   4b. A stopped and C now at A's old address and port: `send --timeout 5` gives up (77 refused or 75), C refuses the
 #      handshake, nothing reaches C's FIFO
 #   6. no avahi-daemon in A: `serve` starts, warns exactly once, `status` says why; `send --address`
 #      delivers (the lines of 4b first, from the outbox); avahi comes back: published again, no new warning
@@ -450,7 +450,10 @@ t=$(date +%s.%N)
 sb b "$HB" send --timeout 5 --text "while A is away" > /dev/null 2> "$WORK/send4b.err"
 rc=$?
 note "send --timeout 5: exit $rc in $(elapsed "$t") s"
-check "send --timeout 5 exits 77 (the desktop at that address refused this device)" test "$rc" = 77
+# 77 when three dial rounds in a row were refused outright; here a round also holds addresses that no longer
+# answer (A's mDNS record, its other address), which the refusal rule does not count, so the timeout (75) may come
+# first. Either way the line is not delivered and stays in the outbox.
+check "send --timeout 5 gives up: refused (77) or timed out (75)" test "$rc" = 77 -o "$rc" = 75
 rejected_after=$(status_of c "$HC" | json 'd["rejected"]')
 note "C refused $((rejected_after - rejected_before)) handshake(s) from B"
 check "B did reach C at $ADDR_A:$PORT_A and C refused the handshake" test "$rejected_after" -gt "$rejected_before"
