@@ -119,24 +119,14 @@ struct PairingCodeDisplayTests {
         #expect(pair.status == 0 && pair.stdout.contains("SB1:"))
     }
 
-    @Test("serve on a terminal shows the code once", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    @Test("serve on a terminal shows the code once", .enabled(if: PseudoTerminal.isAvailable))
     func codeOnATerminal() throws {
         let home = Harness.tempDir("ttycode")
         defer { try? FileManager.default.removeItem(atPath: home) }
         // script(1) runs serve on a pseudo-terminal and copies what it writes to `typescript`.
         let typescript = home + "/typescript"
         let command = "'\(Harness.binary)' serve --listen 127.0.0.1:0 --no-mdns --home '\(home)'"
-        let script = Process()
-        script.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        script.arguments = ["-qfec", command, typescript]
-        var environment = ProcessInfo.processInfo.environment
-        environment["SPEAKBRIDGE_HOME"] = nil
-        environment["SPEAKBRIDGE_SECRETS"] = "file"
-        script.environment = environment
-        script.standardInput = Pipe()  // script needs a stdin; the daemon ignores it
-        script.standardOutput = FileHandle.nullDevice
-        script.standardError = FileHandle.nullDevice
-        try script.run()
+        let (script, _) = try PseudoTerminal.start(command, typescript: typescript)  // the daemon ignores stdin
         defer {
             // Stop the daemon (script's child) through its control socket's pid, then script itself.
             if let status = try? run(["status", "--json"], home: home).stdout,

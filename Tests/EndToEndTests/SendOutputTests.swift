@@ -10,24 +10,13 @@ import Testing
 /// released and cleared; a new pairing holds the old pairing's lines. All against the real binary and daemon.
 @Suite("send output and outbox", .serialized)
 struct SendOutputTests {
-    static let hasScript = FileManager.default.isExecutableFile(atPath: "/usr/bin/script")
+    static let hasScript = PseudoTerminal.isAvailable
 
     /// Runs `command` on a pseudo-terminal with script(1), feeding `input` as typed; returns (exit status, what
     /// appeared on the terminal).
     func onTerminal(_ command: String, home: String, input: String = "", timeout: Double = 20) throws -> (Int32, String) {
         let typescript = home + "/typescript-\(UInt32.random(in: 0...UInt32.max))"
-        let script = Process()
-        script.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        script.arguments = ["-qfec", command, typescript]
-        var environment = ProcessInfo.processInfo.environment
-        environment["SPEAKBRIDGE_HOME"] = nil
-        environment["SPEAKBRIDGE_SECRETS"] = "file"
-        script.environment = environment
-        let stdin = Pipe()
-        script.standardInput = stdin
-        script.standardOutput = FileHandle.nullDevice
-        script.standardError = FileHandle.nullDevice
-        try script.run()
+        let (script, stdin) = try PseudoTerminal.start(command, typescript: typescript)
         if !input.isEmpty {
             usleep(300_000)  // let the command reach its prompt
             // script may have exited already (the command failed): EPIPE, not a SIGPIPE that ends the test process.
