@@ -2,7 +2,7 @@
 // SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
 //
 // Layout (dependencies point inward):
-//   support leaf    SpeakBridgeSupport (Locked: the one lock type, a pthread mutex TSan can see)
+//   support leaf    SpeakBridgeSupport (Locked, Hex, PeerText escaping, Console over swift-log)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
@@ -41,8 +41,9 @@ let package = Package(
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
                        pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
 
-        // the support leaf: small types every layer may use (no C, no Foundation)
-        .target(name: "SpeakBridgeSupport"),
+        // the support leaf: small types every layer may use (no C, no Foundation): the lock, hex, peer-text escaping,
+        // and the Console facade over swift-log
+        .target(name: "SpeakBridgeSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
@@ -54,33 +55,33 @@ let package = Package(
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeConfig", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeDiscovery", "SpeakBridgeConfig",
+            "SpeakBridgeDiscovery", "SpeakBridgeConfig", "SpeakBridgeSupport",
         ]),
 
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // the generator of Pairing/vectors/ (checked in `make test`)
-        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"],
                           path: "Sources/VectorGenerator"),
 
         // examples that always compile
@@ -105,20 +106,20 @@ let package = Package(
 
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
-        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
-        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeSupport", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

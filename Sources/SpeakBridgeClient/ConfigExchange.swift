@@ -3,6 +3,7 @@ import SpeakBridgeConfig
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 public struct ConfigExchangeOptions: Sendable {
     public enum Operation: Sendable, Equatable {

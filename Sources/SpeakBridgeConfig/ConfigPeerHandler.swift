@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// The desktop's side of config transfer, behind the daemon's `PeerConfigHandler` seam.
 ///

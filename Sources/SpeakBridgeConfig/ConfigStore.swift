@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// One installation's config: `config/settings.json`, the secret backend, and `state/config-outbox.json`.
 /// Without an explicit backend the store picks one with `SecretBackends.choose` (Secret Service or file), so the

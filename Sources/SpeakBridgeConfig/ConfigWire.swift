@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// One part of an offer: a batch is split into parts that each fit one frame; it is applied only once every
 /// part has arrived on the same connection.

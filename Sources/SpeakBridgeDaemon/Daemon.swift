@@ -4,6 +4,7 @@ import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 /// `speakbridge serve`: the desktop.
 ///

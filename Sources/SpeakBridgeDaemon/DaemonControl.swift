@@ -1,6 +1,7 @@
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// Answers the CLI on the control socket. Runs on the control thread; state owned by the daemon's queue is
 /// read by hopping onto it synchronously.

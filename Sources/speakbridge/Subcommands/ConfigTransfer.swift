@@ -4,6 +4,7 @@ import SpeakBridgeClient
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `config push`, `config pull`, `config sync`.
 ///

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Pair: ParsableCommand {
     static let configuration = CommandConfiguration(
