@@ -56,6 +56,16 @@ public final class ConfigStore: Sendable {
         }
     }
 
+    /// Removes everything staged for `device` (it was revoked); returns how many items were dropped.
+    @discardableResult
+    public func forgetStaged(for device: DeviceID) throws(ConfigError) -> Int {
+        try update { tx throws(ConfigError) -> Int in
+            let before = tx.outbox.items.count
+            tx.outbox.items.removeAll { $0.device == device }
+            return before - tx.outbox.items.count
+        }
+    }
+
     func load() throws(ConfigError) -> ConfigTransaction {
         let doc: ConfigDocument
         let outbox: StagedOutbox

@@ -123,6 +123,7 @@ extension Daemon {
             return ControlReply.failure(error.description, hint: error.hint)
         }
         queue.sync { disconnect(peer.id) }
+        options.configHandler?.deviceRevoked(peer.id)  // off the network thread: it writes the config store
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return ControlReply.success([("id", .string(peer.id.description)), ("name", .string(peer.name))])
     }
