@@ -81,7 +81,10 @@ let package = Package(
         ]),
 
         // the generator of Pairing/vectors/ (checked in `make test`)
-        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"],
+        .executableTarget(name: "speakbridge-vectors", dependencies: [
+                              "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport", "SpeakBridgeConfig",
+                              "SpeakBridgeStore",
+                          ],
                           path: "Sources/VectorGenerator"),
 
         // examples that always compile
