@@ -88,6 +88,7 @@ public struct ConfigMachine: Sendable {
                 return refuse(type: type, batch: ConfigWire.batchHint(body), error)
             case .success(let view):
                 guard role == .device || view.paired else {
+                    if type == ConfigWire.errorType { return [.note(.notPaired(type: type))] }
                     return [.note(.notPaired(type: type)),
                             .send(.error(batch: ConfigWire.batchHint(body), code: ConfigError.Code.revoked.rawValue,
                                          message: "this device is not paired with this desktop"))]
@@ -164,7 +165,7 @@ public struct ConfigMachine: Sendable {
             var out = staged(view, now: now)
             guard let answer = view.pullAnswer(keys) else {
                 return out + [.note(.refusedPull(batch: batch)),
-                              .send(.error(batch: batch, code: "denied", message: "this installation shares no config (share mode none)"))]
+                              .send(.error(batch: batch, code: "denied", message: "this \(me) shares no config (share mode none)"))]
             }
             if role == .device { outstanding.insert(batch) }  // the desktop answers our reply with config-result
             preparing[batch] = Preparing(origin: .reply, withheld: answer.withheld)
@@ -240,11 +241,14 @@ public struct ConfigMachine: Sendable {
         }
     }
 
+    /// This side in messages to the peer.
+    var me: String { role == .desktop ? "desktop" : "device" }
+
     /// A `config-error` for the peer about `type`, and the note saying why.
     func refuse(type: String, batch: String?, _ error: ConfigError) -> [Action] {
         if error.code == .local {
             return [.note(.localFailure(error)),
-                    .send(.error(batch: batch, code: "internal", message: "the receiver could not complete this (see its log)"))]
+                    .send(.error(batch: batch, code: "internal", message: "the \(me) could not complete this (see its log)"))]
         }
         return [.note(.rejected(type: ConfigText.clean(type, limit: 32), error)),
                 .send(.error(batch: batch, code: error.code.rawValue, message: error.message))]

@@ -57,7 +57,7 @@ struct MachineExchangeTests {
         try seedDesk(pair)
         try pair.share(.none, on: pair.desk)
         #expect(try pair.exchange([.pull(batch: "p1", keys: nil)]))
-        #expect(pair.transcript[1] == #"< {"type":"config-error","batch":"p1","code":"denied","message":"this installation shares no config (share mode none)"}"#)
+        #expect(pair.transcript[1] == #"< {"type":"config-error","batch":"p1","code":"denied","message":"this desktop shares no config (share mode none)"}"#)
         #expect(pair.phoneNotes.contains { if case .peerError("p1", "denied", _) = $0 { true } else { false } })
         #expect(try pair.phone.value("transcription.locale") == nil)
     }

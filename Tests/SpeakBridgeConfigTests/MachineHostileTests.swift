@@ -112,6 +112,9 @@ struct MachineHostileTests {
         #expect(try pair.deskAnswers(#"{"type":"config-error","batch":"../x","code":5}"#).isEmpty)
         #expect(try pair.deskAnswers(#"{"type":"config-result","batch":"s-1","status":"applied"}"#).isEmpty)
         #expect(pair.stagedOnDesk == ["s-1"])  // never sent, so not answered by that result
+        pair.paired = false  // not even from a device that is no longer paired
+        #expect(try pair.deskAnswers(#"{"type":"config-error","batch":"b1","code":"internal","message":"x"}"#).isEmpty)
+        #expect(try pair.deskAnswers(#"{"type":"config-pull","batch":"b1"}"#).first?.contains(#""code":"revoked""#) == true)
     }
 
     @Test("a batch is applied only when its last part arrives; a part twice drops it")
