@@ -62,8 +62,9 @@ public struct ConfigExchangeReport: Sendable {
 ///    before that answer): send `bye` and hang up. A connection lost on the way applies nothing half: batches are
 ///    all or nothing.
 public final class ConfigExchange: @unchecked Sendable {
-    // @unchecked: everything below `link` is read and written only on `queue` (SessionLink delivers its events
-    // there, `run` enters it with `queue.sync`); the `let`s are set in `init` and never change.
+    // @unchecked: the `var`s are read and written only on `queue` (SessionLink delivers its events there, `run`
+    // enters it with `queue.sync`), except `machine` in `run` before the link exists (nothing else runs yet; the
+    // `queue.async` that starts the link orders that write before every later use); the `let`s never change.
     let options: ConfigExchangeOptions
     let identity: Identity
     let peers: PeerStore
