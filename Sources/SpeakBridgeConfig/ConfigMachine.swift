@@ -85,7 +85,10 @@ public struct ConfigMachine: Sendable {
         case let .received(type, body, view, now):
             switch view {
             case .failure(let error):
-                return refuse(type: type, batch: ConfigWire.batchHint(body), error)
+                if type == ConfigWire.errorType { return [.note(.localFailure(error))] }
+                let batch = ConfigWire.batchHint(body)
+                if let batch { outstanding.remove(batch) }
+                return refuse(type: type, batch: batch, error)
             case .success(let view):
                 guard role == .device || view.paired else {
                     if type == ConfigWire.errorType { return [.note(.notPaired(type: type))] }
@@ -117,7 +120,9 @@ public struct ConfigMachine: Sendable {
         case let .failed(batch, error):
             if let prepared = preparing.removeValue(forKey: batch) {
                 switch prepared.origin {
-                case .reply: return refuse(type: ConfigWire.pullType, batch: batch, error)
+                case .reply:
+                    outstanding.remove(batch)
+                    return refuse(type: ConfigWire.pullType, batch: batch, error)
                 case .staged:
                     inFlight[batch] = nil
                     // A locked keyring may work next time; a batch that cannot fit never will.
