@@ -3,7 +3,8 @@
 #   1. check-vectors: every file in Pairing/vectors/ (pairing codes, handshakes byte for byte, frames);
 #   2. against the REAL Swift daemon on loopback: join with a code from `pair --json`; send 200 lines paced,
 #      kill -9 the client mid-stream, run it again with 20 more lines, and require lines 1..220 exactly once and
-#      in order on the daemon's FIFO; a used code and a wrong psk are refused and write nothing.
+#      in order on the daemon's FIFO; a used code and a wrong psk are refused and write nothing;
+#   3. conformance.py: what PROTOCOL.md says a desktop does where a client could otherwise only probe.
 # Closing line: "N passed, M failed" (exit 1 on any failure). Without network for pip: one line saying so and
 # "0 passed, 0 failed, 1 skipped", exit 0.
 #
@@ -164,4 +165,18 @@ fi
 
 dups=$("$BIN" status --json --home "$TMP/desk" | json_field duplicatesDropped 2>/dev/null)
 echo "  (daemon: ${dups:-?} duplicate chunks dropped)"
+
+# 4. Spec conformance from the wire: refused upgrades, 1009, a bad session message 1, a client error, the end of
+#    a pairing connection (Tests/python/conformance.py; each check names the PROTOCOL.md section it pins).
+out=$("$PY" "$ROOT/Tests/python/conformance.py" "$BIN" "$TMP/desk" "$port" "$TMP/phone" 2>&1)
+echo "$out" | grep -v '^conformance: ' | sed 's/^/  /'
+counts=$(echo "$out" | sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+    set -- $counts
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "ok   conformance ran: $1 passed, $2 failed"
+else
+    fail "conformance did not run: $out"
+fi
 finish
