@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Spec conformance of a running desktop, probed from the wire by a client written from Pairing/PROTOCOL.md.
 
-  conformance.py BIN HOME PORT STATE
+  conformance.py BIN HOME PORT STATE [RECEIVED]
 
 BIN is the speakbridge binary (for `pair --json` and `devices --json`), HOME the daemon's --home, PORT its port,
-STATE a `sbclient.py join`ed state directory (a paired device). Each check pins one sentence of PROTOCOL.md that a
+STATE a `sbclient.py join`ed state directory (a paired device), RECEIVED (optional) the file a reader copies the
+daemon's `fifo:` sink into (plain `fifo:` sink, sanitizing: no --raw). Each check pins one sentence of PROTOCOL.md that a
 client could otherwise only learn by probing the daemon; the section it pins is named in the check's text. Raw sockets for the WebSocket layer (so that refused upgrades, bare frame headers and
 close codes are visible), the example client's Noise and message code above it.
 
@@ -29,6 +30,7 @@ from speakbridge_client import messages, noise, pairingcode  # noqa: E402
 PENDING = {"Errors: a malformed client error closes too"}
 
 BIN, HOME, PORT, STATE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+RECEIVED = sys.argv[5] if len(sys.argv) > 5 else None
 results = {"passed": 0, "failed": 0}
 
 
@@ -281,6 +283,46 @@ def session_works() -> None:
           f"{resumed}, close {code}")
 
 
+# MARK: - Text semantics: what the FIFO sink writes
+
+def fifo_output() -> None:
+    if RECEIVED is None:
+        return
+    text = ("a\x1b[31mred\x1b[0m\tb\r\nc\rd\x00e\x7ff\x07g\x85h\u202ei\u2066j\u200ek\u061cl\u2028m\x9b1mn"
+            "\x1b]0;title\x07o\x1bcp\x1b]8;;x\x1b[2Jq\U0001F600 end\x1b]52;c;ZXZpbA==")
+    expected = ("ared\tb\nc\nd\ufffde\ufffdf\ufffdg\ufffdh\ufffdi\ufffdj\u200ek\u061cl\u2028mn"
+                "opq\U0001F600 end\n" + "\n" + "after\n").encode()
+    with open(RECEIVED, "rb") as f:
+        before = len(f.read())
+    raw, hs = established()
+    session = "s-text-" + secrets.token_hex(4)
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "resume", "session": session})))
+    hs.decrypt(raw.read_frame()[1])  # the resume answer (every frame must be decrypted, in order)
+    batch = {"type": "chunks", "session": session,
+             "chunks": [{"seq": 1, "text": text}, {"seq": 2, "text": ""}, {"seq": 3, "text": "after"}]}
+    raw.send_frame(0x2, hs.encrypt(messages.encode(batch)))
+    acked = 0
+    while acked < 3:
+        frame = raw.read_frame()
+        if frame is None or frame[0] != 0x2:
+            break
+        message = messages.decode(hs.decrypt(frame[1]))
+        if message["type"] == "ack":
+            acked = message["seq"]
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "bye"})))
+    raw.close()
+    got = b""
+    for _ in range(50):  # the FIFO reader copies into RECEIVED a moment after the write
+        with open(RECEIVED, "rb") as f:
+            got = f.read()[before:]
+        if len(got) >= len(expected):
+            break
+        time.sleep(0.1)
+    check("Text semantics: the FIFO gets each chunk sanitized (escapes dropped, CR to LF, tab kept, controls and "
+          "bidi overrides to U+FFFD, an unterminated OSC drops the rest) plus one LF; an empty chunk is an empty line",
+          acked == 3 and got == expected, f"acked {acked}, got {got!r}")
+
+
 # MARK: - Pairing: the end of the connection
 
 def pair_until_paired(name: str):
@@ -336,7 +378,7 @@ def after_paired() -> None:
 
 
 if __name__ == "__main__":
-    for step in (upgrades, oversize, invalid_hello, client_error, session_works, after_paired,
+    for step in (upgrades, oversize, invalid_hello, client_error, session_works, fifo_output, after_paired,
                  pairing_path_without_code):
         try:
             step()

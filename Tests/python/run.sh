@@ -168,7 +168,7 @@ echo "  (daemon: ${dups:-?} duplicate chunks dropped)"
 
 # 4. Spec conformance from the wire: refused upgrades, 1009, a bad session message 1, a client error, the end of
 #    a pairing connection (Tests/python/conformance.py; each check names the PROTOCOL.md section it pins).
-out=$("$PY" "$ROOT/Tests/python/conformance.py" "$BIN" "$TMP/desk" "$port" "$TMP/phone" 2>&1)
+out=$("$PY" "$ROOT/Tests/python/conformance.py" "$BIN" "$TMP/desk" "$port" "$TMP/phone" "$TMP/received" 2>&1)
 echo "$out" | grep -v '^conformance: ' | sed 's/^/  /'
 counts=$(echo "$out" | sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
 if [ -n "$counts" ]; then
