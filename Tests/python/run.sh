@@ -56,6 +56,19 @@ else
     fail "check-vectors did not run: $out"
 fi
 
+# 2b. `held` from the desktop: printed once, escaped, the line kept until the ack (held.py: a scripted desktop).
+out=$("$PY" "$ROOT/Tests/python/held.py" "$CLIENT_DIR/sbclient.py" 2>&1)
+echo "$out" | grep -v '^held: ' | sed 's/^/  /'
+counts=$(echo "$out" | sed -n 's/^held: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+    set -- $counts
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "ok   held.py ran: $1 passed, $2 failed"
+else
+    fail "held.py did not run: $out"
+fi
+
 # 3. Against the real daemon.
 if [ ! -x "$BIN" ]; then
     fail "no daemon binary at $BIN (build it with \`swift build\`, or set SPEAKBRIDGE_BIN)"
