@@ -283,6 +283,40 @@ def session_works() -> None:
           f"{resumed}, close {code}")
 
 
+def answers_and_stays_open() -> None:
+    """Errors the desktop answers while the connection goes on, and chunks without resume."""
+    raw, hs = established()
+    session = "s-errors-" + secrets.token_hex(4)
+
+    def ask(plaintext: bytes) -> dict:
+        raw.send_frame(0x2, hs.encrypt(plaintext))
+        frame = raw.read_frame()
+        return messages.decode(hs.decrypt(frame[1])) if frame and frame[0] == 0x2 else {"closed": frame}
+
+    unknown = ask(b'{"type":"teleport"}')
+    unexpected = ask(messages.encode({"type": "ack", "session": session, "seq": 1}))
+    malformed = ask(b'{"type":"chunk","session":"../x","seq":1,"text":"t"}')
+    too_large = ask(messages.encode({"type": "chunk", "session": session, "seq": 1, "text": "x" * 16385}))
+    first = ask(messages.encode({"type": "chunk", "session": session, "seq": 1, "text": "no resume first"}))
+    again = ask(messages.encode({"type": "chunk", "session": session, "seq": 1, "text": "no resume first"}))
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "bye"})))
+    raw.close()
+    check("Errors: unknown-type, unexpected (an ack from the client), malformed (a bad session ID) and too-large "
+          "(text over 16,384 bytes) are answered and the connection stays open",
+          [unknown.get("code"), unexpected.get("code"), malformed.get("code"), too_large.get("code")]
+          == ["unknown-type", "unexpected", "malformed", "too-large"],
+          f"{unknown}, {unexpected}, {malformed}, {too_large}")
+    check("Desktop rules: a chunk without resume first is accepted and acked; its duplicate is acked again at once",
+          first == {"type": "ack", "session": session, "seq": 1} and again == first, f"{first}, {again}")
+
+    raw = Raw()
+    raw.upgrade()
+    raw.send_frame(0x1, b"hello")
+    _, code = raw.frames_until_close()
+    raw.close()
+    check("Transport: a text message is closed with 1003", code == 1003, f"close {code}")
+
+
 # MARK: - Text semantics: what the FIFO sink writes
 
 def fifo_output() -> None:
@@ -378,8 +412,8 @@ def after_paired() -> None:
 
 
 if __name__ == "__main__":
-    for step in (upgrades, oversize, invalid_hello, client_error, session_works, fifo_output, after_paired,
-                 pairing_path_without_code):
+    for step in (upgrades, oversize, invalid_hello, client_error, session_works, answers_and_stays_open, fifo_output,
+                 after_paired, pairing_path_without_code):
         try:
             step()
         except Exception as error:  # a crashed step is a failed check, and the others still run
