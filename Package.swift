@@ -9,7 +9,8 @@
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
 //   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
-//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
+//   role cores      SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
+//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send: shells that carry out the core's actions)
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
 
@@ -22,6 +23,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // C leaves
@@ -54,7 +56,12 @@ let package = Package(
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeProtocol", dependencies: [
+            "SpeakBridgeCrypto", .product(name: "DequeModule", package: "swift-collections"),
+        ]),
+        // the client role as a value (dialing, handshake, outbox window, resume, refusals, timeouts): no sockets,
+        // no files, no threads — it cannot import them
+        .target(name: "SpeakBridgeClientCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
@@ -68,7 +75,7 @@ let package = Package(
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
+            "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeDiscovery", "SpeakBridgeConfig",
         ]),
 
@@ -107,6 +114,9 @@ let package = Package(
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
         .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeClientCoreTests", dependencies: [
+            "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
+        ]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
