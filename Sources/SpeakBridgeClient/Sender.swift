@@ -29,8 +29,6 @@ public struct SendOptions: Sendable {
     public var endedInputTimeout: Double
 
     public static let defaultTimeout: Double = ClientCore.defaultTimeout
-    /// See `ClientCore.refusalLimit`.
-    public static let refusalLimit = ClientCore.refusalLimit
 
     public init(home: Home, desktop: String?, source: Source, timeout: Double?, extraCandidates: [Candidate] = [],
                 stillWaitingInterval: Double = 30, endedInputTimeout: Double = SendOptions.defaultTimeout) {

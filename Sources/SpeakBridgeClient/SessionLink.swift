@@ -91,10 +91,6 @@ final class SessionLink: @unchecked Sendable {
         return only
     }
 
-    var isEstablished: Bool { core.isEstablished }
-    /// The address whose connection last took message 1 and closed without an answer.
-    var refusedBy: Candidate? { core.refusedBy }
-
     /// Starts (or restarts) dialing. Must be called on `queue`.
     func connect() {
         driver.findDesktop(desktop.id)
