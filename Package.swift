@@ -7,10 +7,13 @@
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
-//   role cores      SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
-//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send: shells that carry out the core's actions)
+//   desktop core    SpeakBridgeDesktopCore (ledgers, pairing code, connections: events in, actions out)
+//   client core     SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
+//   control seam    SpeakBridgeControl (typed CLI ↔ daemon requests and replies, the control socket)
+//   roles           SpeakBridgeDaemon (serve: a shell around the desktop core),
+//                   SpeakBridgeClient (join, send, config: shells around the client core)
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
 
@@ -70,9 +73,13 @@ let package = Package(
         .target(name: "SpeakBridgeConfig", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
         ]),
+        // the desktop's sans-IO core: events in, actions out (no sockets, files, threads or clock)
+        .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
+        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
+            "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
@@ -82,7 +89,7 @@ let package = Package(
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -121,8 +128,12 @@ let package = Package(
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
+            "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
+        ]),
+        .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",

@@ -72,7 +72,6 @@ final class Demo {
                     case .paired(let r): step("phone", "paired with \(r.desktopID), psk derived")
                     case .established: step("phone", "session established")
                     case .close(let reason): step("phone", "closes: \(reason)")
-                    case .unreadable: step("phone", "ignores a message of a type it does not know")
                     case .send(let f): toDesktop.append(f)
                     }
                 }

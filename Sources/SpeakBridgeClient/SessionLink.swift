@@ -135,7 +135,7 @@ final class SessionLink: @unchecked Sendable {
             case .machineClosed(let reason, let chosen):
                 if chosen { notice("closing the connection: \(reason)", true) }
             case .exhausted(let reason, let refused): handler.call(.unreachable(reason, refused: refused))
-            case .unreadable, .paired, .handshakeClosed: break
+            case .paired, .handshakeClosed: break
             }
         }
     }

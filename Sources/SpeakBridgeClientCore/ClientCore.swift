@@ -191,8 +191,6 @@ public struct ClientCore {
                 out += transmit([.resume(session: window.session, delivered: nil)])
             case .received(let message):
                 out += receive(message, now: now)
-            case .unreadable(let plaintext):
-                if let held = HeldNotice.decode(plaintext) { out += receive(held) }
             case .lost(let reason):
                 window.connectionLost()
                 out += scheduleReconnect("connection lost: \(reason)", now: now)
@@ -245,6 +243,8 @@ public struct ClientCore {
             return out
         case let .ack(session, seq) where session == window.session:
             return acknowledge(seq, now: now, resume: false) + checkDone()
+        case .held(let notice):
+            return receive(notice)
         case let .error(code, text, _):
             return [.report(.warning("desktop reported \(code): \(text)"))]
         case .bye:
@@ -262,8 +262,8 @@ public struct ClientCore {
         return out
     }
 
-    /// `held`: a sink on the desktop has not taken line `seq` (see `HeldNotice`). Told once per (sink, reason);
-    /// nothing else changes: the line stays journaled and its ack is still awaited (and timed).
+    /// `held`: a sink on the desktop has not taken line `seq` of a session. Told once per (sink, reason); nothing
+    /// else changes: the line stays journaled and its ack is still awaited (and timed).
     mutating func receive(_ held: HeldNotice) -> [Action] {
         guard held.session == window.session, heldShown.count < Self.maxHeldNotices,
               heldShown.insert(HeldKey(sink: held.sink, reason: held.reason)).inserted else { return [] }
@@ -336,5 +336,17 @@ public struct ClientCore {
             .filter { seen.insert($0).inserted }
         guard !parts.isEmpty else { return "no answer" }
         return parts.suffix(3).joined(separator: "; ")
+    }
+}
+
+extension HeldNotice {
+    /// Longest sink name and reason shown (in Unicode scalars; longer ones are cut, with an ellipsis).
+    static let shownSinkScalars = 64
+    static let shownReasonScalars = 300
+
+    /// What `send` tells the user (after `speakbridge: `): the desktop's strings escaped and cut.
+    public var line: String {
+        "desktop holds line \(seq) at \(PeerText.escape(sink, limit: Self.shownSinkScalars)): "
+            + PeerText.escape(reason, limit: Self.shownReasonScalars)
     }
 }

@@ -24,8 +24,6 @@ public struct LinkCore {
         /// A session is up (again): the owner must send a transport message at once (`resume`, a config request).
         case established(Candidate, moved: Bool)
         case received(Message)
-        /// A message of the session that this version cannot decode (see `InitiatorMachine.Action.unreadable`).
-        case unreadable([UInt8])
         case paired(PairingResult, Candidate)
         /// The chosen connection ended.
         case lost(String)
@@ -203,8 +201,6 @@ public struct LinkCore {
                 out.append(.established(a.candidate, moved: moved))
             case .received(let message):
                 if chosen == id { out.append(.received(message)) }
-            case .unreadable(let plaintext):
-                if chosen == id { out.append(.unreadable(plaintext)) }
             case .paired(let result):
                 out.append(.paired(result, a.candidate))
             case .close(let reason):

@@ -81,7 +81,7 @@ public struct PairingCore {
                 } else if !browsing {
                     out += finish(.failed(.unreachable(reason)))
                 }
-            case .established, .received, .unreadable, .remember:
+            case .established, .received, .remember:
                 break
             }
         }

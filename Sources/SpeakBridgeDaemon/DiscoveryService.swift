@@ -47,6 +47,12 @@ final class DiscoveryService: @unchecked Sendable {
         return false
     }
 
+    /// The name the service is published under (avahi's, after any collision renaming), or nil.
+    var publishedName: String? {
+        if case .established(let name) = publisher.state { return name }
+        return nil
+    }
+
     var stateDescription: String {
         switch publisher.state {
         case .starting: return "starting"

@@ -24,9 +24,6 @@ public struct InitiatorMachine {
         case established
         case paired(PairingResult)
         case received(Message)
-        /// An established session's message that decrypted but is not one this version reads (a newer desktop's
-        /// message type): the session goes on; the owner may look at it (see `ClientCore`'s `held` shim) or drop it.
-        case unreadable([UInt8])
         case close(reason: String)
     }
 
@@ -133,8 +130,8 @@ public struct InitiatorMachine {
             do {
                 return [.received(try MessageCodec.decode(plaintext))]
             } catch {
-                // Not fatal: a newer desktop may send types this version does not know; the session goes on.
-                return [.unreadable(plaintext)]
+                // Ignore what we cannot read (a newer desktop); the session goes on.
+                return []
             }
         }
     }

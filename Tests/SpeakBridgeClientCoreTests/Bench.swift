@@ -189,7 +189,7 @@ final class Bench {
                 ledger[session] = delivered
                 if autoAck { ack(session, through: delivered, on: id) }
             case .close(let reason):
-                if reason.hasSuffix("said bye") { byes += 1 }
+                if case .bye = reason { byes += 1 }
                 if open.removeValue(forKey: id) != nil { events.append(.closed(id, reason: "peer close 1000")) }
             case .authenticated, .consumePairingCode, .pairingAttemptFailed, .pairingConfirmed, .config:
                 break

@@ -250,7 +250,7 @@ struct ClientCoreTests {
     func desktopErrorAndBye() {
         let bench = Bench()
         bench.send(.start)
-        bench.desktopSends(.error(code: "gap", message: "expected 4", expected: 4))
+        bench.desktopSends(.error(code: .gap, message: "expected 4", expected: 4))
         #expect(bench.warnings == ["desktop reported gap: expected 4"])
         bench.desktopSends(.bye)
         #expect(!bench.established)

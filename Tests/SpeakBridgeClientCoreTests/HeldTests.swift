@@ -7,9 +7,7 @@ import Testing
 @Suite("ClientCore: held lines")
 struct HeldTests {
     static func held(_ seq: Int, sink: String = "clipboard", reason: String, session: String = "s-bench") -> Message {
-        // `.config(type:body:)` encodes any type as {"type":T,…body}: byte for byte the `held` message.
-        .config(type: "held", body: .object([("session", .string(session)), ("seq", .integer(Int64(seq))),
-                                             ("sink", .string(sink)), ("reason", .string(reason))]))
+        .held(HeldNotice(session: session, seq: UInt64(seq), sink: sink, reason: reason))
     }
 
     @Test("told once per (sink, reason), escaped; the line stays pending and its ack still ends the run")
@@ -45,15 +43,11 @@ struct HeldTests {
         #expect(bench.exitCode == 75)
     }
 
-    @Test("the decoding shim: only a well-formed held is read")
-    func decode() {
-        func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
-        #expect(HeldNotice.decode(bytes(#"{"type":"held","session":"s-1","seq":3,"sink":"fifo","reason":"full"}"#))
-                == HeldNotice(session: "s-1", seq: 3, sink: "fifo", reason: "full"))
-        #expect(HeldNotice.decode(bytes(#"{"type":"held","session":"s-1","seq":0,"sink":"fifo","reason":"full"}"#)) == nil)
-        #expect(HeldNotice.decode(bytes(#"{"type":"held","session":"s-1","seq":3,"reason":"full"}"#)) == nil)
-        #expect(HeldNotice.decode(bytes(#"{"type":"other","session":"s-1","seq":3,"sink":"x","reason":"y"}"#)) == nil)
-        #expect(HeldNotice.decode(bytes("not json")) == nil)
+    @Test("a long sink name or reason is cut, with an ellipsis")
+    func cut() {
+        let line = HeldNotice(session: "s", seq: 1, sink: String(repeating: "s", count: 64),
+                              reason: String(repeating: "r", count: 512)).line
+        #expect(line == "desktop holds line 1 at \(String(repeating: "s", count: 64)): \(String(repeating: "r", count: 300))…")
     }
 
     @Test("at most 32 distinct held lines in one run")
