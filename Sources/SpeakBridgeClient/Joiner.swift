@@ -89,6 +89,9 @@ enum CodeMessages {
 /// One pairing attempt, driven on its own queue; `run` blocks the caller until it ends. A shell around
 /// `PairingCore` (every address that opens gets its own handshake; the first that completes pairing wins); the
 /// code's addresses may be stale, so the desktop is also looked for by its key over mDNS.
+///
+/// `@unchecked Sendable`: `core`, `outcome` and `codeExpiry`/`timeoutSeconds` (set before anything is queued) are
+/// used on `queue` only; `run` waits on `done` and then reads the outcome through `queue.sync`.
 final class PairingSession: @unchecked Sendable {
     let identity: Identity
     let desktopKey: X25519PublicKey
@@ -102,6 +105,8 @@ final class PairingSession: @unchecked Sendable {
     var outcome: Result<(PairingResult, Candidate), ClientError>?
     /// The code's expiry, for the message when the desktop does not accept it.
     var codeExpiry: UInt32?
+    /// For the message when it times out.
+    var timeoutSeconds: Double = 0
 
     init(identity: Identity, desktopKey: X25519PublicKey, secret: SymmetricKey, name: String) {
         self.identity = identity
@@ -182,8 +187,6 @@ final class PairingSession: @unchecked Sendable {
                                hint: "check that `speakbridge serve` runs and that its port is reachable from here")
         }
     }
-
-    var timeoutSeconds: Double = 0
 
     func finish(_ result: Result<(PairingResult, Candidate), ClientError>) {
         guard outcome == nil else { return }

@@ -8,6 +8,10 @@ public typealias Candidate = SpeakBridgeClientCore.Candidate
 
 /// The sockets of a client role: carries out a core's `dial`/`send`/`close` on libwebsockets and mDNS lookups,
 /// and hands back what happened as events on `queue`. It decides nothing (`LinkCore` does).
+///
+/// `@unchecked Sendable`: every mutable member is read and written on `queue` only (socket events come in through
+/// `queue.sync`, mDNS results through `queue.async`, and the owner calls in on `queue`); `client` is set once in
+/// `init` and is itself `Sendable`, which is all `shutdown` (called off the queue) touches.
 final class LinkDriver: @unchecked Sendable {
     enum Event {
         case opened(AttemptID)

@@ -11,6 +11,9 @@ import SpeakBridgeWebSocket
 /// A shell: `LinkCore` decides which addresses are dialed, in which order, which connection wins and when the
 /// desktop is unreachable or refused; this carries its actions out (`LinkDriver`), saves the address that
 /// worked in peers.json, and turns the core's outcomes into `Event`s on `queue`.
+///
+/// `@unchecked Sendable`: `core` and `notice` are used on `queue` only (every method but `shutdown` must be called
+/// there, and driver events arrive there); `shutdown` touches only the driver's `Sendable` client.
 final class SessionLink: @unchecked Sendable {
     enum Event {
         case established(Candidate)
