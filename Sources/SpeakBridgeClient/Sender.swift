@@ -158,30 +158,11 @@ public final class Sender: @unchecked Sendable {
 
     func endInput() { apply(.inputEnded) }
 
-    static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        var line = bytes
-        if line.last == 0x0D { line = line.dropLast() }  // CRLF input
-        return String(decoding: line, as: UTF8.self)
-    }
+    static func text(_ bytes: ArraySlice<UInt8>) -> String { InputLines.text(bytes) }
 
-    /// Journals and queues texts; blank lines are skipped; over-long lines are split at the chunk limit.
+    /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
     func accept(_ texts: [String]) {
-        var pieces: [String] = []
-        for text in texts where !text.isEmpty {
-            var rest = Substring(text)
-            while rest.utf8.count > SpeakBridgeProtocol.maxChunkTextBytes {
-                var cut = rest.index(rest.startIndex, offsetBy: 0)
-                var bytes = 0
-                for (i, ch) in zip(rest.indices, rest) {
-                    bytes += ch.utf8.count
-                    if bytes > SpeakBridgeProtocol.maxChunkTextBytes { break }
-                    cut = rest.index(after: i)
-                }
-                pieces.append(String(rest[..<cut]))
-                rest = rest[cut...]
-            }
-            pieces.append(String(rest))
-        }
+        let pieces = InputLines.pieces(texts)
         guard !pieces.isEmpty else { return }
         do {
             let chunks = try outbox.append(texts: pieces)
