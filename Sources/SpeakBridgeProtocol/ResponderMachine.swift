@@ -132,7 +132,7 @@ public struct ResponderMachine {
             }
             // Revoked (or paired again, with a new psk) since message 1: refused like an unknown device.
             guard let current = context.sessionPSK(key), current == psk else {
-                return fail(.rejected(.revoked(device)))
+                return fail(.rejected(.revokedDuringHandshake(device)))
             }
             state = .established(transport, device)
             return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
@@ -180,7 +180,7 @@ public struct ResponderMachine {
 
     mutating func readPairingHello(_ frame: [UInt8]) -> [Action] {
         guard let psk = context.pairingSecret() else {
-            return fail(.rejected(.noPairingCode))
+            return fail(.rejected(.pairingCodeGone))
         }
         var handshake: HandshakeState
         let payload: [UInt8]

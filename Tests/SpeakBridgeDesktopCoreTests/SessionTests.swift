@@ -148,7 +148,8 @@ struct SessionTests {
         for frame in desk.take(c) { _ = m.receive(frame) }
         desk.run(.revoked(phone.id))
         for frame in Phone.sends(m.encryptAndSend(.resume(session: "s", delivered: nil))) { desk.run(.frame(c, frame)) }
-        #expect(desk.closes[c] == .rejected(.revoked(phone.id)))
+        #expect(desk.closes[c] == .rejected(.revokedDuringHandshake(phone.id)))
+        #expect(desk.closes[c]?.closeCode.code == 1000, "a handshake refusal gives no hint")
         #expect(desk.authenticated.isEmpty)
     }
 
