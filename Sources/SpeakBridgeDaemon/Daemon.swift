@@ -112,9 +112,9 @@ public final class Daemon: @unchecked Sendable {
     }
 }
 
-/// Lets the pipeline's callbacks, created before the driver, reach it.
-// `@unchecked Sendable` is sound: `driver` is written once, in `Daemon.init`, before the pipeline can report
-// anything that matters (its first durable level needs a submit, which needs the driver), and read after.
+/// Lets the pipeline's callbacks, created before the driver, reach it. Set in `Daemon.init` before the pipeline can
+/// report anything (its first durable level or drain needs a submit, which comes from the driver).
+// `@unchecked Sendable` is sound: `stored` is read and written only under `lock`.
 final class DriverBox: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: CoreDriver?

@@ -5,7 +5,7 @@ import SpeakBridgeStore
 
 /// Publishes this desktop over mDNS and keeps `status` informed. Says once per outage, clearly, when Avahi is
 /// absent (the publisher keeps retrying; the daemon keeps working by address).
-final class DiscoveryService: @unchecked Sendable {
+final class DiscoveryService: Sendable {
     let publisher: MDNSPublisher
     /// Signalled once the first outcome (published, no daemon, failed) has been logged.
     let firstOutcome = DispatchSemaphore(value: 0)
@@ -74,6 +74,7 @@ extension Daemon {
     }
 }
 
+// `@unchecked Sendable` is sound: `done` is read and written only under `lock`.
 final class WarnOnce: @unchecked Sendable {
     let lock = NSLock()
     var done = false

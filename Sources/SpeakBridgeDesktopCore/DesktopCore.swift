@@ -167,8 +167,15 @@ public struct DesktopCore {
             stats.count(.rejected(.noPairingCode))
             return actions + [.close(id, .rejected(.noPairingCode))]
         }
-        connections[id] = Connection(machine: ResponderMachine(intent: intent, context: context()))
+        connections[id] = Connection(machine: ResponderMachine(intent: intent, context: inertContext()))
         return actions
+    }
+
+    /// What a machine keeps between frames: nothing to look up (each frame brings its own `context()`), so no
+    /// connection holds on to an old copy of the ledgers or the psks.
+    func inertContext() -> ResponderContext {
+        ResponderContext(localStatic: configuration.localStatic, localName: configuration.localName,
+                         pairingSecret: { nil }, sessionPSK: { _ in nil }, delivered: { _, _ in 0 })
     }
 
     /// A snapshot of what the machines may look up, for one frame: nothing of it stays in a machine, so the

@@ -1,10 +1,11 @@
 /// Why the desktop closes a connection: one value per close, from which come the WebSocket close code the client
 /// sees, the line in the desktop's log and the one counter `status` adds it to.
 ///
-/// What a client sees is only the close code (and its short text): 1000 for everything the session decided (a
-/// `bye`, a refused handshake, a broken session), 1008 for a policy refusal known before or outside the handshake
-/// (unknown path, no pairing code active, the device was revoked), 1011 when a pairing could not be saved, 1013
-/// when the device's undelivered backlog is over the hard limit.
+/// What a client sees is only the close code (and its short text): 1000 for everything a handshake or a session
+/// decided (a `bye`, a refused or failed handshake — never with a hint why —, a broken session), 1008 for a policy
+/// refusal outside the handshake (unknown path, a pairing connection while no code is active, a connected device
+/// revoked), 1011 when a pairing could not be saved, 1013 when the device's undelivered backlog is at the hard
+/// limit.
 public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The device said `bye`: a normal end.
     case bye(DeviceID)
@@ -18,11 +19,15 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     public enum Rejection: Sendable, Equatable {
         /// The WebSocket path names neither pairing nor a session.
         case unknownPath
-        /// A pairing attempt while no pairing code is active.
+        /// A pairing connection opened while no pairing code is active.
         case noPairingCode
+        /// Pairing message 1 arrived after the code was used up, replaced or expired.
+        case pairingCodeGone
         /// Message 1 names a key that is not paired (never, or revoked).
         case unknownDevice
-        /// The device was revoked: during its handshake, or while connected.
+        /// The device was revoked between its message 1 and its first transport message.
+        case revokedDuringHandshake(DeviceID)
+        /// The device was revoked while connected.
         case revoked(DeviceID)
         /// Message 1 or a pairing confirmation did not verify.
         case handshakeFailed(String)
@@ -80,8 +85,10 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
             switch rejection {
             case .unknownPath: return "unknown path"
             case .noPairingCode: return "pairing attempt while no pairing code is active"
+            case .pairingCodeGone: return "pairing attempt while no pairing code is active"
+            case .revokedDuringHandshake(let device): return "session refused: \(device) was revoked during the handshake"
             case .unknownDevice: return "session refused: unknown or revoked device"
-            case .revoked(let device): return "session refused: \(device) was revoked"
+            case .revoked(let device): return "\(device) was revoked"
             case .handshakeFailed(let why): return "handshake failed: \(why)"
             case .replayedHandshake:
                 return "session refused: the first transport message did not decrypt (replayed message 1?)"

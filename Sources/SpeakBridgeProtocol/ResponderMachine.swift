@@ -36,12 +36,13 @@ public struct PairingOutcome: Sendable {
 }
 
 /// The desktop's side of one connection, as a value: frames in, actions out. It never touches a socket,
-/// a file or a clock; the daemon carries the actions out.
+/// a file or a clock; its owner (`DesktopCore`) carries the actions out.
 ///
-/// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send paired.
+/// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send
+///                  paired (which the owner holds back until the pairing is saved).
 /// Flow (session):  msg1 (psk chosen by the initiator's static key) → send msg2 → the initiator's first transport
-///                  message decrypts → authenticated → resume / chunk / chunks / bye; `acknowledge` turns durable
-///                  delivery into acks.
+///                  message decrypts → authenticated → resume / chunk / chunks / bye / error (closes, also when
+///                  malformed); `acknowledge` turns durable delivery into acks. Every close carries a `CloseReason`.
 /// Message 1 alone proves nothing: anyone who recorded it can replay it (its payload decrypts again). Only a
 /// transport message proves the sender holds the ephemeral key of this handshake, so until one decrypts the
 /// connection stays unauthenticated: nothing is sent on it but message 2, and no action but `.send` comes out.
@@ -131,7 +132,7 @@ public struct ResponderMachine {
             }
             // Revoked (or paired again, with a new psk) since message 1: refused like an unknown device.
             guard let current = context.sessionPSK(key), current == psk else {
-                return fail(.rejected(.revoked(device)))
+                return fail(.rejected(.revokedDuringHandshake(device)))
             }
             state = .established(transport, device)
             return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
@@ -179,7 +180,7 @@ public struct ResponderMachine {
 
     mutating func readPairingHello(_ frame: [UInt8]) -> [Action] {
         guard let psk = context.pairingSecret() else {
-            return fail(.rejected(.noPairingCode))
+            return fail(.rejected(.pairingCodeGone))
         }
         var handshake: HandshakeState
         let payload: [UInt8]

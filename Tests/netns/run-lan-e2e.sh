@@ -186,7 +186,7 @@ start_reader() {                # FIFO OUTFILE
 }
 
 mdns_active() { [ "$(status_of "$1" "$2" | json 'd["mdns"]["active"]')" = true ]; }
-published_name() { status_of "$1" "$2" | json 'd["mdns"]["state"]' | sed -n 's/^published as "\(.*\)"$/\1/p'; }
+published_name() { status_of "$1" "$2" | json 'd["mdns"]["name"] or ""'; }
 line_count() { wc -l < "$1" | tr -d ' '; }
 has_lines() { [ "$(line_count "$1")" -ge "$2" ]; }
 peer_addresses() { json '" ".join(d["peers"][0].get("addresses", []))' < "$1/state/peers.json"; }
