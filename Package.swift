@@ -7,9 +7,13 @@
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
-//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
+//   desktop core    SpeakBridgeDesktopCore (ledgers, pairing code, connections: events in, actions out)
+//   client core     SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
+//   control seam    SpeakBridgeControl (typed CLI ↔ daemon requests and replies, the control socket)
+//   roles           SpeakBridgeDaemon (serve: a shell around the desktop core),
+//                   SpeakBridgeClient (join, send, config: shells around the client core)
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
 
@@ -22,6 +26,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // C leaves
@@ -55,7 +60,12 @@ let package = Package(
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeProtocol", dependencies: [
+            "SpeakBridgeCrypto", "SpeakBridgeSupport", .product(name: "DequeModule", package: "swift-collections"),
+        ]),
+        // the client role as a value (dialing, handshake, outbox window, resume, refusals, timeouts): no sockets,
+        // no files, no threads — it cannot import them
+        .target(name: "SpeakBridgeClientCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
@@ -64,19 +74,23 @@ let package = Package(
         .target(name: "SpeakBridgeConfig", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring", "SpeakBridgeSupport",
         ]),
+        // the desktop's sans-IO core: events in, actions out (no sockets, files, threads or clock)
+        .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
+        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery", "SpeakBridgeSupport",
+            "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
+            "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeDiscovery", "SpeakBridgeConfig", "SpeakBridgeSupport",
         ]),
 
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeSupport",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl", "SpeakBridgeSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -111,12 +125,19 @@ let package = Package(
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeClientCoreTests", dependencies: [
+            "SpeakBridgeClientCore", "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
+        ]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeSupport", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
+            "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
+        ]),
+        .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",

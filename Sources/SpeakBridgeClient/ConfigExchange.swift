@@ -166,7 +166,7 @@ public final class ConfigExchange: @unchecked Sendable {
             transmit(output.messages)
         case let .error(code, text, _):
             finish(ClientError("the desktop refused: \(code): \(PeerText.escape(text, limit: 256))",
-                               hint: code == ProtocolErrorCode.unknownType.rawValue ? "that desktop runs without config transfer" : nil))
+                               hint: code == .unknownType ? "that desktop runs without config transfer" : nil))
             return
         case .bye:
             finish(ClientError("the desktop ended the session before the exchange finished"))

@@ -29,8 +29,8 @@ enum FrameVectors {
                                               Chunk(seq: 46, text: "three")])),
         ("ack", .ack(session: session, seq: 46)),
         ("bye", .bye),
-        ("error", .error(code: "unknown-type", message: "unknown message type \"teleport\"", expected: nil)),
-        ("error with expected", .error(code: "gap", message: "expected 47", expected: 47)),
+        ("error", .error(code: .unknownType, message: "unknown message type \"teleport\"", expected: nil)),
+        ("error with expected", .error(code: .gap, message: "expected 47", expected: 47)),
     ]
 
     static func document() throws -> JSONValue {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing

@@ -149,7 +149,7 @@ enum ConfigTransfer {
         let what = kinds.map { $0 == .push ? "push" : "pull" }.joined(separator: " and ")
         Console.info("\(what) staged for \"\(PeerText.escape(peer.name, limit: 64))\" (\(peer.id)): \(keys.map { "\($0.count) key(s)" } ?? "all keys")")
         Console.info("it happens when that device runs `speakbridge config pull` or `speakbridge config sync`")
-        if daemonReply(home, .object([("cmd", .string("status"))]), timeout: 2) == nil {
+        if !daemonRuns(home, timeout: 2) {
             Console.info("hint: no daemon runs for this home; start `speakbridge serve` so the device can connect")
         }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeSupport
@@ -19,25 +20,23 @@ struct Pair: ParsableCommand {
 
     func run() throws {
         let home = homeOptions.resolved
-        let reply: JSONValue
-        do {
-            reply = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
+        let reply: PairReply
+        do throws(ControlError) {
+            reply = try ControlClient.ask(.pair, home: home)
         } catch {
-            throw CLIError(error)
+            throw CLIError(error.message, hint: error.hint)
         }
-        guard reply["ok"]?.boolValue == true, let issued = reply["code"]?.stringValue else {
-            throw CLIError(reply["error"]?.stringValue ?? "the daemon did not issue a code", hint: reply["hint"]?.stringValue)
-        }
+        let issued = reply.code
         let code = compact ? (PairingDisplay.compacted(issued) ?? issued) : issued
         if json {
             Console.out(String(decoding: JSONValue.object([
                 ("code", .string(code)),
-                ("expires", reply["expires"] ?? .null),
-                ("id", reply["id"] ?? .null),
+                ("expires", .integer(reply.expires)),
+                ("id", .string(reply.id)),
             ]).encoded(), as: UTF8.self))
             return
         }
-        let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
+        let lifetime = reply.lifetime
         let command = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
         PairingDisplay.show(code: code, lifetime: lifetime, toStderr: false, pairCommand: command)
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SpeakBridgeConfig
+import SpeakBridgeControl
 import SpeakBridgeDaemon
 import SpeakBridgeProtocol
 import SpeakBridgeSinks
@@ -118,14 +119,9 @@ struct Serve: ParsableCommand {
 /// Asks the running daemon for a code and shows it (PairingDisplay: QR, code once, one instruction line).
 enum PairCodePrinter {
     static func show(home: Home, toStderr: Bool, pairCommand: String = "speakbridge pair") {
-        do {
-            let reply = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
-            guard let code = reply["code"]?.stringValue else {
-                Console.error(reply["error"]?.stringValue ?? "the daemon did not issue a code")
-                return
-            }
-            let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-            PairingDisplay.show(code: code, lifetime: lifetime, toStderr: toStderr, pairCommand: pairCommand)
+        do throws(ControlError) {
+            let reply = try ControlClient.ask(.pair, home: home, as: PairReply.self)
+            PairingDisplay.show(code: reply.code, lifetime: reply.lifetime, toStderr: toStderr, pairCommand: pairCommand)
         } catch {
             Console.error(error.message, hint: error.hint)
         }

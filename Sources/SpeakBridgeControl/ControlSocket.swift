@@ -3,16 +3,17 @@ import Glibc
 #endif
 import Foundation
 import SpeakBridgeProtocol
+import SpeakBridgeStore
 
 /// The local control channel between the CLI and the running daemon: a Unix stream socket `run/control.sock`
 /// (mode 0600, in a 0700 directory). One request per connection: the client writes one JSON object and a
-/// newline (`{"cmd":"status"}`), the daemon answers one JSON object and a newline, then closes.
-/// Answers are `{"ok":true,…}` or `{"ok":false,"error":"…","hint":"…"}`.
+/// newline (`ControlRequest`), the daemon answers one JSON object and a newline (`ControlReply`), then closes.
 ///
 /// Trust: whoever can replace `control.sock` can show the user their own pairing code and swallow `revoke`. So
 /// the server binds only in a directory that passes `PrivatePath.checkDirectory` and removes a stale socket only
 /// if it is a socket of ours; the client (`ControlClient`) checks the directory, that the path is a socket it
 /// owns (lstat), and after connecting that the listening process runs as the same user (SO_PEERCRED).
+// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; the other fields are set once in init.
 public final class ControlServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) -> JSONValue
     struct HandlerBox: Sendable { let handle: Handler }
@@ -23,6 +24,18 @@ public final class ControlServer: @unchecked Sendable {
     let stopped = NSLock()
     var isStopped = false
 
+    /// Answers each well-formed request with `handler`'s reply; anything else with a `ControlFailure`.
+    public convenience init(path: String, typed handler: @escaping @Sendable (ControlRequest) -> ControlReply) throws(StoreError) {
+        try self.init(path: path) { json in
+            do throws(ControlFailure) {
+                return handler(try ControlRequest(json: json)).json
+            } catch {
+                return error.json
+            }
+        }
+    }
+
+    /// Answers each request (any JSON) with `handler`'s JSON.
     public init(path: String, handler: @escaping Handler) throws(StoreError) {
         self.path = path
         self.handler = HandlerBox(handle: handler)
@@ -83,7 +96,7 @@ public final class ControlServer: @unchecked Sendable {
                 defer { close(client) }
                 guard let line = ControlClient.readLine(client) else { return }  // a liveness probe, or gone
                 guard let request = try? JSONValue.parse(line) else {
-                    ControlClient.sendAll(client, ControlReply.failure("malformed request").encoded() + [0x0A])
+                    ControlClient.sendAll(client, ControlFailure("malformed request").json.encoded() + [0x0A])
                     return
                 }
                 ControlClient.sendAll(client, handler.handle(request).encoded() + [0x0A])
@@ -92,19 +105,24 @@ public final class ControlServer: @unchecked Sendable {
     }
 }
 
-public enum ControlReply {
-    public static func success(_ members: [(String, JSONValue)] = []) -> JSONValue {
-        .object([("ok", .bool(true))] + members)
-    }
-
-    public static func failure(_ error: String, hint: String? = nil) -> JSONValue {
-        var m: [(String, JSONValue)] = [("ok", .bool(false)), ("error", .string(error))]
-        if let hint { m.append(("hint", .string(hint))) }
-        return .object(m)
-    }
-}
-
 public enum ControlClient {
+    /// Asks the daemon of `home` and decodes its answer as `Reply`: a transport problem throws
+    /// `ControlError.transport` (with `noDaemon` set when none runs), a refusal `ControlError.refused`.
+    public static func ask<Reply: ControlReplyDecodable>(_ request: ControlRequest, home: Home, timeout: Int = 10,
+                                                        as: Reply.Type = Reply.self) throws(ControlError) -> Reply {
+        let json: JSONValue
+        do {
+            json = try Self.request(home: home, request.json, timeout: timeout)
+        } catch {
+            throw .transport(error)
+        }
+        do {
+            return try Reply(json: json)
+        } catch {
+            throw .refused(error)
+        }
+    }
+
     /// Sends one request to the daemon of `home` and returns its answer. Talks only to a daemon of this user:
     /// the runtime directory must be private, `control.sock` a socket we own, and its listener our uid.
     public static func request(home: Home, _ request: JSONValue, timeout: Int = 10) throws(StoreError) -> JSONValue {
@@ -173,7 +191,7 @@ public enum ControlClient {
         return dir.isEmpty ? "/" : dir
     }
 
-    static func isAlive(path: String) -> Bool {
+    public static func isAlive(path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0, var addr = try? address(path) else { return false }
         defer { close(fd) }
