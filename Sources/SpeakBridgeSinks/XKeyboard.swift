@@ -1,0 +1,243 @@
+internal import Glibc
+internal import SpeakBridgeSupport
+
+/// Types text into the focused X11 window through the XTEST extension, and tells which window has the focus.
+///
+/// Typing flow (`type`), all under one lock, on one connection kept open between calls:
+/// 1. (Re)connect if needed; read the core keyboard mapping (`KeyboardLayout`) and drop scratch bindings someone
+///    else replaced (`ScratchKeys.reconcile`).
+/// 2. Modifiers: a held Shift/Control/Alt/Super/AltGr would turn characters into shortcuts, so the text is held
+///    (an error, retried by the daemon) while one is down. Caps Lock is switched off for the text and back on after.
+/// 3. Per Unicode scalar: its keysym (`KeySymbol`); a keycode that has it at level 1 (or level 2 with Shift), else
+///    a scratch keycode bound to it (`XChangeKeyboardMapping`, kept bound, see `ScratchKeys`); then fake press and
+///    release (with Shift around them when needed). Requests go out in order on one connection, so the server
+///    applies a binding before the key that needs it.
+/// 4. `XSync`: the server has processed every event before `type` returns. A lost connection is an error.
+final class XKeyboard: Sendable {
+    /// The display pointer, only used by Xlib calls made while `state`'s lock is held (and Xlib is initialised
+    /// with XInitThreads), so it may move between threads.
+    struct Connection: @unchecked Sendable {
+        let display: OpaquePointer
+        let root: UInt
+        /// Set to 1 by Xlib's I/O-error exit handler when the server connection breaks.
+        let dead: UnsafeMutablePointer<Int32>
+    }
+
+    struct State: Sendable {
+        var connection: Connection?
+        var scratch: ScratchKeys?
+        var closed = false
+    }
+
+    let displayName: String
+    private let lib: XLib
+    private let state = Locked(State())
+    /// A scratch keycode is rebound only this long after its last use (see `ScratchKeys`).
+    static let rebindAge: Duration = .milliseconds(400)
+    /// Bindings idle this long get their keycode's own symbols back at the next text (and all of them on close),
+    /// so a borrowed multimedia key works again soon after dictation pauses.
+    static let restoreAge: Duration = .seconds(5)
+
+    init(displayName: String) throws(SinkError) {
+        self.lib = try XLib.load()
+        self.displayName = displayName
+    }
+
+    /// Opens the display and checks XTEST; returns how many spare keycodes there are for characters the layout
+    /// lacks. Throws "cannot open display" or "no XTEST extension".
+    func probe() throws(SinkError) -> Int {
+        try state.withLock { state throws(SinkError) in
+            _ = try connection(&state)
+            return state.scratch?.count ?? 0
+        }
+    }
+
+    /// Types `text` (see the flow above). `\n` is Return.
+    func type(_ text: String) throws(SinkError) {
+        try state.withLock { state throws(SinkError) in
+            let connection = try connection(&state)
+            do throws(SinkError) {
+                try type(text, on: connection, scratch: &state.scratch!)
+            } catch {
+                if isDead(connection) { drop(&state) }
+                throw error
+            }
+            if isDead(connection) {
+                drop(&state)
+                throw lostConnection
+            }
+        }
+    }
+
+    /// The top-level window that has the keyboard focus (nil when no window has it), with its title.
+    func focusedWindow() throws(SinkError) -> FocusedWindow? {
+        try state.withLock { state throws(SinkError) in
+            let connection = try connection(&state)
+            let window = XWindows(lib: lib, connection: connection).focused()
+            if isDead(connection) {
+                drop(&state)
+                throw lostConnection
+            }
+            return window
+        }
+    }
+
+    /// Whether the top-level window `id` still exists.
+    func windowExists(_ id: UInt) -> Bool {
+        state.withLock { state in
+            guard let connection = try? connection(&state) else { return true }
+            return XWindows(lib: lib, connection: connection).exists(id)
+        }
+    }
+
+    /// Removes the scratch bindings and closes the connection.
+    func close() {
+        state.withLock { state in
+            state.closed = true
+            guard let connection = state.connection else { return }
+            if !isDead(connection), var scratch = state.scratch {
+                restore(scratch.release(olderThan: nil, now: ContinuousClock().now), display: connection.display,
+                        perKeycode: readLayout(connection)?.perKeycode ?? 2)
+                _ = lib.sync(connection.display, 0)
+            }
+            if !isDead(connection) {
+                _ = lib.closeDisplay(connection.display)
+                connection.dead.deallocate()
+            }
+            // A dead connection is left open: XCloseDisplay after an I/O error would write to the dead socket.
+            state.connection = nil
+            state.scratch = nil
+        }
+    }
+
+    // MARK: - Steps
+
+    private var lostConnection: SinkError {
+        SinkError(message: "lost the connection to the X server at \(displayName)",
+                  hint: "check that the X server at DISPLAY=\(displayName) is running")
+    }
+
+    private func isDead(_ connection: Connection) -> Bool {
+        connection.dead.pointee != 0
+    }
+
+    /// Forgets a dead connection (its memory is leaked on purpose: see `close`; one per lost server).
+    private func drop(_ state: inout State) {
+        state.connection = nil
+        state.scratch = nil
+    }
+
+    private func connection(_ state: inout State) throws(SinkError) -> Connection {
+        if let connection = state.connection { return connection }
+        if state.closed { throw SinkError(message: "the type sink is closed") }
+        guard let (display, dead) = lib.open(displayName) else {
+            throw SinkError(message: "cannot open display \(displayName)",
+                            hint: "check that an X server runs at DISPLAY=\(displayName) and that XAUTHORITY lets this user in")
+        }
+        var event: Int32 = 0, error: Int32 = 0, major: Int32 = 0, minor: Int32 = 0
+        guard lib.testQueryExtension(display, &event, &error, &major, &minor) != 0 else {
+            _ = lib.closeDisplay(display)
+            dead.deallocate()
+            throw SinkError(message: "the X server at \(displayName) has no XTEST extension, which typing needs",
+                            hint: "use --sink clipboard, or enable XTEST in the X server")
+        }
+        let connection = Connection(display: display, root: lib.defaultRootWindow(display), dead: dead)
+        let layout = readLayout(connection)
+        state.connection = connection
+        let unused = layout?.unusedKeycodes ?? []
+        let borrowed = unused.count >= 8 ? [] : (layout?.borrowableKeycodes(limit: 32 - unused.count) ?? []).map {
+            (keycode: $0, original: Array(layout!.symbols(of: $0)))
+        }
+        state.scratch = ScratchKeys(unused: unused, borrowed: borrowed, minimumAge: Self.rebindAge)
+        return connection
+    }
+
+    private func readLayout(_ connection: Connection) -> KeyboardLayout? {
+        var low: Int32 = 0, high: Int32 = 0
+        _ = lib.displayKeycodes(connection.display, &low, &high)
+        guard low >= 8, high >= low, high <= 255 else { return nil }
+        var per: Int32 = 0
+        guard let table = lib.getKeyboardMapping(connection.display, UInt8(low), high - low + 1, &per) else { return nil }
+        defer { _ = lib.free(table) }
+        let count = Int(high - low + 1) * Int(per)
+        return KeyboardLayout(minKeycode: Int(low), perKeycode: Int(per),
+                              symbols: Array(UnsafeBufferPointer(start: table, count: count)))
+    }
+
+    private func type(_ text: String, on connection: Connection, scratch: inout ScratchKeys) throws(SinkError) {
+        guard let layout = readLayout(connection) else {
+            throw SinkError(message: "cannot read the keyboard mapping of the X server at \(displayName)")
+        }
+        scratch.reconcile(with: layout)
+        let display = connection.display
+        restore(scratch.release(olderThan: Self.restoreAge, now: ContinuousClock().now), display: display,
+                perKeycode: layout.perKeycode)
+        let shiftKey = layout.position(of: KeySymbol.shiftLeft, shiftAvailable: false)?.keycode
+        let modifiers = XModifiers(lib: lib, connection: connection, layout: layout)
+        if let held = modifiers.heldNames(), !held.isEmpty {
+            throw SinkError(message: "a modifier key is held down (\(held.joined(separator: ", "))): typing would "
+                                + "trigger shortcuts, held until it is released",
+                            hint: "release the key; the text is typed then")
+        }
+        let capsKey = modifiers.capsLockOn ? layout.position(of: KeySymbol.capsLock, shiftAvailable: false)?.keycode : nil
+        func tap(_ keycode: Int) {
+            _ = lib.testFakeKeyEvent(display, UInt32(keycode), 1, 0)
+            _ = lib.testFakeKeyEvent(display, UInt32(keycode), 0, 0)
+        }
+        if let capsKey { tap(capsKey) }
+        defer {
+            if let capsKey { tap(capsKey) }
+            _ = lib.sync(display, 0)
+        }
+        let clock = ContinuousClock()
+        for scalar in text.unicodeScalars {
+            let keysym = KeySymbol.keysym(for: scalar)
+            var target: (keycode: Int, shift: Bool)
+            if let found = layout.position(of: keysym, shiftAvailable: shiftKey != nil),
+               !scratch.isScratch(found.keycode) {
+                target = found
+            } else {
+                target = (try bindScratch(keysym, display: display, layout: layout, scratch: &scratch, clock: clock), false)
+            }
+            if target.shift, let shiftKey { _ = lib.testFakeKeyEvent(display, UInt32(shiftKey), 1, 0) }
+            tap(target.keycode)
+            if target.shift, let shiftKey { _ = lib.testFakeKeyEvent(display, UInt32(shiftKey), 0, 0) }
+            scratch.used(target.keycode, at: clock.now)
+            if isDead(connection) { throw lostConnection }
+        }
+    }
+
+    private func restore(_ slots: [ScratchKeys.Slot], display: OpaquePointer, perKeycode: Int) {
+        for slot in slots {
+            var row = ScratchKeys.restoreRow(slot, perKeycode: perKeycode)
+            _ = lib.changeKeyboardMapping(display, Int32(slot.keycode), Int32(row.count), &row, 1)
+        }
+    }
+
+    private func bindScratch(_ keysym: UInt, display: OpaquePointer, layout: KeyboardLayout, scratch: inout ScratchKeys,
+                             clock: ContinuousClock) throws(SinkError) -> Int {
+        while true {
+            switch scratch.assign(keysym, now: clock.now) {
+            case .bound(let keycode):
+                return keycode
+            case .bind(let keycode):
+                var row = layout.binding(for: keysym)
+                _ = lib.changeKeyboardMapping(display, Int32(keycode), Int32(row.count), &row, 1)
+                return keycode
+            case .wait(let until):
+                _ = lib.sync(display, 0)
+                POSIX.sleep(until - clock.now)
+            case .unavailable:
+                throw SinkError(message: "the keyboard layout of the X server at \(displayName) has no key for "
+                                    + "U+\(String(keysym & 0xFF_FFFF, radix: 16, uppercase: true)) and no spare keycode to bind it to",
+                                hint: "use --sink clipboard for text outside the keyboard layout")
+            }
+        }
+    }
+}
+
+/// A top-level window: its id (a child of the root window) and its title for messages.
+struct FocusedWindow: Equatable, Sendable {
+    var id: UInt
+    var name: String
+}
