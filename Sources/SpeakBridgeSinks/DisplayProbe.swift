@@ -6,8 +6,10 @@ enum DisplayProbe {
     /// XAUTHORITY). When libX11 itself cannot be loaded nothing is checked here: the clipboard tools need it and
     /// then fail with their own words.
     static func checkX11(_ display: String) throws(SinkError) {
-        guard let reachable = XDisplayOpener.shared?.canOpen(display) else { return }
-        guard reachable else {
+        guard let opener = XDisplayOpener.shared else { return }
+        // A second try after a moment: a server with no clients left resets (Xvfb without -noreset) and refuses
+        // connections meanwhile, which is no reason to refuse to start.
+        guard opener.canOpen(display) || { POSIX.sleep(.milliseconds(200)); return opener.canOpen(display) }() else {
             throw SinkError(message: "cannot open display \(display)",
                             hint: "check that an X server runs at DISPLAY=\(display) and that XAUTHORITY lets this user in")
         }
