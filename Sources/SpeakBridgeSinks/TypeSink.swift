@@ -101,11 +101,11 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
         let current = typist.withLock { $0 }
         do {
             try current.probe()
-        } catch {
+        } catch let refusal {
             guard (current as? ToolTypist)?.tool == .wtype,
-                  let path = ToolRunner.find("ydotool", environment: environment) else { throw error }
+                  let path = ToolRunner.find("ydotool", environment: environment) else { throw refusal }
             let fallback = ToolTypist(tool: .ydotool, path: path, environment: environment)
-            do { try fallback.probe() } catch { throw error }
+            do { try fallback.probe() } catch { throw refusal }  // the compositor's refusal, not ydotool's
             typist.withLock { $0 = fallback }
         }
     }
