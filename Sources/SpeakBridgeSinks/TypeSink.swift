@@ -63,6 +63,13 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
     private let focus = Locked(FocusGuard())
     /// Sessions that have typed (so their next text needs a separating space), least recent first, bounded.
     private let typedSessions = Locked<[String]>([])
+    /// A text whose typing stopped midway because the focus moved: the rest is typed when it comes again.
+    private let partial = Locked<Partial?>(nil)
+    private struct Partial: Sendable {
+        var session: String
+        var keys: String
+        var typed: Int
+    }
     private static let sessionMemory = 256
 
     /// Throws when the method cannot be set up at all (tool not in PATH, X libraries missing), with a hint.
@@ -137,17 +144,27 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
             let session = index < sessions.count ? sessions[index] : ""
             let continuing = typedSessions.withLock { $0.contains(session) }
             let keys = Self.keystrokes(for: text, pressEnter: pressEnter, continuing: continuing)
+            var window: FocusedWindow?
             if !keys.isEmpty, typist.tracksFocus {
-                try checkFocus(session: session, typist: typist, delivered: index)
+                window = try checkFocus(session: session, typist: typist, delivered: index)
             }
             do { try willComplete(index + 1) } catch {
                 throw SinkError(delivered: index, message: "could not record progress: \(error)")
             }
             if keys.isEmpty { continue }
+            let resume = partial.withLock { $0.flatMap { $0.session == session && $0.keys == keys ? $0.typed : nil } ?? 0 }
+            let stoppedAt: Int?
             do {
-                try typist.type(keys)
+                stoppedAt = try typist.type(keys, skipping: resume, in: window?.id)
             } catch {
                 throw SinkError(delivered: index, message: error.message, hint: error.hint)
+            }
+            partial.withLock { $0 = stoppedAt.map { Partial(session: session, keys: keys, typed: $0) } }
+            if stoppedAt != nil {
+                throw SinkError(delivered: index,
+                                message: "focus moved away from window \"\(window?.name ?? "")\" while typing: the rest "
+                                    + "of the text is held until focus returns or `\(FocusGuard.retargetCommand)`",
+                                hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
             }
             typedSessions.withLock { list in
                 list.removeAll { $0 == session }
@@ -157,7 +174,8 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
         }
     }
 
-    private func checkFocus(session: String, typist: any Typist, delivered: Int) throws(SinkError) {
+    /// The session's target window when it has the focus; throws the hold reason otherwise.
+    private func checkFocus(session: String, typist: any Typist, delivered: Int) throws(SinkError) -> FocusedWindow? {
         let focused: FocusedWindow?
         do { focused = try typist.focusedWindow() } catch {
             throw SinkError(delivered: delivered, message: error.message, hint: error.hint)
@@ -167,6 +185,7 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
             throw SinkError(delivered: delivered, message: reason,
                             hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
         }
+        return focused
     }
 
     public func retarget() throws(SinkError) -> String {

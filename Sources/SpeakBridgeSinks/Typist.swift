@@ -13,8 +13,10 @@ protocol Typist: Sendable {
     func focusedWindow() throws(SinkError) -> FocusedWindow?
     /// Whether the top-level window `id` still exists.
     func windowExists(_ id: UInt) -> Bool
-    /// Types `keys` (`\n` is Enter) at the focus.
-    func type(_ keys: String) throws(SinkError)
+    /// Types `keys` (`\n` is Enter) at the focus, from its scalar number `skipping` on. With `window` (only when
+    /// `tracksFocus`), stops early when that window loses the focus and returns how many scalars are typed by
+    /// then; nil when all are.
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int?
     func close()
 }
 
@@ -47,7 +49,9 @@ final class X11Typist: Typist {
 
     func windowExists(_ id: UInt) -> Bool { keyboard.windowExists(id) }
 
-    func type(_ keys: String) throws(SinkError) { try keyboard.type(keys) }
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        try keyboard.type(keys, skipping: skipping, in: window)
+    }
 
     func close() { keyboard.close() }
 }
@@ -145,7 +149,8 @@ final class ToolTypist: Typist {
         }
     }
 
-    func type(_ keys: String) throws(SinkError) {
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
                             hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
@@ -158,6 +163,7 @@ final class ToolTypist: Typist {
                 throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
             }
         }
+        return nil
     }
 
     private var failureHint: String {

@@ -52,12 +52,16 @@ final class XKeyboard: Sendable {
         }
     }
 
-    /// Types `text` (see the flow above). `\n` is Return.
-    func type(_ text: String) throws(SinkError) {
-        try state.withLock { state throws(SinkError) in
+    /// Types `text` (see the flow above), `\n` as Return, from its scalar number `skipping` on. With `window`,
+    /// stops when that top-level window no longer has the focus (checked every `focusCheckInterval` scalars and
+    /// after every wait for a scratch keycode) and returns how many scalars of `text` are typed by then; nil
+    /// when all of it is.
+    func type(_ text: String, skipping: Int = 0, in window: UInt? = nil) throws(SinkError) -> Int? {
+        try state.withLock { state throws(SinkError) -> Int? in
             let connection = try connection(&state)
+            let stoppedAt: Int?
             do throws(SinkError) {
-                try type(text, on: connection, scratch: &state.scratch!)
+                stoppedAt = try type(text, skipping: skipping, in: window, on: connection, scratch: &state.scratch!)
             } catch {
                 if isDead(connection) { drop(&state) }
                 throw error
@@ -66,8 +70,11 @@ final class XKeyboard: Sendable {
                 drop(&state)
                 throw lostConnection
             }
+            return stoppedAt
         }
     }
+
+    static let focusCheckInterval = 32
 
     /// The top-level window that has the keyboard focus (nil when no window has it), with its title.
     func focusedWindow() throws(SinkError) -> FocusedWindow? {
@@ -164,7 +171,8 @@ final class XKeyboard: Sendable {
                               symbols: Array(UnsafeBufferPointer(start: table, count: count)))
     }
 
-    private func type(_ text: String, on connection: Connection, scratch: inout ScratchKeys) throws(SinkError) {
+    private func type(_ text: String, skipping: Int, in window: UInt?, on connection: Connection,
+                      scratch: inout ScratchKeys) throws(SinkError) -> Int? {
         guard let layout = readLayout(connection) else {
             throw SinkError(message: "cannot read the keyboard mapping of the X server at \(displayName)")
         }
@@ -190,14 +198,23 @@ final class XKeyboard: Sendable {
             _ = lib.sync(display, 0)
         }
         let clock = ContinuousClock()
-        for scalar in text.unicodeScalars {
+        let windows = XWindows(lib: lib, connection: connection)
+        func focusMoved() -> Bool {
+            guard let window else { return false }
+            _ = lib.sync(display, 0)  // the keys so far reached the window before the focus is looked at
+            return windows.focused()?.id != window
+        }
+        for (index, scalar) in text.unicodeScalars.enumerated() where index >= skipping {
+            if index > skipping, (index - skipping) % Self.focusCheckInterval == 0, focusMoved() { return index }
             let keysym = KeySymbol.keysym(for: scalar)
             var target: (keycode: Int, shift: Bool)
             if let found = layout.position(of: keysym, shiftAvailable: shiftKey != nil),
                !scratch.isScratch(found.keycode) {
                 target = found
             } else {
-                target = (try bindScratch(keysym, display: display, layout: layout, scratch: &scratch, clock: clock), false)
+                let (keycode, waited) = try bindScratch(keysym, display: display, layout: layout, scratch: &scratch, clock: clock)
+                if waited, focusMoved() { return index }
+                target = (keycode, false)
             }
             if target.shift, let shiftKey { _ = lib.testFakeKeyEvent(display, UInt32(shiftKey), 1, 0) }
             tap(target.keycode)
@@ -205,6 +222,7 @@ final class XKeyboard: Sendable {
             scratch.used(target.keycode, at: clock.now)
             if isDead(connection) { throw lostConnection }
         }
+        return nil
     }
 
     private func restore(_ slots: [ScratchKeys.Slot], display: OpaquePointer, perKeycode: Int) {
@@ -214,19 +232,22 @@ final class XKeyboard: Sendable {
         }
     }
 
+    /// The scratch keycode for `keysym`, bound if needed, and whether it had to wait for one.
     private func bindScratch(_ keysym: UInt, display: OpaquePointer, layout: KeyboardLayout, scratch: inout ScratchKeys,
-                             clock: ContinuousClock) throws(SinkError) -> Int {
+                             clock: ContinuousClock) throws(SinkError) -> (Int, Bool) {
+        var waited = false
         while true {
             switch scratch.assign(keysym, now: clock.now) {
             case .bound(let keycode):
-                return keycode
+                return (keycode, waited)
             case .bind(let keycode):
                 var row = layout.binding(for: keysym)
                 _ = lib.changeKeyboardMapping(display, Int32(keycode), Int32(row.count), &row, 1)
-                return keycode
+                return (keycode, waited)
             case .wait(let until):
                 _ = lib.sync(display, 0)
                 POSIX.sleep(until - clock.now)
+                waited = true
             case .unavailable:
                 throw SinkError(message: "the keyboard layout of the X server at \(displayName) has no key for "
                                     + "U+\(String(keysym & 0xFF_FFFF, radix: 16, uppercase: true)) and no spare keycode to bind it to",

@@ -129,6 +129,41 @@ struct TypeSinkX11Tests {
         #expect(editor.received() == "first second third")
     }
 
+    /// The focus moving while a long text is typed (here during a wait for a scratch keycode: 60 distinct CJK
+    /// characters, more than the spare keycodes): typing stops there, nothing reaches the other window, and the
+    /// rest — only the rest — is typed when the focus returns.
+    @Test func focusMovingMidTextStopsAndResumesWhereItStopped() throws {
+        let server = try XvfbServer()
+        defer { server.stop() }
+        let editor = try XtermWindow(display: server.display, title: "editor")
+        defer { editor.stop() }
+        let browser = try XtermWindow(display: server.display, title: "browser")
+        defer { browser.stop() }
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
+        defer { sink.close() }
+        let text = String(String.UnicodeScalarView((0x4E00..<0x4E3C).map { Unicode.Scalar($0)! }))
+        try editor.focus()
+        let (browserID, display) = (browser.windowID, server.display)
+        let mover = BackgroundThread<Bool> {
+            sleepFor(.milliseconds(150))
+            return (try? runXdotool(["windowfocus", "--sync", browserID], display: display)) != nil
+        }
+        do {
+            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+            Issue.record("the whole text was typed although the focus moved")
+        } catch {
+            #expect(error.delivered == 0)
+            #expect(error.message.hasPrefix("focus moved away from window \"editor\" while typing"))
+        }
+        #expect(mover.join(timeout: .seconds(10)) == true)
+        let prefix = editor.received()
+        #expect(!prefix.isEmpty && prefix.count < text.count && text.hasPrefix(prefix))
+        try editor.focus()
+        try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+        #expect(editor.received(expecting: text) == text)
+        #expect(browser.received() == "")
+    }
+
     /// The X server going away mid-session is an error for the text, not the end of the process (Xlib's default
     /// I/O error handler would exit).
     @Test func aDyingXServerIsAnErrorNotAnExit() throws {

@@ -128,7 +128,7 @@ import Testing
     @Test func ydotoolRefusesWhatItCannotType() {
         let ydotool = ToolTypist(tool: .ydotool, path: "/nonexistent/ydotool", environment: [:])
         do {
-            try ydotool.type("Grüße")
+            _ = try ydotool.type("Grüße", skipping: 0, in: nil)
             Issue.record("ydotool accepted non-ASCII text")
         } catch {
             #expect(error.message == "ydotool can only type ASCII; this text has U+FC: held")
