@@ -58,11 +58,15 @@ final class X11Typist: Typist {
 
 /// Wayland through a command-line tool: wtype (the wlroots virtual-keyboard protocol) or ydotool (/dev/uinput).
 ///
-/// wtype makes a new virtual keyboard with its own keymap per run, and the first keys after that can be lost
-/// (sway 1.7 + foot: 4 of 20 runs lost leading characters, though wtype waits for a roundtrip after uploading the
-/// keymap). A pause before the first key (`wtype -s`) lets the compositor and the client switch to the new
-/// keyboard: 0 lost in 3 × 30 runs with `settle`. Enter is pressed with `-k Return` between lines, because wtype
-/// reads every argument after `--` as text.
+/// wtype makes a new virtual keyboard per run, and the first keys of a run can be lost (sway 1.7 + foot: 4 of 20
+/// runs). Why, from foot's protocol log (WAYLAND_DEBUG=1): where the virtual keyboard is the seat's only keyboard
+/// (a headless seat; a machine without a physical keyboard), each run makes the seat gain the keyboard capability
+/// and lose it again at exit. The client then binds a new wl_keyboard, asynchronously; a key pressed before that
+/// binding exists reaches the client only as "already held" in `wl_keyboard.enter`, which clients rightly ignore,
+/// followed by its release — the character is gone. wtype's own roundtrip after uploading its keymap syncs with
+/// the compositor, not with the client, so it cannot prevent this. A pause before the first key (`wtype -s`) gives
+/// the client time to bind: 0 lost in 3 × 7 runs (and 0 in 30 more) with `settle`. Enter is pressed with
+/// `-k Return` between lines, because wtype reads every argument after `--` as text.
 ///
 /// ydotool (Debian 12: 0.1.8) types through a virtual evdev device with a US layout: it cannot type characters
 /// outside ASCII, so texts with them are refused (held) with a hint instead of being typed wrong.
