@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Testing
-import SpeakBridgeSinks
+@testable import SpeakBridgeSinks
 
 /// The type sink on Wayland: wtype into a real foot terminal under a real headless sway, read back char for
 /// char; a compositor without the virtual-keyboard protocol (weston) refused at start with a hint.
@@ -42,6 +42,7 @@ struct TypeSinkWaylandTests {
     func westonIsRefusedAtStart() throws {
         let weston = try WaylandCompositor(.weston)
         defer { weston.stop() }
+        try DisplayProbe.checkWayland(weston.environment)  // the compositor itself is reachable (wl-copy's probe)
         var environment = weston.environment
         environment["PATH"] = "/usr/bin:/bin"
         do {
