@@ -16,7 +16,7 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
 DEB_RUN   = xclip libx11-6 libxtst6
-DEB_TEST  = xvfb xclip xsel xdotool xterm sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
+DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
             dpkg-dev man-db systemd zsh fish
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -8,7 +8,8 @@ internal import SpeakBridgeSupport
 ///    else replaced (`ScratchKeys.reconcile`).
 /// 2. Modifiers: a held Shift/Control/Alt/Super/AltGr would turn characters into shortcuts, so the text is held
 ///    (an error, retried by the daemon) while one is down. Caps Lock is switched off for the text and back on after.
-/// 3. Per Unicode scalar: its keysym (`KeySymbol`); a keycode that has it at level 1 (or level 2 with Shift), else
+/// 3. Per Unicode scalar: its keysym (`KeySymbol`); a keycode that has it at level 1 (or level 2 with Shift) of the
+///    first layout group when that group is active, else
 ///    a scratch keycode bound to it (`XChangeKeyboardMapping`, kept bound, see `ScratchKeys`); then fake press and
 ///    release (with Shift around them when needed). Requests go out in order on one connection, so the server
 ///    applies a binding before the key that needs it.
@@ -208,7 +209,10 @@ final class XKeyboard: Sendable {
             if index > skipping, (index - skipping) % Self.focusCheckInterval == 0, focusMoved() { return index }
             let keysym = KeySymbol.keysym(for: scalar)
             var target: (keycode: Int, shift: Bool)
-            if let found = layout.position(of: keysym, shiftAvailable: shiftKey != nil),
+            // In a second layout group (e.g. "us,ru" switched to ru) a keycode types its group-2 symbols, which the
+            // layout lookup does not know: every character then goes through a scratch binding, which has one
+            // group only and so types the same whatever group is active.
+            if modifiers.group == 0, let found = layout.position(of: keysym, shiftAvailable: shiftKey != nil),
                !scratch.isScratch(found.keycode) {
                 target = found
             } else {

@@ -125,6 +125,10 @@ struct XModifiers {
 
     var capsLockOn: Bool { mask & 0x02 != 0 }
 
+    /// The active XKB layout group (0 = the first layout), bits 13–14 of the state (XKB protocol, "Computing A
+    /// State Field from an XKB State").
+    var group: UInt32 { (mask >> 13) & 0x3 }
+
     /// Names of the modifiers held down that would change what keys do (not Caps Lock, not Num Lock).
     func heldNames() -> [String]? {
         let names: [(UInt32, String)] = [(0x01, "Shift"), (0x04, "Control"), (0x08, "Alt"), (0x10, "Mod2"),

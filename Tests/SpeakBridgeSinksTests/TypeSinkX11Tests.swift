@@ -66,6 +66,27 @@ struct TypeSinkX11Tests {
         #expect(xterm.received(expecting: "abc ÄÖü xyz") == "abc ÄÖü xyz")
     }
 
+    /// A Russian keyboard layout has no Latin letters on its first group: they go through scratch bindings, and
+    /// the Cyrillic ones come from the layout itself.
+    @Test(.enabled(if: systemTool("setxkbmap") != nil, "setxkbmap is not installed (make test installs x11-xkb-utils)"))
+    func aNonLatinLayoutTypesLatinToo() throws {
+        let server = try XvfbServer()
+        defer { server.stop() }
+        let layout = Process()
+        layout.executableURL = URL(fileURLWithPath: systemTool("setxkbmap")!)
+        layout.arguments = ["-display", server.display, "-layout", "ru"]
+        try layout.run()
+        layout.waitUntilExit()
+        #expect(layout.terminationStatus == 0)
+        let xterm = try XtermWindow(display: server.display, title: "ru")
+        defer { xterm.stop() }
+        try xterm.focus()
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
+        defer { sink.close() }
+        try sink.deliver(["Hello, мир! Grüße ABC"]) { _ in }
+        #expect(xterm.received(expecting: "Hello, мир! Grüße ABC") == "Hello, мир! Grüße ABC")
+    }
+
     /// A held Control would turn letters into shortcuts: the text is held until it is released.
     @Test func aHeldModifierHoldsTheText() throws {
         let server = try XvfbServer()
