@@ -76,32 +76,37 @@ final class ToolTypist: Typist {
     let tool: Tool
     private let path: String
     private let environment: [String: String]
+    /// Where the compositor says which window has the focus (sway's IPC); nil elsewhere.
+    private let focus: SwayFocus?
     static let settle = 120  // milliseconds before wtype's first key
 
     init(tool: Tool, path: String, environment: [String: String]) {
         self.tool = tool
         self.path = path
         self.environment = environment
+        focus = SwayFocus(environment: environment)
     }
 
     var method: String {
+        let focusNote = focus == nil ? "no focus tracking: this compositor offers no focus query"
+                                     : "focus-safe through sway's IPC"
         switch tool {
         case .wtype:
-            "wtype on Wayland \(environment["WAYLAND_DISPLAY"] ?? "") (virtual-keyboard protocol; \(Self.settle) ms "
-                + "settle before the first key; no focus tracking on Wayland)"
+            return "wtype on Wayland \(environment["WAYLAND_DISPLAY"] ?? "") (virtual-keyboard protocol; \(Self.settle) ms "
+                + "settle before the first key; \(focusNote))"
         case .ydotool:
-            "ydotool through /dev/uinput (US layout: ASCII only; no focus tracking)"
+            return "ydotool through /dev/uinput (US layout: ASCII only; \(focusNote))"
         }
     }
 
-    var tracksFocus: Bool { false }
+    var tracksFocus: Bool { focus != nil }
 
-    func focusedWindow() throws(SinkError) -> FocusedWindow? { nil }
+    func focusedWindow() throws(SinkError) -> FocusedWindow? { try focus?.focused() }
 
-    func windowExists(_ id: UInt) -> Bool { true }
+    func windowExists(_ id: UInt) -> Bool { focus?.exists(id) ?? true }
 
     /// wtype: one run that only sleeps (it connects, binds the seat and the virtual-keyboard manager, makes a
-    /// keyboard, types nothing). ydotool: /dev/uinput must be writable.
+    /// keyboard, types nothing); on sway, one focus query. ydotool: /dev/uinput must be writable.
     func probe() throws(SinkError) {
         switch tool {
         case .wtype:
@@ -110,6 +115,7 @@ final class ToolTypist: Typist {
             } catch {
                 throw Self.wtypeProblem(error, environment: environment)
             }
+            _ = try focus?.focused()
         case .ydotool:
             guard access("/dev/uinput", W_OK) == 0 else {
                 throw SinkError(message: "ydotool cannot type: /dev/uinput is missing or not writable by this user",
@@ -132,40 +138,48 @@ final class ToolTypist: Typist {
                          hint: "check that the compositor at WAYLAND_DISPLAY=\(display) is running")
     }
 
-    func arguments(typing keys: String) -> [[String]] {
+    func arguments(typing keys: String) -> [[String]] { runs(typing: keys).map(\.arguments) }
+
+    /// The tool runs that type `keys`, each with how many of its scalars the run types.
+    func runs(typing keys: String) -> [(arguments: [String], scalars: Int)] {
         switch tool {
         case .ydotool:
-            return [["type", "--", keys]]
+            return [(["type", "--", keys], keys.unicodeScalars.count)]
         case .wtype:
             // One run per line; Enter before every line but the first, and after the last when the text ends in one.
             var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             let enterAtEnd = lines.count > 1 && lines.last == ""
             if enterAtEnd { lines.removeLast() }
-            var runs: [[String]] = []
+            var runs: [(arguments: [String], scalars: Int)] = []
             for (index, line) in lines.enumerated() {
                 var run = ["-s", "\(Self.settle)"]
                 if index > 0 { run += ["-k", "Return"] }
                 if !line.isEmpty { run += ["--", line] }
-                if run.count > 2 { runs.append(run) }
+                if run.count > 2 { runs.append((run, line.unicodeScalars.count + (index > 0 ? 1 : 0))) }
             }
-            if enterAtEnd { runs.append(["-s", "\(Self.settle)", "-k", "Return"]) }
+            if enterAtEnd { runs.append((["-s", "\(Self.settle)", "-k", "Return"], 1)) }
             return runs
         }
     }
 
+    /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
+    /// cannot be stopped midway.
     func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
                             hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
         }
-        for arguments in arguments(typing: keys) {
+        var typed = skipping
+        for (index, run) in runs(typing: keys).enumerated() {
+            if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
             do {
-                try ToolRunner.run(path, arguments, input: nil, environment: environment, timeout: timeout)
+                try ToolRunner.run(path, run.arguments, input: nil, environment: environment, timeout: timeout)
             } catch {
                 throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
             }
+            typed += run.scalars
         }
         return nil
     }

@@ -26,6 +26,34 @@ struct TypeSinkWaylandTests {
         }
     }
 
+    /// Focus safety on sway (through its IPC): held while another window has the focus, resumed when it returns.
+    @Test(.enabled(if: WaylandCompositor.unavailable(.sway) == nil && systemTool("swaymsg") != nil,
+                   "\(WaylandCompositor.unavailable(.sway) ?? "swaymsg is not installed")"))
+    func focusSafetyOnSway() throws {
+        let sway = try WaylandCompositor(.sway)
+        defer { sway.stop() }
+        let editor = try sway.startFoot(appID: "editor", title: "editor")
+        let browser = try sway.startFoot(appID: "browser", title: "browser")
+        let sink = try SinkFactory.make(.type(pressEnter: false), sanitize: true, environment: sway.environment)
+        #expect((sink as? DescribedSink)?.method.contains("focus-safe through sway's IPC") == true)
+        let typing = try #require(sink as? FocusTrackingSink)
+        try sway.focus(appID: "editor")
+        try typing.deliver(["first"], sessions: ["phone/1"]) { _ in }
+        #expect(sway.received(editor, expecting: "first") == "first")
+        try sway.focus(appID: "browser")
+        do {
+            try typing.deliver(["second"], sessions: ["phone/1"]) { _ in }
+            Issue.record("typed into a window the session did not start in")
+        } catch {
+            #expect(error.message == "focus moved from window \"editor\" to \"browser\": held until focus returns or "
+                                   + "`speakbridge type --here`")
+        }
+        try sway.focus(appID: "editor")
+        try typing.deliver(["second"], sessions: ["phone/1"]) { _ in }
+        #expect(sway.received(editor, expecting: "first second") == "first second")
+        #expect(sway.received(browser, expecting: "", patience: .zero) == "")
+    }
+
     @Test(.enabled(if: WaylandCompositor.unavailable(.sway) == nil, "\(WaylandCompositor.unavailable(.sway) ?? "")"))
     func wtypeEnterOnlyWithTypeEnter() throws {
         let sway = try WaylandCompositor(.sway)

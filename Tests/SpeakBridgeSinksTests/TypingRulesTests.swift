@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import SpeakBridgeProtocol
 @testable import SpeakBridgeSinks
 
 /// The pure parts of typing: keysyms, where a keysym is on the layout, the scratch-keycode pool, focus rules,
@@ -156,6 +157,19 @@ import Testing
                                            environment: ["WAYLAND_DISPLAY": "wayland-9"])
         #expect(dead.message == "wtype cannot type on Wayland display wayland-9: wtype failed with exit status 1: "
                               + "wtype: Wayland connection failed")
+    }
+
+    /// sway's tree: the focused window is the focused "con" (or "floating_con"); a focused workspace is no window.
+    @Test func swayFocusFromTheTree() throws {
+        let tree = try JSONValue.parse(Array("""
+            {"id":1,"type":"root","focused":false,"nodes":[{"id":3,"type":"output","nodes":[{"id":4,"type":"workspace",
+            "focused":false,"nodes":[{"id":5,"type":"con","name":"editor","focused":false,"nodes":[]}],
+            "floating_nodes":[{"id":9,"type":"floating_con","name":null,"app_id":"pinentry","focused":true}]}]}]}
+            """.utf8), maxDepth: 64)
+        #expect(SwayFocus.focused(in: tree) == FocusedWindow(id: 9, name: "pinentry"))
+        let empty = try JSONValue.parse(Array(#"{"id":1,"type":"root","nodes":[{"id":4,"type":"workspace","focused":true}]}"#.utf8))
+        #expect(SwayFocus.focused(in: empty) == nil)
+        #expect(SwayFocus(environment: ["PATH": "/usr/bin"]) == nil)  // no SWAYSOCK: no focus tracking
     }
 
     @Test func waylandDisplayProbe() {

@@ -25,9 +25,30 @@ final class WaylandCompositor {
     private let directory: TemporaryDirectory
     private var foots = 0
 
-    /// What the sinks and tools get: the compositor's socket and nothing of X11.
+    /// What the sinks and tools get: the compositor's socket (and sway's IPC socket) and nothing of X11.
     var environment: [String: String] {
-        ["WAYLAND_DISPLAY": socketName, "XDG_RUNTIME_DIR": runtimeDirectory, "PATH": "/usr/bin:/bin"]
+        var environment = ["WAYLAND_DISPLAY": socketName, "XDG_RUNTIME_DIR": runtimeDirectory, "PATH": "/usr/bin:/bin"]
+        if let ipc = swaySocket { environment["SWAYSOCK"] = ipc }
+        return environment
+    }
+
+    /// sway's IPC socket (sway-ipc.UID.PID.sock in the runtime directory), nil for weston.
+    var swaySocket: String? {
+        (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory))?
+            .first { $0.hasPrefix("sway-ipc.") && $0.hasSuffix(".sock") }
+            .map { "\(runtimeDirectory)/\($0)" }
+    }
+
+    /// Focuses the window with this app id (sway only).
+    func focus(appID: String) throws {
+        let tool = Process()
+        tool.executableURL = URL(fileURLWithPath: try systemTool("swaymsg").orThrow("swaymsg is not installed"))
+        tool.arguments = ["-s", try swaySocket.orThrow("not sway"), "[app_id=\"\(appID)\"] focus"]
+        tool.standardOutput = FileHandle.nullDevice
+        tool.standardError = FileHandle.nullDevice
+        try tool.run()
+        tool.waitUntilExit()
+        guard tool.terminationStatus == 0 else { throw TestFailure("swaymsg focus \(appID) failed") }
     }
 
     init(_ kind: Kind) throws {
@@ -66,12 +87,14 @@ final class WaylandCompositor {
     }
 
     /// Starts foot running `cat` into a file (as the compositor's user) and waits until it runs; sway gives a new
-    /// window the focus. Returns the file's path.
-    func startFoot() throws -> String {
+    /// window the focus. Returns the file's path. (foot keeps the title it is given: `--title` sets it, and the
+    /// shell inside does not change it.)
+    func startFoot(appID: String = "foot", title: String = "foot") throws -> String {
         foots += 1
         let record = "\(runtimeDirectory)/typed-\(foots)"
         let script = "stty -icanon -echo min 1 time 0; exec cat > \(record)"
-        processes.append(try spawn(["foot", "/bin/sh", "-c", script], environment: ["LC_ALL": "C.UTF-8"]))
+        processes.append(try spawn(["foot", "--app-id=\(appID)", "--title=\(title)", "/bin/sh", "-c", script],
+                                   environment: ["LC_ALL": "C.UTF-8"]))
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(20))
         while !FileManager.default.fileExists(atPath: record), clock.now < deadline { sleepFor(.milliseconds(20)) }
