@@ -112,7 +112,7 @@ struct KeyboardLayout: Equatable {
 /// mapping it fetches when it handles the event, which can be well after the server sent it, and by then an
 /// at-once revert (what xdotool does) has already taken the character away. A keycode is rebound only when its
 /// last use is at least `minimumAge` old (least recently used first); until then the typist waits. The bindings
-/// are removed when the sink closes.
+/// are removed when the sink closes; borrowed keycodes get their own symbols back after `XKeyboard.restoreAge` idle.
 struct ScratchKeys: Equatable {
     struct Slot: Equatable {
         var keycode: Int
@@ -182,11 +182,13 @@ struct ScratchKeys: Equatable {
         }
     }
 
-    /// Bound slots whose last use is at least `age` old (all bound slots when `age` is nil): the caller gives
-    /// them their original symbols back (`restoreRow`); they are marked free here.
-    mutating func release(olderThan age: Duration?, now: ContinuousClock.Instant) -> [Slot] {
+    /// Bound slots whose last use is at least `age` old (all bound slots when `age` is nil), of borrowed keycodes
+    /// only when `borrowedOnly`: the caller gives them their original symbols back (`restoreRow`); they are marked
+    /// free here. (Bindings on unused keycodes can stay: no key produces them, and every mapping change makes
+    /// every X client reload its keymap.)
+    mutating func release(olderThan age: Duration?, now: ContinuousClock.Instant, borrowedOnly: Bool = false) -> [Slot] {
         var released: [Slot] = []
-        for index in slots.indices where slots[index].keysym != nil {
+        for index in slots.indices where slots[index].keysym != nil && !(borrowedOnly && slots[index].original.isEmpty) {
             if let age, let lastUse = slots[index].lastUse, now - lastUse < age { continue }
             released.append(slots[index])
             slots[index].keysym = nil

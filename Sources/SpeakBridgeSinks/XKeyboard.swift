@@ -35,14 +35,16 @@ final class XKeyboard: Sendable {
     private let state = Locked(State())
     /// A scratch keycode is rebound only this long after its last use (see `ScratchKeys`).
     static let rebindAge: Duration = .milliseconds(400)
-    /// Bindings idle this long get their keycode's own symbols back at the next text (and all of them on close),
-    /// so a borrowed multimedia key works again soon after dictation pauses.
+    /// Borrowed keycodes idle this long get their own symbols back at the next text (every binding is removed on
+    /// close), so a borrowed multimedia key works again soon after dictation pauses.
     static let restoreAge: Duration = .seconds(5)
 
     init(displayName: String) throws(SinkError) {
         self.lib = try XLib.load()
         self.displayName = displayName
     }
+
+    deinit { close() }
 
     /// Opens the display and checks XTEST; returns how many spare keycodes there are for characters the layout
     /// lacks. Throws "cannot open display" or "no XTEST extension".
@@ -179,7 +181,7 @@ final class XKeyboard: Sendable {
         }
         scratch.reconcile(with: layout)
         let display = connection.display
-        restore(scratch.release(olderThan: Self.restoreAge, now: ContinuousClock().now), display: display,
+        restore(scratch.release(olderThan: Self.restoreAge, now: ContinuousClock().now, borrowedOnly: true), display: display,
                 perKeycode: layout.perKeycode)
         let shiftKey = layout.position(of: KeySymbol.shiftLeft, shiftAvailable: false)?.keycode
         let modifiers = XModifiers(lib: lib, connection: connection, layout: layout)

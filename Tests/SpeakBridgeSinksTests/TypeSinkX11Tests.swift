@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Testing
-import SpeakBridgeSinks
+@testable import SpeakBridgeSinks
 
 /// Every character class the issue names, as separate chunks (one with a line break inside).
 let everyCharacterChunks: [String] = [
@@ -183,6 +183,20 @@ struct TypeSinkX11Tests {
         try sink.deliver([text], sessions: ["phone/1"]) { _ in }
         #expect(editor.received(expecting: text) == text)
         #expect(browser.received() == "")
+    }
+
+    /// Scratch bindings stay while the sink lives (no revert race) and are gone when it closes.
+    @Test func bindingsAreRemovedOnClose() throws {
+        let server = try XvfbServer()
+        defer { server.stop() }
+        let spareAtStart = try XKeyboard(displayName: server.display).probe()
+        #expect(spareAtStart > 2)
+        let keyboard = try XKeyboard(displayName: server.display)
+        #expect(try keyboard.type("ÄÖ") == nil)
+        #expect(try XKeyboard(displayName: server.display).probe() == spareAtStart - 2)
+        keyboard.close()
+        #expect(try XKeyboard(displayName: server.display).probe() == spareAtStart)
+        #expect(throws: SinkError.self) { try keyboard.type("after close") }
     }
 
     /// The X server going away mid-session is an error for the text, not the end of the process (Xlib's default

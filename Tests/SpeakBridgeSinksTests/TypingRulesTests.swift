@@ -78,13 +78,15 @@ import SpeakBridgeProtocol
         keys.used(10, at: start)
         #expect(keys.assign(0xD6, now: start) == .bind(keycode: 9))
         keys.used(9, at: start + .seconds(4))
-        // Idle for 5 s: keycode 10 is released (back to NoSymbol); 9 (used at +4 s) stays.
-        let released = keys.release(olderThan: .seconds(5), now: start + .seconds(6))
-        #expect(released.map(\.keycode) == [10])
-        #expect(ScratchKeys.restoreRow(released[0], perKeycode: 2) == [0, 0])
-        let all = keys.release(olderThan: nil, now: start + .seconds(6))
-        #expect(all.map(\.keycode) == [9])
-        #expect(ScratchKeys.restoreRow(all[0], perKeycode: 3) == [0x1008_FF45, 0, 0])
+        // Idle: only borrowed keycodes are given back, and only after 5 s without use.
+        #expect(keys.release(olderThan: .seconds(5), now: start + .seconds(6), borrowedOnly: true).isEmpty)
+        let released = keys.release(olderThan: .seconds(5), now: start + .seconds(10), borrowedOnly: true)
+        #expect(released.map(\.keycode) == [9])
+        #expect(ScratchKeys.restoreRow(released[0], perKeycode: 3) == [0x1008_FF45, 0, 0])
+        // On close every binding goes, the unused keycode back to NoSymbol.
+        let all = keys.release(olderThan: nil, now: start + .seconds(10))
+        #expect(all.map(\.keycode) == [10])
+        #expect(ScratchKeys.restoreRow(all[0], perKeycode: 2) == [0, 0])
         // Someone else (a layout switch) put other symbols on keycode 10: it leaves the pool.
         let changed = KeyboardLayout(minKeycode: 9, perKeycode: 2, symbols: [0x1008_FF45, 0, 0x61, 0x41])
         keys.reconcile(with: changed)
