@@ -191,6 +191,19 @@ final class XKeyboard: Sendable {
                             hint: "release the key; the text is typed then")
         }
         let capsKey = modifiers.capsLockOn ? layout.position(of: KeySymbol.capsLock, shiftAvailable: false)?.keycode : nil
+        if modifiers.capsLockOn, capsKey == nil {
+            throw SinkError(message: "Caps Lock is on and no key of the layout turns it off: typing would change "
+                                + "the case of letters, held until Caps Lock is off", hint: "switch Caps Lock off")
+        }
+        // Without any spare keycode, a character the layout lacks cannot be typed: say so before typing any of
+        // the text (stopping midway would type its beginning twice on the retry).
+        if scratch.count == 0, let missing = text.unicodeScalars.dropFirst(skipping).first(where: {
+            modifiers.group != 0 || layout.position(of: KeySymbol.keysym(for: $0), shiftAvailable: shiftKey != nil) == nil
+        }) {
+            throw SinkError(message: "the keyboard layout of the X server at \(displayName) has no key for "
+                                + "U+\(String(missing.value, radix: 16, uppercase: true)) and no spare keycode to bind it to",
+                            hint: "use --sink clipboard for text outside the keyboard layout")
+        }
         func tap(_ keycode: Int) {
             _ = lib.testFakeKeyEvent(display, UInt32(keycode), 1, 0)
             _ = lib.testFakeKeyEvent(display, UInt32(keycode), 0, 0)
