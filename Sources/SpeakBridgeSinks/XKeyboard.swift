@@ -110,11 +110,10 @@ final class XKeyboard: Sendable {
                         perKeycode: readLayout(connection)?.perKeycode ?? 2)
                 _ = lib.sync(connection.display, 0)
             }
-            if !isDead(connection) {
-                _ = lib.closeDisplay(connection.display)
-                connection.dead.deallocate()
-            }
-            // A dead connection is left open: XCloseDisplay after an I/O error would write to the dead socket.
+            // After an I/O error Xlib (≥ 1.8, with the exit handler returning) marks the display dead: its calls
+            // return without touching the socket, so closing it only frees memory.
+            _ = lib.closeDisplay(connection.display)
+            connection.dead.deallocate()
             state.connection = nil
             state.scratch = nil
         }
@@ -131,8 +130,12 @@ final class XKeyboard: Sendable {
         connection.dead.pointee != 0
     }
 
-    /// Forgets a dead connection (its memory is leaked on purpose: see `close`; one per lost server).
+    /// Closes and forgets a dead connection (see `close`); the next call connects again.
     private func drop(_ state: inout State) {
+        if let connection = state.connection {
+            _ = lib.closeDisplay(connection.display)
+            connection.dead.deallocate()
+        }
         state.connection = nil
         state.scratch = nil
     }
