@@ -192,7 +192,7 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
         let typist = typist.withLock { $0 }
         focus.withLock { $0.retarget() }
         guard typist.tracksFocus else {
-            return "typing on Wayland cannot see the focus: text is typed into whichever window has it"
+            return "this compositor offers no focus query: text is typed into whichever window has the focus"
         }
         guard let window = try typist.focusedWindow() else {
             return "no window has the keyboard focus now: the next text goes to the window focused then"
