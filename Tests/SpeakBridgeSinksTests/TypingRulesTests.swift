@@ -174,6 +174,13 @@ import SpeakBridgeProtocol
         #expect(SwayFocus(environment: ["PATH": "/usr/bin"]) == nil)  // no SWAYSOCK: no focus tracking
     }
 
+    @Test(.enabled(if: systemTool("wtype") != nil, "wtype is not installed"))
+    func retargetWithoutAFocusQuery() throws {
+        let sink = try TypeSink(backend: .wtype, pressEnter: false, environment: ["WAYLAND_DISPLAY": "w", "PATH": "/usr/bin"])
+        #expect(sink.method.contains("no focus tracking: this compositor offers no focus query"))
+        #expect(try sink.retarget() == "this compositor offers no focus query: text is typed into whichever window has the focus")
+    }
+
     @Test func waylandDisplayProbe() {
         let empty = TemporaryDirectory()
         defer { empty.remove() }
