@@ -11,11 +11,12 @@ RUN_ARGS   ?=
 BIN_DEBUG   = $(SCRATCH)/debug/speakbridge
 BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
-# Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, avahi and iproute2 for
+# Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, libX11/libXtst for typing
+# on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests, avahi and iproute2 for
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
-DEB_RUN   = xclip
-DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
+DEB_RUN   = xclip libx11-6 libxtst6
+DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
             dpkg-dev man-db systemd zsh fish
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -11,6 +11,12 @@ public enum SinkFactory {
     /// Throws when the sink cannot work at all (FIFO path is not a FIFO, no clipboard tool, no display), with a
     /// hint that says what to install or set.
     public static func make(_ spec: SinkSpec, sanitize: Bool, environment: [String: String]) throws(SinkError) -> any Sink {
+        let sink = try makeUnprobed(spec, sanitize: sanitize, environment: environment)
+        try (sink as? DescribedSink)?.probe()  // a sink that cannot work stops `serve` here, with its hint
+        return sink
+    }
+
+    private static func makeUnprobed(_ spec: SinkSpec, sanitize: Bool, environment: [String: String]) throws(SinkError) -> any Sink {
         switch spec {
         case .stdout:
             return StdoutSink(fd: 1, sanitize: sanitize)
