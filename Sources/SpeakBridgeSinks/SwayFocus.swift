@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+internal import SpeakBridgeSupport
 
 /// Which window has the focus on sway, through its IPC (`swaymsg -t get_tree`): the Wayland virtual-keyboard
 /// protocol has no focus query, but sway tells any client of its IPC socket ($SWAYSOCK) which container is focused.

@@ -1,5 +1,6 @@
 internal import Glibc
 import SpeakBridgeProtocol
+internal import SpeakBridgeSupport
 
 /// Window queries on one X connection (the caller holds `XKeyboard`'s lock): which top-level window has the
 /// keyboard focus, its title, whether a window still exists.
