@@ -54,22 +54,32 @@ def speakbridge(args, home, **kw):
     return subprocess.run([BIN] + args + ["--home", home], env=env, capture_output=True, text=True, **kw)
 
 
+CRASHES = []
+
+
 def start_daemon(home, port, sinks):
+    """Starts `serve` and waits for its control socket. A daemon that dies by itself (not killed by us) is a bug:
+    it is counted (the run fails at the end) and started again, so the sinks' counts still cover every cycle."""
     env = dict(os.environ, SPEAKBRIDGE_SECRETS="file")
     args = [BIN, "serve", "--home", home, "--listen", f"127.0.0.1:{port}", "--no-mdns", "--quiet"]
     for sink in sinks:
         args += ["--sink", sink]
-    log = open(os.path.join(home, "serve.log"), "ab")
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"torture: the daemon exited: see {home}/serve.log")
-        status = speakbridge(["status", "--json"], home)
-        if status.returncode == 0:
-            return proc, json.loads(status.stdout)["port"]
-        time.sleep(0.02)
-    sys.exit("torture: the daemon did not start")
+    for _ in range(5):
+        log_path = os.path.join(home, f"serve-{len(CRASHES)}.log")
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"))
+        deadline = time.time() + 20
+        while time.time() < deadline and proc.poll() is None:
+            status = speakbridge(["status", "--json"], home)
+            if status.returncode == 0 and proc.poll() is None:
+                return proc, json.loads(status.stdout)["port"]
+            time.sleep(0.02)
+        if proc.poll() is None:
+            sys.exit("torture: the daemon did not start")
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            first = f.readline().strip()
+        CRASHES.append(first)
+        print(f"torture: the daemon died by itself ({first}); log kept: {log_path}", flush=True)
+    sys.exit("torture: the daemon keeps dying")
 
 
 def main():
@@ -117,6 +127,9 @@ def main():
     started = time.time()
     for cycle in range(options.cycles):
         time.sleep(random.uniform(0.2, 1.8) * period)
+        if daemon.poll() is not None:
+            CRASHES.append(f"exit status {daemon.returncode} while streaming")
+            print(f"torture: the daemon died by itself while streaming: {CRASHES[-1]}", flush=True)
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
         daemon, _ = start_daemon(desk, port, sinks)
@@ -175,6 +188,8 @@ def main():
     lost, repeated = tally(plain)
     # One write(2) carries at most 4096 bytes: about 250 of these short lines.
     report("fifo", plain, lost, repeated, options.cycles * 250, 0)
+    if CRASHES:
+        failures.append(f"the daemon died by itself {len(CRASHES)} times")
     if failures:
         sys.exit(f"torture: failed: {', '.join(failures)} (files kept in {root})")
     shutil.rmtree(root, ignore_errors=True)
