@@ -4,6 +4,7 @@
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
 # `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
 # `make load` 100 paired devices x 10,000 lines against one release daemon.
+# `make torture` 1,000 SIGKILL/restart cycles of a streaming daemon; counts lost and repeated lines per sink.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -22,7 +23,7 @@ DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston l
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
-        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load
+        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load torture
 
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -106,6 +107,11 @@ sanitize: deps-test
 # the daemon's peak RSS and the ack latency of a probe device under that load (Tests/load/load.py).
 load: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/load/run.sh
+
+# 1,000 SIGKILL/restart cycles of the daemon during a stream into transcript:, jsonl: and fifo: at once: 0 lost and
+# 0 repeated on the transcript and on the jsonl FIFO as a plugin reads it; the fifo within its class (Tests/torture).
+torture: deps-test release
+	python3 Tests/torture/torture.py --bin $(CURDIR)/$(BIN_RELEASE) $(TORTURE_ARGS)
 
 clean:
 	rm -rf $(SCRATCH) .build-fuzz .build-asan .build-tsan

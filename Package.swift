@@ -5,9 +5,11 @@
 //   support leaf    SpeakBridgeSupport (Locked, Hex, PeerText escaping, Console over swift-log)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
-//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
+//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret),
+//                   SpeakBridgeSinks (stdout, FIFO, jsonl, transcript files, clipboard, typing)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, outbox journal)
+//   delivery        SpeakBridgeDelivery (pipeline, sink threads, progress log: where exactly-once is decided)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
 //   desktop core    SpeakBridgeDesktopCore (ledgers, pairing code, connections: events in, actions out)
 //   client core     SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
@@ -55,7 +57,7 @@ let package = Package(
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
-        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
@@ -78,9 +80,14 @@ let package = Package(
         .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
         .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
+        .target(name: "SpeakBridgeDelivery", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSinks", "SpeakBridgeSupport",
+            .product(name: "DequeModule", package: "swift-collections"),
+        ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl", "SpeakBridgeSupport",
+            "SpeakBridgeDelivery",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
@@ -90,7 +97,7 @@ let package = Package(
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl", "SpeakBridgeSupport",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl", "SpeakBridgeSupport", "SpeakBridgeDelivery",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -129,10 +136,18 @@ let package = Package(
             "SpeakBridgeClientCore", "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
         ]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
-        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
+            "SpeakBridgeStore",
+        ]),
+        .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
+            "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
+            "SpeakBridgeSupport",
+        ]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", "SpeakBridgeDelivery", "SpeakBridgeSupport",
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
             "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
@@ -144,6 +159,7 @@ let package = Package(
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
+            "SpeakBridgeDelivery",
         ]),
     ],
     swiftLanguageModes: [.v6]

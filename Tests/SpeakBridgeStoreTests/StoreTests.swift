@@ -8,6 +8,7 @@ import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
 import SpeakBridgeSupport
+import SpeakBridgeDelivery
 
 @Suite("Local state files")
 struct StoreTests {

@@ -2,10 +2,12 @@
 import Glibc
 #endif
 import Foundation
-import SpeakBridgeProtocol
+public import SpeakBridgeProtocol
+public import SpeakBridgeStore
 
 /// The desktop's durable delivery progress: for each (sink, device, session), the last sequence number that sink
-/// has been handed; for each retired (device, session), its ack level. An append-only log of JSON lines, replayed
+/// has been handed — recorded right before the write for class-(a) sinks, right after it for class (b); class-(c)
+/// sinks keep their own (`DeliveryClass`) — and for each retired (device, session), its ack level. An append-only log of JSON lines, replayed
 /// in order on open (the last line for a key wins):
 /// - `["sink","DEVICE-ID","session",seq]`: that sink's progress (makes the session live again if it was retired);
 /// - `["","DEVICE-ID","session",seq]`: the session was retired at ack level `seq` (its sink lines are dropped);
