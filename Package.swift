@@ -2,7 +2,7 @@
 // SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
 //
 // Layout (dependencies point inward):
-//   support leaf    SpeakBridgeSupport (Locked: the one lock type, a pthread mutex TSan can see)
+//   support leaf    SpeakBridgeSupport (Locked, Hex, PeerText escaping, Console over swift-log)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
@@ -43,8 +43,9 @@ let package = Package(
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
                        pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
 
-        // the support leaf: small types every layer may use (no C, no Foundation)
-        .target(name: "SpeakBridgeSupport"),
+        // the support leaf: small types every layer may use (no C, no Foundation): the lock, hex, peer-text escaping,
+        // and the Console facade over swift-log
+        .target(name: "SpeakBridgeSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
@@ -56,37 +57,41 @@ let package = Package(
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeConfig", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring", "SpeakBridgeSupport",
         ]),
         // the desktop's sans-IO core: events in, actions out (no sockets, files, threads or clock)
-        .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
-        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
+        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl",
+            "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeSupport", "SpeakBridgeDesktopCore",
+            "SpeakBridgeControl",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeDiscovery", "SpeakBridgeConfig",
+            "SpeakBridgeDiscovery", "SpeakBridgeConfig", "SpeakBridgeSupport",
         ]),
 
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeSupport", "SpeakBridgeControl",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // the generator of Pairing/vectors/ (checked in `make test`)
-        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+        .executableTarget(name: "speakbridge-vectors", dependencies: [
+                              "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport", "SpeakBridgeConfig",
+                              "SpeakBridgeStore",
+                          ],
                           path: "Sources/VectorGenerator"),
 
         // examples that always compile
@@ -111,16 +116,17 @@ let package = Package(
 
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
-        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
-        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeControl",
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
-            "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
+            "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
@@ -128,7 +134,7 @@ let package = Package(
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

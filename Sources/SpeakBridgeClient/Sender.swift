@@ -6,6 +6,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 public struct SendOptions: Sendable {
     public enum Source: Sendable { case stdin, texts([String]) }

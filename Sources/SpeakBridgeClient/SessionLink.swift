@@ -3,6 +3,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 /// One authenticated session with a paired desktop, found by its key. Used by `send` and `config`.
 ///

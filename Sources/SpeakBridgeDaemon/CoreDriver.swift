@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 import SpeakBridgeWebSocket
 
 /// Runs the `DesktopCore` on one serial queue and carries out its actions.

@@ -6,6 +6,7 @@ import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 /// `speakbridge serve`: the desktop. A shell around `DesktopCore`, which decides everything; this type only wires
 /// the transport, the delivery pipeline, the files and the control socket to it.

@@ -4,6 +4,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// Answers the CLI on the control socket. Runs on a control thread: what the core knows is read as a snapshot on
 /// its queue, what it must change is handed to it as an event; file work (peers.json) runs on the effects queue,
@@ -80,7 +81,8 @@ extension Daemon {
     }
 
     /// Removes the device from peers.json (on the effects queue, after any pairing or last-seen write queued
-    /// before), then tells the core, which closes its connections and drops its delivery state.
+    /// before), then tells the core, which closes its connections and drops its delivery state, then the config
+    /// module.
     func revoke(_ text: String) -> ControlReply {
         let matches = peers.matches(text)
         if matches.count > 1 {
@@ -102,6 +104,9 @@ extension Daemon {
         }
         if case .failure(let error) = removal { return .failure(ControlFailure(error.description, hint: error.hint)) }
         driver.send(.revoked(peer.id))
+        // The config module forgets what was staged for it: on the effects queue (it writes the config store),
+        // after any config request of that device queued before; the reply waits for it.
+        if let handler = options.configHandler { driver.effects.sync { handler.deviceRevoked(peer.id) } }
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return .revoked(RevokeReply(id: peer.id.description, name: peer.name))
     }

@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// Publishes this desktop over mDNS and keeps `status` informed. Says once per outage, clearly, when Avahi is
 /// absent (the publisher keeps retrying; the daemon keeps working by address).

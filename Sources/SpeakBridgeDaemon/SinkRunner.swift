@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// One sink's thread: waits for readiness, records progress right before each write, writes, reports.
 /// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that

@@ -1,3 +1,5 @@
+import SpeakBridgeSupport
+
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
     public var seq: UInt64

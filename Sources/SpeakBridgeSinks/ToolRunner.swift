@@ -1,5 +1,6 @@
 internal import Glibc
 import SpeakBridgeProtocol
+internal import SpeakBridgeSupport
 
 /// Runs a helper tool (xclip, xsel, wl-copy, xdotool, …) once, the way selection-owning tools need it.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// A paired device. On the desktop these are capture clients; on a client, desktops.
 /// Not Equatable on purpose: comparing peers would compare their psks; compare `id` instead.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// What the shell completion scripts (`--generate-completion-script bash|zsh|fish`) offer for values that are not
 /// files: sink specs and paired devices. The scripts call back into the binary for the `.custom` ones.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `speakbridge`: the root command. Subcommands live in `Subcommands/`, one file each; this target only
 /// parses arguments and wires the library targets together.

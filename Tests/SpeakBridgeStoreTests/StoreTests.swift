@@ -7,6 +7,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeSupport
 
 @Suite("Local state files")
 struct StoreTests {

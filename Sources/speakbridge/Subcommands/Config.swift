@@ -3,6 +3,7 @@ import Foundation
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `speakbridge config …`: typed preferences and secrets, and their transfer between paired devices.
 /// Local commands are here; push, pull and sync in `ConfigTransfer.swift`.

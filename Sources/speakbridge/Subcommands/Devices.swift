@@ -3,6 +3,7 @@ import Foundation
 import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -77,6 +78,7 @@ struct Devices: ParsableCommand {
                 }
                 try peers.remove(id: peer.id)
                 Console.info("revoked \"\(peer.name)\" (\(peer.id))")
+                ConfigTransfer.forgetStaged(home, peer.id)
             } catch let error as StoreError {
                 throw CLIError(error)
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Pair: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,6 +6,7 @@ import SpeakBridgeDaemon
 import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(

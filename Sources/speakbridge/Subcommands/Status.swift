@@ -3,6 +3,7 @@ import Foundation
 import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(

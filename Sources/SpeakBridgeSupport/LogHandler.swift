@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import Logging
-import SpeakBridgeProtocol
 import Synchronization
 
 /// The program's one swift-log handler: every `Logger` of the process (the `Console` facade's and any made after
@@ -52,7 +51,7 @@ public struct SpeakBridgeLogHandler: LogHandler {
         let hint = all.removeValue(forKey: "hint").map { "\($0)" }
         let text = Self.format(level: event.level, message: event.message.description, metadata: all, hint: hint,
                                style: Self.style)
-        _ = try? FileIO.writeAll(STDERR_FILENO, Array(text.utf8), path: "stderr")
+        StandardStream.write(STDERR_FILENO, Array(text.utf8))
     }
 
     // MARK: - Formatting

@@ -46,11 +46,11 @@ public enum Console {
     /// chose, and never a log record (it bypasses levels and journald priorities on purpose).
     public static func raw(_ text: String) {
         let bytes = Array(text.utf8)
-        _ = try? FileIO.writeAll(2, bytes, path: "stderr")
+        StandardStream.write(2, bytes)
     }
 
     /// Payload to stdout.
     public static func out(_ text: String) {
-        _ = try? FileIO.writeAll(1, Array((text + "\n").utf8), path: "stdout")
+        StandardStream.write(1, Array((text + "\n").utf8))
     }
 }
