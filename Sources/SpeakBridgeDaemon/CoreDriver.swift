@@ -9,14 +9,17 @@ import SpeakBridgeWebSocket
 ///
 /// Threads: `queue` (sb-core) owns the core and everything below marked "on `queue`"; the lws thread enters it
 /// with `sync` (so transport events are handled in order, usually right on the lws thread), everyone else with
-/// `async` (`post`). Blocking work goes to `effects` (sb-effects), a second serial queue, and its results come
-/// back through `post`: nothing on `queue` waits for a disk flush or for D-Bus.
+/// `async` (`post`). Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
+/// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
+/// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
+/// or for D-Bus.
 // `@unchecked Sendable` is sound: `core` and `server` are read and written only on `queue` (dispatch
 // preconditions check it in debug builds); the other stored properties are immutable and themselves thread-safe
 // (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
+    let configCalls = DispatchQueue(label: "sb-config")
     /// On `queue`.
     private var core: DesktopCore
     /// On `queue`; set by `attach` before the first transport event is handled.
@@ -124,10 +127,10 @@ final class CoreDriver: @unchecked Sendable {
                 effects.async { [peers] in try? peers.update(key: key) { $0.lastSeen = Date() } }
             case let .configOpened(id, device, name):
                 guard let handler = configHandler else { continue }
-                effects.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
+                configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
             case let .configRequest(id, device, name, type, body):
                 guard let handler = configHandler else { continue }
-                effects.async { [self] in
+                configCalls.async { [self] in
                     post(.configReplies(id, handler.handle(from: device, name: name, type: type, body: body)))
                 }
             case .log(let line):

@@ -104,9 +104,9 @@ extension Daemon {
         }
         if case .failure(let error) = removal { return .failure(ControlFailure(error.description, hint: error.hint)) }
         driver.send(.revoked(peer.id))
-        // The config module forgets what was staged for it: on the effects queue (it writes the config store),
-        // after any config request of that device queued before; the reply waits for it.
-        if let handler = options.configHandler { driver.effects.sync { handler.deviceRevoked(peer.id) } }
+        // The config module forgets what was staged for it: on its queue (it writes the config store), after any
+        // config request of that device queued before; the reply waits for it.
+        if let handler = options.configHandler { driver.configCalls.sync { handler.deviceRevoked(peer.id) } }
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return .revoked(RevokeReply(id: peer.id.description, name: peer.name))
     }
