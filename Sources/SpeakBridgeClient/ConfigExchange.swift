@@ -165,7 +165,7 @@ public final class ConfigExchange: @unchecked Sendable {
             for note in output.notes { record(note) }
             transmit(output.messages)
         case let .error(code, text, _):
-            finish(ClientError("the desktop refused: \(code): \(ConfigText.clean(text))",
+            finish(ClientError("the desktop refused: \(code): \(PeerText.escape(text, limit: 256))",
                                hint: code == .unknownType ? "that desktop runs without config transfer" : nil))
             return
         case .bye:

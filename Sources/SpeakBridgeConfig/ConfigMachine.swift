@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// Config transfer with one peer, without I/O: events in, actions out. The desktop keeps one per paired device
 /// (`ConfigPeerHandler`), a capture device one per exchange (`ConfigExchange`); both carry its actions out with
@@ -255,7 +256,7 @@ public struct ConfigMachine: Sendable {
             return [.note(.localFailure(error)),
                     .send(.error(batch: batch, code: "internal", message: "the \(me) could not complete this (see its log)"))]
         }
-        return [.note(.rejected(type: ConfigText.clean(type, limit: 32), error)),
+        return [.note(.rejected(type: PeerText.escape(type, limit: 32), error)),
                 .send(.error(batch: batch, code: error.code.rawValue, message: error.message))]
     }
 }

@@ -96,7 +96,7 @@ public final class ConfigPeerHandler: PeerConfigHandler {
         case .localFailure(let error):
             Console.error("config: \(error.message)", hint: error.hint)
         case .notPaired(let type):
-            Console.warning("config: refused a \(ConfigText.clean(type, limit: 32)) from \(who): not a paired device")
+            Console.warning("config: refused a \(PeerText.escape(type, limit: 32)) from \(who): not a paired device")
         }
     }
 }

@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// Carries out a `ConfigMachine`'s actions for one peer against a `ConfigStore`: the only config-transfer code
 /// that reads or writes the store (and through it the secret backend: keyring or 0600 file). Used alike by the
@@ -28,7 +29,7 @@ public struct ConfigShell: Sendable {
     public init(store: ConfigStore, peer: DeviceID, peerName: String, acceptOverride: Bool = false) {
         self.store = store
         self.peer = peer
-        self.peerName = ConfigText.clean(peerName, limit: 64)
+        self.peerName = PeerText.escape(peerName, limit: 64)
         self.acceptOverride = acceptOverride
     }
 

@@ -188,11 +188,11 @@ public enum ConfigWire {
                                         unchanged: keys("unchanged"), skipped: keys("skipped")))
         case errorType:
             let batch = batchHint(body)
-            let code = ConfigText.clean(body["code"]?.stringValue ?? "error", limit: 32)
-            let text = ConfigText.clean(body["message"]?.stringValue ?? "", limit: 512)
+            let code = PeerText.escape(body["code"]?.stringValue ?? "error", limit: 32)
+            let text = PeerText.escape(body["message"]?.stringValue ?? "", limit: 512)
             return .error(batch: batch, code: code, message: text)
         default:
-            throw ConfigError(.unknownType, "unknown config message type \"\(ConfigText.clean(type, limit: 32))\"")
+            throw ConfigError(.unknownType, "unknown config message type \"\(PeerText.escape(type, limit: 32))\"")
         }
     }
 
@@ -233,14 +233,5 @@ public enum ConfigWire {
             return ConfigUpdate(key: key, version: version, body: .secret(text))
         }
         return ConfigUpdate(key: key, version: version, body: .value(value))
-    }
-}
-
-/// Text from a peer for a terminal or a log: control and bidi characters become `?`, at most `limit` characters.
-public enum ConfigText {
-    public static func clean(_ s: String, limit: Int = 256) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit).map { scalar -> Unicode.Scalar in
-            PeerText.needsEscape(scalar) ? "?" : scalar
-        }))
     }
 }

@@ -1,6 +1,6 @@
 // frames.json: one transport frame for every message type (plaintext JSON as the package encodes it, and its
 // ciphertext under a fixed key with nonces 0, 1, 2, …), plus plaintexts that receivers must accept and plaintexts
-// they must refuse, with the error code the desktop answers.
+// they must refuse, with the error code the desktop answers (a client `error` it cannot parse is not answered: closed).
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 

@@ -147,7 +147,7 @@ enum ConfigTransfer {
             }
         }
         let what = kinds.map { $0 == .push ? "push" : "pull" }.joined(separator: " and ")
-        Console.info("\(what) staged for \"\(ConfigText.clean(peer.name, limit: 64))\" (\(peer.id)): \(keys.map { "\($0.count) key(s)" } ?? "all keys")")
+        Console.info("\(what) staged for \"\(PeerText.escape(peer.name, limit: 64))\" (\(peer.id)): \(keys.map { "\($0.count) key(s)" } ?? "all keys")")
         Console.info("it happens when that device runs `speakbridge config pull` or `speakbridge config sync`")
         if !daemonRuns(home, timeout: 2) {
             Console.info("hint: no daemon runs for this home; start `speakbridge serve` so the device can connect")
@@ -180,7 +180,7 @@ enum ConfigTransfer {
         } catch let error as ClientError {
             throw CLIError(error.message, hint: error.hint, exitCode: error.exitCode)
         }
-        let desk = "\"\(ConfigText.clean(report.desktopName, limit: 64))\""
+        let desk = "\"\(PeerText.escape(report.desktopName, limit: 64))\""
         for r in report.delivered {
             switch r.status {
             case .denied:
