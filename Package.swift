@@ -79,7 +79,7 @@ let package = Package(
         // the desktop's sans-IO core: events in, actions out (no sockets, files, threads or clock)
         .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
-        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore"]),
+        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeDelivery", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSinks", "SpeakBridgeSupport",
             .product(name: "DequeModule", package: "swift-collections"),

@@ -6,10 +6,13 @@ public struct StatusReply: Sendable, Equatable {
         public var label: String
         public var problem: String?
         public var queued: Int64
-        public init(label: String, problem: String?, queued: Int64) {
+        /// How the sink works (typing and clipboard sinks name their tool and why), when it says.
+        public var method: String?
+        public init(label: String, problem: String?, queued: Int64, method: String? = nil) {
             self.label = label
             self.problem = problem
             self.queued = queued
+            self.method = method
         }
     }
 
@@ -106,6 +109,7 @@ public struct StatusReply: Sendable, Equatable {
             var m: [(String, JSONValue)] = [("sink", .string(s.label)), ("healthy", .bool(s.problem == nil)),
                                             ("queued", .integer(s.queued))]
             if let p = s.problem { m.append(("problem", .string(p))) }
+            if let method = s.method { m.append(("method", .string(method))) }
             return .object(m)
         }
         var mdns: [(String, JSONValue)] = [("enabled", .bool(self.mdns.enabled)), ("state", .string(self.mdns.state))]
@@ -140,7 +144,8 @@ public struct StatusReply: Sendable, Equatable {
             addresses: j["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [], uptime: int(j["uptime"]),
             pairing: j["pairing"]?.boolValue ?? false,
             sinks: (j["sinks"]?.arrayValue ?? []).map {
-                Sink(label: $0["sink"]?.stringValue ?? "?", problem: $0["problem"]?.stringValue, queued: int($0["queued"]))
+                Sink(label: $0["sink"]?.stringValue ?? "?", problem: $0["problem"]?.stringValue, queued: int($0["queued"]),
+                     method: $0["method"]?.stringValue)
             },
             devices: (j["devices"]?.arrayValue ?? []).compactMap(DeviceEntry.init(json:)),
             connections: int(j["connections"]), authenticated: int(j["authenticated"]),
@@ -255,5 +260,16 @@ public struct RevokeReply: Sendable, Equatable {
     public init(json: JSONValue) throws(ControlFailure) {
         if let failure = ControlFailure(json: json) { throw failure }
         self.init(id: json["id"]?.stringValue ?? "", name: json["name"]?.stringValue ?? "")
+    }
+}
+
+/// The answer to `type-here`: one sentence per typing sink naming the window it now types into.
+public struct TypeHereReply: Sendable, Equatable {
+    public var targets: [String]
+    public init(targets: [String]) { self.targets = targets }
+    public var json: JSONValue { success([("targets", .array(targets.map { .string($0) }))]) }
+    public init(json: JSONValue) throws(ControlFailure) {
+        if let failure = ControlFailure(json: json) { throw failure }
+        self.init(targets: json["targets"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }
 }

@@ -7,6 +7,7 @@ public enum ControlReply: Sendable, Equatable {
     case pair(PairReply)
     case devices(DevicesReply)
     case revoked(RevokeReply)
+    case typeHere(TypeHereReply)
     case failure(ControlFailure)
 
     public var json: JSONValue {
@@ -15,6 +16,7 @@ public enum ControlReply: Sendable, Equatable {
         case .pair(let r): return r.json
         case .devices(let r): return r.json
         case .revoked(let r): return r.json
+        case .typeHere(let r): return r.json
         case .failure(let f): return f.json
         }
     }
@@ -29,6 +31,7 @@ extension StatusReply: ControlReplyDecodable {}
 extension PairReply: ControlReplyDecodable {}
 extension DevicesReply: ControlReplyDecodable {}
 extension RevokeReply: ControlReplyDecodable {}
+extension TypeHereReply: ControlReplyDecodable {}
 
 /// Why a control request got no answer of the expected kind.
 public enum ControlError: Error, Sendable, CustomStringConvertible {

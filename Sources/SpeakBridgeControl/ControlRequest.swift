@@ -3,7 +3,7 @@ import SpeakBridgeProtocol
 /// What the CLI asks the running daemon, one request per connection on the control socket.
 ///
 /// Wire: one JSON object and a newline, `{"cmd":"status"}`, `{"cmd":"pair"}`, `{"cmd":"devices"}`,
-/// `{"cmd":"revoke","id":"…"}`. Answers: `{"ok":true,…}` (the members of the request's reply type) or
+/// `{"cmd":"revoke","id":"…"}`, `{"cmd":"type-here"}`. Answers: `{"ok":true,…}` (the members of the request's reply type) or
 /// `{"ok":false,"error":"…","hint":"…"}` (`ControlFailure`).
 public enum ControlRequest: Sendable, Equatable {
     case status
@@ -11,6 +11,8 @@ public enum ControlRequest: Sendable, Equatable {
     case devices
     /// A device ID, an unambiguous ID prefix, or a name.
     case revoke(String)
+    /// `speakbridge type --here`: the typing sinks type held and later text into the window focused now.
+    case typeHere
 
     public var json: JSONValue {
         switch self {
@@ -18,6 +20,7 @@ public enum ControlRequest: Sendable, Equatable {
         case .pair: return .object([("cmd", .string("pair"))])
         case .devices: return .object([("cmd", .string("devices"))])
         case .revoke(let id): return .object([("cmd", .string("revoke")), ("id", .string(id))])
+        case .typeHere: return .object([("cmd", .string("type-here"))])
         }
     }
 
@@ -30,8 +33,9 @@ public enum ControlRequest: Sendable, Equatable {
         case "revoke":
             guard let id = json["id"]?.stringValue else { throw ControlFailure("revoke needs an id") }
             self = .revoke(id)
+        case "type-here": self = .typeHere
         default:
-            throw ControlFailure("unknown command", hint: "this daemon speaks status, pair, devices, revoke")
+            throw ControlFailure("unknown command", hint: "this daemon speaks status, pair, devices, revoke, type-here")
         }
     }
 }

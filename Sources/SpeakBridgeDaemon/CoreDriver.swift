@@ -2,6 +2,7 @@ import Foundation
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 import SpeakBridgeWebSocket
 import SpeakBridgeSupport
 
@@ -9,14 +10,17 @@ import SpeakBridgeSupport
 ///
 /// Threads: `queue` (sb-core) owns the core and everything below marked "on `queue`"; the lws thread enters it
 /// with `sync` (so transport events are handled in order, usually right on the lws thread), everyone else with
-/// `async` (`post`). Blocking work goes to `effects` (sb-effects), a second serial queue, and its results come
-/// back through `post`: nothing on `queue` waits for a disk flush or for D-Bus.
+/// `async` (`post`). Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
+/// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
+/// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
+/// or for D-Bus.
 // `@unchecked Sendable` is sound: `core` and `server` are read and written only on `queue` (dispatch
 // preconditions check it in debug builds); the other stored properties are immutable and themselves thread-safe
 // (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
+    let configCalls = DispatchQueue(label: "sb-config")
     /// On `queue`.
     private var core: DesktopCore
     /// On `queue`; set by `attach` before the first transport event is handled.
@@ -112,7 +116,8 @@ final class CoreDriver: @unchecked Sendable {
             case let .submit(id, device, session, chunks):
                 // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
                 // the next frame of this connection can be read.
-                let pressure = pipeline.submit(device: device, session: session, chunks: chunks)
+                let pressure = pipeline.submit(device: device, session: session, chunks: chunks,
+                                               name: core.name(of: device))
                 if pressure == .pause { dispatch(.pressure(id, device, pressure)) }
             case let .retire(device, retirement):
                 retire(device, retirement)
@@ -124,10 +129,10 @@ final class CoreDriver: @unchecked Sendable {
                 effects.async { [peers] in try? peers.update(key: key) { $0.lastSeen = Date() } }
             case let .configOpened(id, device, name):
                 guard let handler = configHandler else { continue }
-                effects.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
+                configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
             case let .configRequest(id, device, name, type, body):
                 guard let handler = configHandler else { continue }
-                effects.async { [self] in
+                configCalls.async { [self] in
                     post(.configReplies(id, handler.handle(from: device, name: name, type: type, body: body)))
                 }
             case .log(let line):
@@ -164,9 +169,8 @@ final class CoreDriver: @unchecked Sendable {
     /// line in the progress log records the retirement with its ack level instead). On `queue`, not `effects`:
     /// it is one write(2) without fsync, and it must be in the log before any later chunk of that session is.
     private func retire(_ device: DeviceID, _ retirement: SessionLedger.Retirement) {
-        pipeline.retire(.init(device: device, session: retirement.session))
         do {
-            try progress.retire(device: device, session: retirement.session, delivered: retirement.delivered)
+            try pipeline.retire(.init(device: device, session: retirement.session), delivered: retirement.delivered)
         } catch {
             // Not fatal: the session stays live in the log, which only means more state after a restart.
             Console.warning("cannot record a retired session: \(error.description)")
@@ -175,11 +179,6 @@ final class CoreDriver: @unchecked Sendable {
 
     /// A revoked device's delivery state goes (pipeline levels, progress log: one write(2), as for `retire`).
     private func forget(_ device: DeviceID) {
-        pipeline.forget(device)
-        do {
-            try progress.forget(device: device)
-        } catch {
-            Console.warning("cannot drop the progress of a revoked device: \(error.description)")
-        }
+        pipeline.forget(device)  // its levels and its progress in the log
     }
 }

@@ -18,8 +18,8 @@ import SpeakBridgeSupport
 /// 2. Listen for WebSockets (lws thread). Each event goes to the driver with `sync` (run right on the lws thread
 ///    when the queue is idle): the core's actions there are only non-blocking hand-ins — to lws (send, close,
 ///    pause), to the pipeline (submit) and one-line appends to the progress log.
-/// 3. Blocking work — peers.json writes (fsynced) and the config handler (synchronous libsecret D-Bus calls) —
-///    runs on the driver's effects queue (`sb-effects`); results come back to the core as events.
+/// 3. Blocking work — peers.json writes (fsynced; `sb-effects`) and the config handler (synchronous libsecret
+///    D-Bus calls; `sb-config`) — runs on the driver's two effect queues; results come back to the core as events.
 /// 4. The pipeline's callbacks (durable, drained) come back as events, asynchronously.
 /// 5. The control socket (`status`, `pair`, `devices`, `revoke`) runs on its own threads: see DaemonControl.
 // `@unchecked Sendable` is sound: every stored property is set once in init (or in `stop`, which runs once), and
@@ -56,6 +56,11 @@ public final class Daemon: @unchecked Sendable {
             box.driver?.post(.durable(levels))
         }, onDrained: { devices in
             box.driver?.post(.drained(devices))
+        }, onHeld: { sink, reason, held in
+            // A sink holds chunks: the devices are told (`held`); a cleared hold needs no message (acks follow).
+            guard let reason else { return }
+            let levels = held.map { SessionLevel(device: $0.device, session: $0.session, seq: $0.firstHeldSeq) }
+            box.driver?.post(.sinkHeld(sink: sink, reason: reason, levels))
         })
         driver = CoreDriver(
             core: DesktopCore(configuration: .init(localStatic: identity.privateKey, localName: name,

@@ -3,6 +3,7 @@ import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
+import SpeakBridgeSinks
 import SpeakBridgeStore
 import SpeakBridgeSupport
 
@@ -16,6 +17,7 @@ extension Daemon {
         case .pair: return pair()
         case .devices: return .devices(DevicesReply(devices: devices()))
         case .revoke(let text): return revoke(text)
+        case .typeHere: return typeHere()
         }
     }
 
@@ -32,7 +34,9 @@ extension Daemon {
             port: Int64(server.port),
             addresses: NetworkAddresses.forListening(host: options.host).map(\.description),
             uptime: Int64(Date().timeIntervalSince(startedAt)), pairing: core.pairingActive,
-            sinks: pipeline.health().map { .init(label: $0.label, problem: $0.problem, queued: Int64($0.queued)) },
+            sinks: pipeline.health().map {
+                .init(label: $0.label, problem: $0.problem, queued: Int64($0.queued), method: $0.method)
+            },
             devices: devices(),
             connections: Int64(core.connections), authenticated: Int64(core.authenticated),
             connected: core.connected.map {
@@ -81,7 +85,8 @@ extension Daemon {
     }
 
     /// Removes the device from peers.json (on the effects queue, after any pairing or last-seen write queued
-    /// before), then tells the core, which closes its connections and drops its delivery state.
+    /// before), then tells the core, which closes its connections and drops its delivery state, then the config
+    /// module.
     func revoke(_ text: String) -> ControlReply {
         let matches = peers.matches(text)
         if matches.count > 1 {
@@ -93,10 +98,9 @@ extension Daemon {
         guard let peer = matches.first else {
             return .failure(ControlFailure("no paired device matches \"\(text)\"", hint: "list them with `speakbridge devices`"))
         }
-        let removal: Result<Void, StoreError> = driver.effects.sync { [peers, options] in
+        let removal: Result<Void, StoreError> = driver.effects.sync { [peers] in
             do throws(StoreError) {
                 try peers.remove(id: peer.id)
-                options.configHandler?.deviceRevoked(peer.id)  // drops config staged for it (writes the config store)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -104,6 +108,9 @@ extension Daemon {
         }
         if case .failure(let error) = removal { return .failure(ControlFailure(error.description, hint: error.hint)) }
         driver.send(.revoked(peer.id))
+        // The config module forgets what was staged for it: on its queue (it writes the config store), after any
+        // config request of that device queued before; the reply waits for it.
+        if let handler = options.configHandler { driver.configCalls.sync { handler.deviceRevoked(peer.id) } }
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return .revoked(RevokeReply(id: peer.id.description, name: peer.name))
     }
@@ -112,5 +119,25 @@ extension Daemon {
     static func deviceSummary(_ peer: Peer) -> DeviceSummary {
         DeviceSummary(id: peer.id.description, name: peer.name, role: peer.role.rawValue,
                       lastSeen: peer.lastSeen.map { Int64($0.timeIntervalSince1970) })
+    }
+}
+
+extension Daemon {
+    /// `speakbridge type --here`: every typing sink adopts the window focused now (held text is typed there).
+    func typeHere() -> ControlReply {
+        let typing = pipeline.sinks.compactMap { $0 as? FocusTrackingSink }
+        guard !typing.isEmpty else {
+            return .failure(ControlFailure("this daemon has no typing sink", hint: "start it with `speakbridge serve --sink type`"))
+        }
+        var targets: [String] = []
+        for sink in typing {
+            do throws(SinkError) {
+                targets.append(try sink.retarget())
+            } catch {
+                return .failure(ControlFailure("\(sink.label): \(error.message)", hint: error.hint))
+            }
+        }
+        Console.info("type --here: " + targets.joined(separator: "; "))
+        return .typeHere(TypeHereReply(targets: targets))
     }
 }

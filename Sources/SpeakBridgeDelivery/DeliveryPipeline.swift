@@ -46,6 +46,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
         public var label: String
         public var problem: String?
         public var queued: Int
+        /// How the sink works, when it says (`DescribedSink.method`, e.g. the typing method and why).
+        public var method: String? = nil
     }
 
     struct DurableHandler: Sendable { let call: @Sendable ([(SessionKey, UInt64)]) -> Void }
@@ -232,8 +234,14 @@ public final class DeliveryPipeline: @unchecked Sendable {
         }
     }
 
+    /// The sinks, in command-line order (for commands addressed to a kind of sink, e.g. `type --here`).
+    public var sinks: [any Sink] { runners.map(\.sink) }
+
     public func health() -> [Health] {
-        var list = runners.map { Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount) }
+        var list = runners.map {
+            Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount,
+                   method: ($0.sink as? DescribedSink)?.method)
+        }
         if let failure = condition.withLock({ commitFailure }) {
             list.append(Health(label: "progress log", problem: failure, queued: 0))
         }

@@ -53,6 +53,9 @@ public struct DesktopCore {
     let configuration: Configuration
     let backlog: any BacklogGauge
     var clients: PairedClients
+
+    /// The name a paired device gave itself (for sinks that show it), nil when unknown.
+    public func name(of device: DeviceID) -> String? { clients.name(of: device) }
     var code = PairingCodeState()
     var connections: [ConnectionID: Connection] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]

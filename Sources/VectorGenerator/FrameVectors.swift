@@ -31,6 +31,8 @@ enum FrameVectors {
         ("bye", .bye),
         ("error", .error(code: .unknownType, message: "unknown message type \"teleport\"", expected: nil)),
         ("error with expected", .error(code: .gap, message: "expected 47", expected: 47)),
+        ("held (a sink holds the session from seq on)",
+         .held(HeldNotice(session: session, seq: 47, sink: "type", reason: "xdotool: cannot open display"))),
     ]
 
     static func document() throws -> JSONValue {
@@ -166,6 +168,11 @@ enum FrameVectors {
               "too-large"),
             t("error without code", #"{"type":"error","message":"x"}"#, "malformed"),
             t("expected of 0", #"{"type":"error","code":"gap","expected":0}"#, "malformed"),
+            t("held at seq 0", #"{"type":"held","session":"s","seq":0,"sink":"type","reason":"x"}"#, "malformed"),
+            t("held without sink", #"{"type":"held","session":"s","seq":1,"reason":"x"}"#, "malformed"),
+            t("held reason over 512 bytes",
+              "{\"type\":\"held\",\"session\":\"s\",\"seq\":1,\"sink\":\"type\",\"reason\":\"\(String(repeating: "r", count: 513))\"}",
+              "too-large"),
         ]
     }
 }

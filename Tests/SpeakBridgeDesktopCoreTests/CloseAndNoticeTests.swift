@@ -1,4 +1,5 @@
 import SpeakBridgeCrypto
+import SpeakBridgeSupport
 @testable import SpeakBridgeDesktopCore
 @testable import SpeakBridgeProtocol
 import Testing

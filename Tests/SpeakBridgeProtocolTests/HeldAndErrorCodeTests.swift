@@ -1,3 +1,4 @@
+import SpeakBridgeSupport
 @testable import SpeakBridgeProtocol
 import Testing
 

@@ -30,7 +30,8 @@ struct Status: ParsableCommand {
             lines.append("addresses: \(reply.addresses.joined(separator: ", "))")
         }
         for sink in reply.sinks {
-            lines.append("sink \(sink.label): \(sink.problem.map { "waiting: \($0)" } ?? "ok")\(sink.queued > 0 ? " (\(sink.queued) queued)" : "")")
+            lines.append("sink \(sink.label): \(sink.problem.map { "waiting: \($0)" } ?? "ok")\(sink.queued > 0 ? " (\(sink.queued) queued)" : "")"
+                         + (sink.method.map { "; \($0)" } ?? ""))
         }
         lines.append("mdns: \(reply.mdns.state)")
         lines.append("paired devices: \(reply.devices.count), connections: \(reply.authenticated)")
