@@ -143,6 +143,7 @@ public final class Sender: @unchecked Sendable {
             let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
+            Trace.mark("read")
             partial += buffer[0..<n]
             guard let last = partial.lastIndex(of: 0x0A) else { continue }
             let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(Self.text)
@@ -167,6 +168,7 @@ public final class Sender: @unchecked Sendable {
         guard !pieces.isEmpty else { return }
         do {
             let chunks = try outbox.append(texts: pieces)
+            Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
             apply(.appended(chunks))
         } catch {
@@ -184,7 +186,9 @@ public final class Sender: @unchecked Sendable {
     func handle(_ event: LinkDriver.Event) {
         switch event {
         case .opened(let id): apply(.connected(id))
-        case .frame(let id, let bytes): apply(.frame(id, bytes))
+        case .frame(let id, let bytes):
+            Trace.mark("ackrecv")
+            apply(.frame(id, bytes))
         case .closed(let id, let reason): apply(.closed(id, reason: reason))
         case .found(let list): apply(.found(list))
         }
@@ -194,7 +198,9 @@ public final class Sender: @unchecked Sendable {
         for action in actions {
             switch action {
             case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
-            case .send(let id, let frame): driver.send(frame, on: id)
+            case .send(let id, let frame):
+                Trace.mark("encrypt")
+                driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .ackJournal(let seq): markAcked(seq)
             case .rememberAddress(let candidate): SessionLink.remember(candidate, of: desktop, in: peers)

@@ -4,7 +4,6 @@ import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeSupport
 import SpeakBridgeWebSocket
-import SpeakBridgeSupport
 
 /// Runs the `DesktopCore` on one serial queue and carries out its actions.
 ///
@@ -69,6 +68,7 @@ final class CoreDriver: @unchecked Sendable {
             case let .opened(id, path, remote):
                 dispatch(.connected(ConnectionID(id.rawValue), path: path, remote: remote))
             case let .message(id, bytes):
+                Trace.mark("recv")
                 dispatch(.frame(ConnectionID(id.rawValue), bytes))
             case let .closed(id, _):
                 dispatch(.closed(ConnectionID(id.rawValue)))
@@ -95,6 +95,7 @@ final class CoreDriver: @unchecked Sendable {
     private func dispatch(_ event: DesktopEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
         perform(core.handle(event, now: Date().timeIntervalSince1970))
+        if case .durable(let levels) = event { Trace.mark("ack", levels.map(\.seq).max() ?? 0) }
     }
 
     /// On `queue`: carries out the core's actions, in order.
@@ -114,6 +115,7 @@ final class CoreDriver: @unchecked Sendable {
             case .resumeReading(let id):
                 server?.resumeReceiving(Self.transportID(id))
             case let .submit(id, device, session, chunks):
+                Trace.mark("ledger", chunks.last?.seq ?? 0)
                 // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
                 // the next frame of this connection can be read.
                 let pressure = pipeline.submit(device: device, session: session, chunks: chunks,

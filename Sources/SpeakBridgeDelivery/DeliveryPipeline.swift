@@ -230,6 +230,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 commitFailure = nil
                 return levels.commit(batch)
             }
+            Trace.mark("fsync", advanced.map(\.1).max() ?? 0)
             if !advanced.isEmpty { onDurable.call(advanced) }
         }
     }

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 public import SpeakBridgeProtocol
 public import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// The desktop's durable delivery progress: for each (sink, device, session), the last sequence number that sink
 /// has been handed — recorded right before the write for class-(a) sinks, right after it for class (b); class-(c)
@@ -77,6 +78,7 @@ public final class ProgressLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try append(line)
+        Trace.mark("progress", seq)
         live[device, default: [:]][session, default: [:]][sink] = seq
         Self.unretire(&retired, device, session)
     }

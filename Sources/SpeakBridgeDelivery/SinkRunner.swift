@@ -230,6 +230,7 @@ final class SinkRunner: @unchecked Sendable {
                 Console.warning("sink \(label): \(message)")
                 return (batch.count, message)
             }
+            Trace.mark("sink", batch.last?.chunk.seq ?? 0)
             Console.debug("\(label): wrote \(batch.count) text(s)")
             return (batch.count, nil)
         } catch {
