@@ -22,7 +22,7 @@ DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston l
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
+.PHONY: run test bench build release deps-build deps-run deps-test deps-bench unit e2e netns clean vectors \
         fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load torture
 
 define apt_install
@@ -75,7 +75,13 @@ netns:
 	@bash Tests/netns/run-discovery-tests.sh; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
 	@SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/netns/run-lan-e2e.sh; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
 
-bench: deps-test release
+# The comparison rows: a private sshd on loopback (its own host key and config in a temp dir), strace for syscall counts.
+DEB_BENCH = openssh-server openssh-client strace
+
+deps-bench:
+	$(call apt_install,$(DEB_BENCH))
+
+bench: deps-test deps-bench release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/run.sh
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/bench/flood.sh
 

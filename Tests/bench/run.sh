@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make bench: end-to-end latency (send's stdin -> daemon's FIFO) with raw socat over TCP beside it as the floor,
-# burst throughput with durability on, idle CPU and RSS of the daemon. Loopback only; cleans up what it started.
+# make bench: speakbridge beside socat (raw TCP) and ssh (a private sshd on loopback) in the same run: latency,
+# burst, first line, CPU per line, idle RSS, one-shot send, syscalls per line, a per-stage trace (bench.py).
+# Loopback only; cleans up what it started.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$here/../../.build/release/speakbridge}
