@@ -71,6 +71,10 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
+    var lastFrameFrom: AttemptID?
+    var finishing = false
+    var completed = false
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
@@ -188,8 +192,12 @@ public final class Sender: @unchecked Sendable {
         case .opened(let id): apply(.connected(id))
         case .frame(let id, let bytes):
             Trace.mark("ackrecv")
+            lastFrameFrom = id
             apply(.frame(id, bytes))
-        case .closed(let id, let reason): apply(.closed(id, reason: reason))
+        case .closed(let id, let reason):
+            apply(.closed(id, reason: reason))
+            // The desktop closes the connection once it has read the `bye`: nothing is left to wait for.
+            if finishing && id == lastFrameFrom { complete() }
         case .found(let list): apply(.found(list))
         }
     }
@@ -236,12 +244,19 @@ public final class Sender: @unchecked Sendable {
         if code == 0 && status.isTerminal {
             Console.info("\"\(desktop.name)\" acknowledged \(core.acknowledgedThisRun) line(s)")
         }
-        // Give the bye frame a moment to leave before the context goes away.
-        queue.asyncAfter(deadline: .now() + 0.05) {
-            self.driver.stopFinding()
-            self.perform(self.core.hangUp())
-            self.finished.signal()
-        }
+        // Give the bye frame a moment to leave before the context goes away: at most 50 ms, less when the desktop
+        // closes the connection first (it does once it has read the bye).
+        finishing = true
+        queue.asyncAfter(deadline: .now() + 0.05) { self.complete() }
+    }
+
+    /// Closes every connection and lets `run` return. Once; on `queue`.
+    func complete() {
+        guard !completed else { return }
+        completed = true
+        driver.stopFinding()
+        perform(core.hangUp())
+        finished.signal()
     }
 
     // MARK: - Timers

@@ -12,7 +12,7 @@ ack), desktop RSS idle with a client connected, one-shot send wall time (process
 Then once: `strace -c -f` of both sides over STRACE_LINES paced lines (syscalls per line), the daemon's idle CPU,
 and a traced speakbridge run (SPEAKBRIDGE_TRACE) turned into a per-stage table by stages.py.
 """
-import argparse, glob, json, os, select, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, select, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -182,10 +182,13 @@ class Tool:
         r["desktop_cpu_us_per_line"] = (d1 - d0) / 1e3 / n
         r["sender_cpu_us_per_line"] = (s1 - s0) / 1e3 / n
         payload = b"".join(f"burst line {i} with some dictated words in it\n".encode() for i in range(args.burst))
+        # Written from another thread while this one reads: a sender that buffers little (ssh) would otherwise
+        # block on a full FIFO that nobody reads yet.
+        feeder = threading.Thread(target=lambda: (sender.stdin.write(payload), sender.stdin.flush()))
         t0 = time.perf_counter()
-        sender.stdin.write(payload)
-        sender.stdin.flush()
+        feeder.start()
         reader.count_lines(args.burst)
+        feeder.join()
         r["burst_lines_per_s"] = args.burst / (time.perf_counter() - t0)
         sender.stdin.close()
         try:
