@@ -13,8 +13,9 @@ import SpeakBridgeWebSocket
 /// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
 /// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
 /// or for D-Bus.
-// `@unchecked Sendable` is sound: `core` and `server` are read and written only on `queue` (dispatch
-// preconditions check it in debug builds); the other stored properties are immutable and themselves thread-safe
+// `@unchecked Sendable` is sound: `core`, `server`, `ticker` and `armedFor` are read and written only on `queue` (dispatch
+// preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, set by `attach` before, and
+// cancelling a dispatch source is thread-safe; the other stored properties are immutable and themselves thread-safe
 // (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
@@ -24,7 +25,10 @@ final class CoreDriver: @unchecked Sendable {
     private var core: DesktopCore
     /// On `queue`; set by `attach` before the first transport event is handled.
     private var server: WebSocketServer?
+    /// On `queue` (set up in `attach`); armed at `core.nextDeadline` only, so an idle daemon never wakes.
     private var ticker: DispatchSourceTimer?
+    /// On `queue`: the deadline `ticker` is armed for (nil: disarmed).
+    private var armedFor: Double?
     let pipeline: DeliveryPipeline
     let progress: ProgressLog
     let peers: PeerStore
@@ -39,23 +43,42 @@ final class CoreDriver: @unchecked Sendable {
         self.configHandler = configHandler
     }
 
-    /// Creates the transport on `queue`, so an event it reports at once waits until it is stored here; starts the
-    /// clock that lets a pairing code expire on time (its secret is wiped then, not at the next attempt).
+    /// Creates the transport on `queue`, so an event it reports at once waits until it is stored here; sets up the
+    /// clock that lets a pairing code expire on time (its secret is wiped then, not at the next attempt). The clock
+    /// is armed only while the core has a deadline (`rearm`): idle, the daemon does not wake at all.
     func attach(_ make: () throws -> WebSocketServer) throws -> WebSocketServer {
-        let server = try queue.sync {
+        try queue.sync {
             let s = try make()
             self.server = s
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .distantFuture, repeating: .never)
+            timer.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.armedFor = nil  // fired: arm again even if the deadline did not move (a clock step)
+                self.dispatch(.tick)
+            }
+            timer.resume()
+            ticker = timer
+            rearm()
             return s
         }
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + 1, repeating: 1)
-        timer.setEventHandler { [weak self] in self?.dispatch(.tick) }
-        timer.resume()
-        ticker = timer
-        return server
     }
 
-    func stopTicking() { ticker?.cancel() }
+    func stopTicking() { ticker?.cancel() }  // set in attach (before any caller can get here); cancel is thread-safe
+
+    /// On `queue`: points the clock at the core's next deadline (a little after it, so the core sees it passed),
+    /// or nowhere. Touches the timer only when the deadline changed: nothing per frame.
+    private func rearm() {
+        let deadline = core.nextDeadline
+        guard deadline != armedFor, let ticker else { return }
+        armedFor = deadline
+        if let deadline {
+            let delay = max(0, deadline - Date().timeIntervalSince1970) + 0.05
+            ticker.schedule(deadline: .now() + delay, repeating: .never, leeway: .milliseconds(50))
+        } else {
+            ticker.schedule(deadline: .distantFuture, repeating: .never)
+        }
+    }
 
     func restore(live: [SessionLevel], retired: [SessionLevel]) {
         queue.sync { perform(core.restore(live: live, retired: retired)) }
@@ -96,6 +119,7 @@ final class CoreDriver: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         perform(core.handle(event, now: Date().timeIntervalSince1970))
         if case .durable(let levels) = event { Trace.mark("ack", levels.map(\.seq).max() ?? 0) }
+        rearm()
     }
 
     /// On `queue`: carries out the core's actions, in order.

@@ -56,6 +56,10 @@ public struct DesktopCore {
 
     /// The name a paired device gave itself (for sinks that show it), nil when unknown.
     public func name(of device: DeviceID) -> String? { clients.name(of: device) }
+
+    /// When the core next needs a `.tick` (the pairing code's expiry, so its secret is wiped on time); nil when
+    /// nothing is timed, and the shell need not wake at all.
+    public var nextDeadline: Double? { code.active?.expiry }
     var code = PairingCodeState()
     var connections: [ConnectionID: Connection] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]
