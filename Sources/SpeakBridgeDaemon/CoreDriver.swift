@@ -104,6 +104,13 @@ final class CoreDriver: @unchecked Sendable {
         queue.async { self.dispatch(event) }
     }
 
+    /// An event from a thread that `queue` never waits for (the pipeline's committer): handled on the calling
+    /// thread when the queue is idle — no thread wake-up per ack, unlike `post` — else once it is free. Never on
+    /// `queue` itself (dispatch checks it).
+    func postNow(_ event: DesktopEvent) {
+        queue.sync { dispatch(event) }
+    }
+
     /// Runs `read` on the core, on `queue` (for `status`: a snapshot, no actions).
     func read<T>(_ read: (DesktopCore) -> T) -> T {
         queue.sync { read(core) }

@@ -53,7 +53,7 @@ public final class Daemon: @unchecked Sendable {
         let box = DriverBox()
         pipeline = DeliveryPipeline(sinks: sinks, progress: progress, onDurable: { advanced in
             let levels = advanced.map { SessionLevel(device: $0.0.device, session: $0.0.session, seq: $0.1) }
-            box.driver?.post(.durable(levels))
+            box.driver?.postNow(.durable(levels))  // on the committer thread: no wake-up of another thread per ack
         }, onDrained: { devices in
             box.driver?.post(.drained(devices))
         }, onHeld: { sink, reason, held in
