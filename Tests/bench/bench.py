@@ -6,7 +6,8 @@ Each of the three carries lines from a sender's stdin to a FIFO on the "desktop"
   - ssh:         `ssh -p P 127.0.0.1 'cat > fifo'` -> a private sshd (own host key, own authorized key, temp dir)
   - speakbridge: `speakbridge send` (stdin) -> WebSocket + Noise -> `speakbridge serve --sink fifo:`
 Per round (ROUNDS, default 3; the table shows medians): first line after the sender starts, latency p50/p99 of
-COUNT lines paced PACE s, desktop and sender CPU per paced line (/proc/PID/task/*/schedstat, ns on CPU), burst
+COUNT lines paced PACE s, desktop and sender CPU per paced line (/proc/PID/task/*/schedstat, ns on CPU, threads
+that exit meanwhile counted at their last sample), burst
 throughput of BURST lines (speakbridge: durability on — journal on the sender, progress log fsynced before every
 ack), desktop RSS idle with a client connected, one-shot send wall time (process start -> exit; speakbridge: acked).
 Then once: `strace -c -f` of both sides over STRACE_LINES paced lines (syscalls per line), the daemon's idle CPU,
@@ -97,17 +98,28 @@ def descendants(pid):
     return out
 
 
-def cpu_ns(pids):
-    """Nanoseconds on CPU of every thread of `pids` (schedstat: exact, unlike the 10 ms ticks of /proc/PID/stat)."""
-    total = 0
-    for pid in pids:
-        for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-            try:
-                with open(path) as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    return total
+class CpuMeter:
+    """CPU time of a set of processes, exact (schedstat ns per thread) and counting threads that exit meanwhile:
+    each thread keeps the last value seen, so `sample()` every so often during a phase (GCD workers come and go)."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.seen = {}
+        self.sample()
+
+    def sample(self):
+        for pid in self.pids:
+            for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+                try:
+                    with open(path) as f:
+                        ns = int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+                self.seen[path] = max(self.seen.get(path, 0), ns)
+
+    def total(self):
+        self.sample()
+        return sum(self.seen.values())
 
 
 def rss_kib(pids):
@@ -123,9 +135,12 @@ def rss_kib(pids):
     return total
 
 
-def measure_latency(writer, reader, count, pace, warm=20):
+def measure_latency(writer, reader, count, pace, warm=20, meters=()):
     samples = []
     for i in range(count + warm):
+        if i % 100 == 0:
+            for m in meters:
+                m.sample()
         line = f"latency probe {i}\n".encode()
         t0 = time.perf_counter()
         writer.write(line)
@@ -172,10 +187,10 @@ class Tool:
         r["first_line_ms"] = (time.perf_counter() - t0) * 1e3
         time.sleep(1.0)
         r["desktop_rss_idle_mib"] = rss_kib(self.desktop_pids()) / 1024.0
-        dpids, spids = self.desktop_pids(), self.sender_pids(sender)
-        d0, s0 = cpu_ns(dpids), cpu_ns(spids)
-        lat = measure_latency(sender.stdin, reader, args.count, args.pace)
-        d1, s1 = cpu_ns(dpids), cpu_ns(spids)
+        dm, sm = CpuMeter(self.desktop_pids()), CpuMeter(self.sender_pids(sender))
+        d0, s0 = dm.total(), sm.total()
+        lat = measure_latency(sender.stdin, reader, args.count, args.pace, meters=(dm, sm))
+        d1, s1 = dm.total(), sm.total()
         n = args.count + 20
         r["p50_us"] = statistics.median(lat)
         r["p99_us"] = percentile(lat, 99)
@@ -381,9 +396,13 @@ class SpeakBridge(Tool):
         sender.stdin.flush()
         reader.read_line()
         time.sleep(1.0)
-        t0 = cpu_ns([self.desktop.pid])
-        time.sleep(seconds)
-        t1 = cpu_ns([self.desktop.pid])
+        meter = CpuMeter([self.desktop.pid])
+        t0 = meter.total()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(0.5)
+            meter.sample()
+        t1 = meter.total()
         sender.stdin.close()
         sender.wait(timeout=30)
         reader.close()
