@@ -51,12 +51,13 @@ public struct SendOptions: Sendable {
 /// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
 /// 3. Sockets and mDNS through `LinkDriver`; acks journaled (`ackJournal`); fsync off the queue on the tick.
 /// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line).
-/// 5. `exit`: the status line goes, the bye has 50 ms to leave, then every connection closes.
+/// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
+///    then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status` and `needsSync` are used on `queue` only (driver events, stdin lines
-/// through `queue.sync`, timers through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is
-/// set in `run` before anything is queued; everything else is immutable.
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastFrameFrom`, `finishing` and `completed` are used on
+/// `queue` only (driver events, stdin lines through `queue.sync`, timers through `asyncAfter`; `run` reads the exit
+/// code through `queue.sync`); `driver` is set in `run` before anything is queued; everything else is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
     let identity: Identity

@@ -2,9 +2,9 @@
 import Glibc
 #endif
 
-/// Per-stage timestamps for the benchmark: where each microsecond of a line goes (stdin read → journal → encrypt →
-/// socket → decrypt and ledger → progress → sink write → fsync → ack). Off unless `SPEAKBRIDGE_TRACE=FILE` is set
-/// when the process starts; off, a mark costs one load and one branch.
+/// Per-stage timestamps for the benchmark: where each microsecond of a line goes (stdin read → journal →
+/// encrypt → socket → decrypt and ledger → progress → sink write → fsync → ack). Off unless
+/// `SPEAKBRIDGE_TRACE=FILE` is set when the process starts; off, a mark costs one load and one branch.
 ///
 /// Every mark is one line `STAGE NANOSECONDS VALUE\n` appended with one write(2) (O_APPEND, so a sender and a
 /// desktop on the same machine can share one file): NANOSECONDS is CLOCK_MONOTONIC (one clock for every process
