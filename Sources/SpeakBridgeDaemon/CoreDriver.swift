@@ -14,9 +14,9 @@ import SpeakBridgeWebSocket
 /// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
 /// or for D-Bus.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker` and `armedFor` are read and written only on `queue`
-// (dispatch preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, set by `attach` before, and
-// cancelling a dispatch source is thread-safe; the other stored properties are immutable and themselves thread-safe
-// (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
+// (dispatch preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, which `attach` set
+// before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable and themselves
+// thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
