@@ -31,6 +31,8 @@ let package = Package(
                        pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
                        pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", providers: [.apt(["libssl-dev"])]),
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
         // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
@@ -48,6 +50,7 @@ let package = Package(
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
+        .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
@@ -65,7 +68,7 @@ let package = Package(
         ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery", "SpeakBridgeTLS",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
