@@ -8,6 +8,7 @@ enum VectorFiles {
             ("pairing-codes.json", PrettyJSON.render(try PairingCodeVectors.document())),
             ("handshakes.json", PrettyJSON.render(try HandshakeVectors.document())),
             ("frames.json", PrettyJSON.render(try FrameVectors.document())),
+            ("handshakes-aesgcm.json", PrettyJSON.render(try AESGCMHandshakeVectors.document())),
         ]
     }
 
