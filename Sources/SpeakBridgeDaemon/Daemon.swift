@@ -31,6 +31,7 @@ public final class Daemon: @unchecked Sendable {
     var server: WebSocketServer!
     var control: ControlServer!
     var discovery: DiscoveryService?
+    var web: WebFront!
 
     // Owned by `queue`.
     var machines: [WebSocketConnectionID: ResponderMachine] = [:]
@@ -73,6 +74,7 @@ public final class Daemon: @unchecked Sendable {
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
         config.maxUnauthenticatedPerAddress = SpeakBridgeProtocol.maxUnauthenticatedPerAddress
+        web = WebFront.prepare(options, identity: identity, config: &config)
         // `queue.sync` from the lws thread: when the queue is idle the handler runs right on the lws thread
         // (no wake-up of another thread per frame); the critical sections are short and never wait on lws.
         server = try WebSocketServer(configuration: config) { [weak self] event in
@@ -136,7 +138,7 @@ public final class Daemon: @unchecked Sendable {
                 server.close(id, code: 1008, reason: "no pairing code active")
                 return
             }
-            machines[id] = ResponderMachine(intent: intent, context: context())
+            machines[id] = ResponderMachine(intent: intent, context: context(), cipher: WebFront.cipher(for: id, on: server))
         case let .message(id, bytes):
             guard var machine = machines[id] else { return }
             let actions = machine.receive(bytes)
@@ -177,8 +179,10 @@ public final class Daemon: @unchecked Sendable {
                 }
             case .pairingConfirmed(let outcome):
                 do {
+                    let (kind, agent) = WebFront.kind(for: id, on: server)
                     try peers.upsert(Peer(name: outcome.peerName.isEmpty ? "device" : outcome.peerName,
-                                          publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client))
+                                          publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client,
+                                          kind: kind, agent: agent))
                     Console.info("paired with \"\(outcome.peerName)\" (\(outcome.deviceID))")  // Console escapes it
                 } catch {
                     Console.error("pairing with \(outcome.deviceID) could not be saved: \(error.description)", hint: error.hint)
@@ -187,7 +191,7 @@ public final class Daemon: @unchecked Sendable {
             case let .deliver(device, session, chunks):
                 deliver(device: device, session: session, chunks: chunks, on: id)
             case let .config(device, type, body):
-                guard let handler = options.configHandler else {
+                guard let handler = options.configHandler, peers.all.first(where: { $0.id == device })?.kind != .browser else {
                     reply([.error(code: ProtocolErrorCode.unknownType.rawValue,
                                   message: "this desktop does not take config messages", expected: nil)], on: id)
                     continue

@@ -8,7 +8,7 @@ extension Daemon {
     func control(_ request: JSONValue) -> JSONValue {
         switch request["cmd"]?.stringValue {
         case "status": return queue.sync { status() }
-        case "pair": return pair()
+        case "pair": return pair(web: request["web"]?.boolValue == true)
         case "devices": return ControlReply.success([("devices", devicesJSON())])
         case "revoke":
             guard let text = request["id"]?.stringValue else { return ControlReply.failure("revoke needs an id") }
@@ -66,10 +66,12 @@ extension Daemon {
             ("rejected", .integer(Int64(stats.rejectedConnections))),
             ("pairingFailures", .integer(Int64(stats.pairingFailures))),
             ("mdns", .object(mdns)),
+            ("web", web.status(host: options.host, server: server)),
         ])
     }
 
-    func pair() -> JSONValue {
+    func pair(web wanted: Bool = false) -> JSONValue {
+        if wanted, let refusal = web.pairingRefusal(server: server) { return refusal }
         do {
             let addresses = NetworkAddresses.forListening(host: options.host)
             let code = try codes.issue(publicKey: identity.publicKey, port: server.port, addresses: addresses)
@@ -79,7 +81,7 @@ extension Daemon {
                 ("expires", .integer(Int64(code.expiry))),
                 ("lifetime", .integer(Int64(options.pairingLifetime))),
                 ("id", .string(identity.deviceID.description)),
-            ])
+            ] + (wanted ? web.pairingMembers(code: code.encoded(), host: options.host, server: server) : []))
         } catch {
             return ControlReply.failure("cannot issue a pairing code: \(error)")
         }
@@ -89,10 +91,11 @@ extension Daemon {
         .array(peers.all.map { peer in
             var m: [(String, JSONValue)] = [
                 ("id", .string(peer.id.description)), ("name", .string(peer.name)),
-                ("role", .string(peer.role.rawValue)),
+                ("role", .string(peer.role.rawValue)), ("kind", .string(peer.kind.rawValue)),
                 ("pairedAt", .integer(Int64(peer.pairedAt.timeIntervalSince1970))),
             ]
             if let seen = peer.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+            if let agent = peer.agent { m.append(("agent", .string(agent))) }
             let delivered = progress.entries()
                 .filter { $0.key.device == peer.id }
                 .reduce(into: [String: UInt64]()) { acc, e in acc[e.key.session] = max(acc[e.key.session] ?? 0, e.value) }

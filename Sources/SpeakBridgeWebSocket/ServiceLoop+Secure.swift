@@ -25,6 +25,8 @@ extension ServiceLoop {
             return .failure(.invalidConfiguration("host \"\(host)\" is not an IP literal"))
         }
         info.options |= UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
+        // lws reads this per vhost too: without it the vhost ignores its certificate and speaks plain HTTP.
+        info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
         info.protocols = UnsafePointer(protocols)
         info.timeout_secs = UInt32(configuration.handshakeTimeout)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)

@@ -45,6 +45,21 @@ enum PairingDisplay {
         }
     }
 
+    /// `pair --web`: the QR of the page's URL, the URL once, the fingerprint to compare, one instruction line.
+    static func showWeb(url: String, qrText: String, lifetime: Int64, fingerprint: String) {
+        let terminal = TerminalSize.current(descriptors: [1, 2]) ?? .classic
+        let instructions = "scan the QR with the phone's camera and open the page (single use, \(duration(lifetime)))"
+        if case .qr(let qr)? = try? PairingScreen.plan(code: qrText, instructionLength: instructions.count + 13,
+                                                      terminal: terminal, colored: true) {
+            Console.out(String(qr.dropLast()) + "\n" + url)
+        } else {
+            Console.out(url)
+            Console.info("the QR does not fit this terminal: enlarge it or zoom out (Ctrl+-), or open the address above")
+        }
+        Console.info(instructions)
+        Console.info("the browser warns about the self-signed certificate: its SHA-256 fingerprint must be \(fingerprint)")
+    }
+
     /// The same code with only its first address (the desktop does not check the addresses: they only tell the
     /// client where to dial); nil if the code has one address or none, or does not parse.
     static func compacted(_ code: String) -> String? {

@@ -36,6 +36,8 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How long a pairing code stays valid.", valueName: "SECONDS"))
     var pairingLifetime: Int = SpeakBridgeProtocol.pairingCodeLifetime
 
+    @OptionGroup var webOptions: WebServeOptions
+
     func validate() throws {
         guard (1...3_600).contains(pairingLifetime) else {
             throw ValidationError("--pairing-lifetime must be between 1 and 3600 seconds")
@@ -67,6 +69,7 @@ struct Serve: ParsableCommand {
             var options = DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
                                         name: name, mdns: !noMDNS, pairingLifetime: pairingLifetime)
             options.configHandler = try ConfigPeerHandler(home: home)
+            options.web = webOptions.resolved
             daemon = try Daemon(options: options)
         } catch let error as ConfigError {
             throw CLIError(error.message, hint: error.hint)

@@ -1,0 +1,174 @@
+// The browser route: the daemon's own HTTPS/WSS listener that serves the static page in Web/ and takes the
+// protocol over WSS with the AESGCM cipher (PROTOCOL.md, "Browser route").
+//
+// Flow:
+// 1. `WebFront.prepare` (before the WebSocket server starts) decides whether the route can be offered: AES-GCM
+//    available (AES-NI), the page's files found, the certificate ready (WebCertificate: self-signed P-256, made
+//    once per identity, re-issued when the listening addresses change). Any "no" is a reason shown by `status`
+//    and logged once; the native route is unaffected.
+// 2. It adds the TLS listener and the AESGCM subprotocol to the server configuration.
+// 3. Per connection, `cipher(for:)` picks the Noise cipher by the negotiated subprotocol, and `kind(for:)` tells
+//    whether a pairing came through the TLS listener (a `browser` device) with its user agent in short.
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+import SpeakBridgeTLS
+import SpeakBridgeWebSocket
+
+/// `serve --web-port` / `--no-web` / `--web-root`.
+public struct WebFrontOptions: Sendable {
+    public var enabled = true
+    /// nil: the main port + 1 (47811 by default), or any free port when the main port is 0.
+    public var port: Int?
+    /// nil: SPEAKBRIDGE_WEB_ROOT, then <prefix>/share/speakbridge/web next to the binary, then the source tree's Web/.
+    public var root: String?
+
+    public init() {}
+}
+
+final class WebFront: Sendable {
+    /// Why the route is off, for `status` and the log; nil when it is on.
+    let unavailable: String?
+    let certificate: WebCertificate?
+    let root: String?
+
+    /// The Content-Security-Policy of every response: nothing from elsewhere, no inline script or style, no
+    /// framing; WebSockets only back to this origin.
+    static let headers: [(name: String, value: String)] = [
+        ("content-security-policy:", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+            + "connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+        ("x-content-type-options:", "nosniff"),
+        ("referrer-policy:", "no-referrer"),
+        ("cross-origin-opener-policy:", "same-origin"),
+    ]
+
+    init(unavailable: String?, certificate: WebCertificate?, root: String?) {
+        self.unavailable = unavailable
+        self.certificate = certificate
+        self.root = root
+    }
+
+    /// Decides whether the route is offered and, if so, adds it to `config` (step 1 and 2 of the flow).
+    static func prepare(_ options: DaemonOptions, identity: Identity,
+                        config: inout WebSocketServerConfiguration) -> WebFront {
+        let web = options.web
+        guard web.enabled else { return WebFront(unavailable: "disabled (--no-web)", certificate: nil, root: nil) }
+        guard NoiseCipher.aesGCM.isAvailable else {
+            return off("this CPU has no AES-NI, and libsodium's AES-256-GCM (the only cipher browsers have) needs it")
+        }
+        guard let root = findRoot(web.root) else {
+            return off("the page's files were not found (looked for index.html in \(rootCandidates(web.root).joined(separator: ", ")))")
+        }
+        let addresses = NetworkAddresses.forListening(host: options.host).map(\.description)
+        let certificate: WebCertificate
+        do {
+            certificate = try WebCertificate.prepare(home: options.home, identity: identity.deviceID.description,
+                                                     addresses: addresses.isEmpty ? [options.host] : addresses)
+        } catch {
+            return off(error.description)
+        }
+        if certificate.rotated {
+            Console.info("web certificate issued for \(certificate.addresses.joined(separator: ", ")); SHA-256 \(certificate.fingerprint)")
+        }
+        let port = web.port ?? (options.port == 0 ? 0 : min(options.port + 1, 65535))
+        config.extraSubprotocols = [SpeakBridgeProtocol.aesGCMSubprotocol]
+        config.secure = SecureListenerConfiguration(port: port, certificatePath: certificate.certificatePath,
+                                                    privateKeyPath: certificate.privateKeyPath, documentRoot: root,
+                                                    headers: headers)
+        return WebFront(unavailable: nil, certificate: certificate, root: root)
+    }
+
+    private static func off(_ reason: String) -> WebFront {
+        Console.warning("the browser route (serve's HTTPS page) is off: \(reason)")
+        return WebFront(unavailable: reason, certificate: nil, root: nil)
+    }
+
+    static func rootCandidates(_ explicit: String?) -> [String] {
+        if let explicit { return [explicit] }
+        var list: [String] = []
+        if let env = ProcessInfo.processInfo.environment["SPEAKBRIDGE_WEB_ROOT"], !env.isEmpty { list.append(env) }
+        let exe = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath().deletingLastPathComponent()
+        list.append(exe.appendingPathComponent("../share/speakbridge/web").standardized.path)
+        // A binary built in the source tree (.build/<config>/speakbridge or .build/<triple>/<config>/speakbridge).
+        list.append(exe.appendingPathComponent("../../Web").standardized.path)
+        list.append(exe.appendingPathComponent("../../../Web").standardized.path)
+        return list
+    }
+
+    static func findRoot(_ explicit: String?) -> String? {
+        rootCandidates(explicit).first { FileManager.default.fileExists(atPath: $0 + "/index.html") }
+    }
+
+    /// The Noise cipher of a connection, by the subprotocol the server chose.
+    static func cipher(for id: WebSocketConnectionID, on server: WebSocketServer) -> NoiseCipher {
+        server.info(of: id).flatMap { SpeakBridgeProtocol.cipher(forSubprotocol: $0.subprotocol) } ?? .chaChaPoly
+    }
+
+    /// The kind and short user agent of a device pairing on `id`: `browser` when it came through the TLS listener.
+    static func kind(for id: WebSocketConnectionID, on server: WebSocketServer) -> (Peer.Kind, String?) {
+        guard let info = server.info(of: id), info.isSecure else { return (.native, nil) }
+        return (.browser, UserAgent.short(info.userAgent))
+    }
+
+    /// `status --json`'s `web` object.
+    func status(host: String, server: WebSocketServer) -> JSONValue {
+        guard unavailable == nil, let certificate, let port = server.securePort else {
+            return .object([("enabled", .bool(false)), ("reason", .string(unavailable ?? "the TLS listener did not start"))])
+        }
+        return .object([
+            ("enabled", .bool(true)),
+            ("url", .string(url(host: certificate.addresses.first ?? host, port: port))),
+            ("port", .integer(Int64(port))),
+            ("fingerprint", .string(certificate.fingerprint)),
+            ("spki", .string(certificate.spkiHash)),
+            ("addresses", .array(certificate.addresses.map { .string($0) })),
+        ])
+    }
+
+    /// `pair --web` on a desktop without the route: the failure reply (why, and what to do).
+    func pairingRefusal(server: WebSocketServer) -> JSONValue? {
+        if unavailable == nil, server.securePort != nil { return nil }
+        return ControlReply.failure("this desktop does not offer the browser route: \(unavailable ?? "the TLS listener did not start")",
+                                    hint: "pair a native client with `speakbridge pair` (no --web)")
+    }
+
+    /// `pair --web`'s extra members: the page URL with the code in its fragment (which never leaves the phone),
+    /// and the certificate's fingerprint to compare.
+    func pairingMembers(code: String, host: String, server: WebSocketServer) -> [(String, JSONValue)] {
+        guard let certificate, let port = server.securePort else { return [] }
+        let address = NetworkAddresses.forListening(host: host).first?.description ?? certificate.addresses.first ?? host
+        // The page dials its own origin, so the code needs no more than the first address: a smaller QR.
+        var short = code
+        if var parsed = try? PairingCode.parse(code), parsed.addresses.count > 1 {
+            parsed.addresses = Array(parsed.addresses.prefix(1))
+            short = parsed.encoded()
+        }
+        return [("url", .string(url(host: address, port: port) + "#" + short)), ("webCode", .string(short)),
+                ("fingerprint", .string(certificate.fingerprint))]
+    }
+
+    func url(host: String, port: Int) -> String {
+        "https://" + (host.contains(":") ? "[\(host)]" : host) + ":\(port)/"
+    }
+}
+
+/// A user agent in short, e.g. "Chrome 156 on Android" — for `devices`, never parsed for decisions.
+enum UserAgent {
+    static func short(_ agent: String) -> String {
+        let browsers = [("Edg/", "Edge"), ("Firefox/", "Firefox"), ("HeadlessChrome/", "Headless Chrome"),
+                        ("Chrome/", "Chrome"), ("Version/", "Safari")]
+        var name = "browser"
+        for (token, label) in browsers {
+            if let range = agent.range(of: token) {
+                let version = agent[range.upperBound...].prefix { $0.isNumber }
+                name = version.isEmpty ? label : "\(label) \(version)"
+                break
+            }
+        }
+        let systems = [("Android", "Android"), ("iPhone", "iOS"), ("iPad", "iPadOS"), ("Windows", "Windows"),
+                       ("Mac OS X", "macOS"), ("CrOS", "ChromeOS"), ("Linux", "Linux")]
+        let system = systems.first { agent.contains($0.0) }?.1
+        return PeerText.escape(system.map { "\(name) on \($0)" } ?? name, limit: 64)
+    }
+}
