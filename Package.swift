@@ -116,6 +116,7 @@ let package = Package(
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
             "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "SpeakBridgeTLSTests", dependencies: ["SpeakBridgeTLS", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",

@@ -34,7 +34,13 @@ function setStatus(state, text) {
 
 function showMessage(text, kind = 'error') {
   ui.message.hidden = !text;
-  ui.message.textContent = text || '';
+  // Quoted commands become <code> (kept on one line); everything is text, never HTML.
+  ui.message.replaceChildren(...(text || '').split(/"([^"]+)"/).map((part, i) => {
+    if (i % 2 === 0) return document.createTextNode(part);
+    const code = document.createElement('code');
+    code.textContent = part;
+    return code;
+  }));
   ui.message.className = `message ${kind === 'info' ? 'info' : ''}`;
 }
 
@@ -157,7 +163,7 @@ const dictation = new Dictation({
   onFinal: ({ text, lang, startMs, endMs }) => {
     ui.interim.textContent = '';
     if (sender && text.trim()) {
-      sender.add({ text: text.trim(), lang, start: sender.elapsed(startMs), end: sender.elapsed(endMs) });
+      sender.add({ text: text.trim(), lang, start: sender.elapsed(startMs), end: sender.elapsed(endMs) }).catch(() => {});
     }
   },
   onState: (listening, problem) => {
@@ -175,7 +181,10 @@ function wireInput() {
     if (!sender || ui.text.disabled) return;
     ui.text.value = '';
     for (const line of text.split(/\r?\n/)) {
-      if (line.trim()) sender.add({ text: line, lang: navigator.language, start: sender.elapsed(), end: sender.elapsed() });
+      if (line.trim()) {
+        sender.add({ text: line, lang: navigator.language, start: sender.elapsed(), end: sender.elapsed() })
+          .catch(() => {});
+      }
     }
   };
   ui.form.addEventListener('submit', (event) => { event.preventDefault(); sendText(); });

@@ -57,6 +57,8 @@ export class Sender {
 
   /** Adds one chunk: durable first, then sent if connected. Resolves once stored. */
   add({ text, lang, start, end }) {
+    // After a revoke nothing more is stored or sent.
+    if (this.stopped) return Promise.reject(new Error('revoked'));
     const work = this.appendChain.then(async () => {
       const chunk = { seq: this.session.nextSeq, text, final: true };
       if (lang) chunk.lang = String(lang).slice(0, 35);

@@ -191,9 +191,12 @@ public final class Daemon: @unchecked Sendable {
             case let .deliver(device, session, chunks):
                 deliver(device: device, session: session, chunks: chunks, on: id)
             case let .config(device, type, body):
-                guard let handler = options.configHandler, peers.all.first(where: { $0.id == device })?.kind != .browser else {
+                // Browser devices send dictation only: they may not pull or push config (WebFront.swift).
+                let isBrowser = peers.all.first(where: { $0.id == device })?.kind == .browser
+                guard let handler = options.configHandler, !isBrowser else {
                     reply([.error(code: ProtocolErrorCode.unknownType.rawValue,
-                                  message: "this desktop does not take config messages", expected: nil)], on: id)
+                                  message: isBrowser ? "config transfer is off for browser devices"
+                                      : "this desktop does not take config messages", expected: nil)], on: id)
                     continue
                 }
                 let name = peers.all.first { $0.id == device }?.name ?? ""

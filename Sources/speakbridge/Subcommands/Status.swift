@@ -41,6 +41,7 @@ struct Status: ParsableCommand {
             lines.append("sink \(label): \(problem.map { "waiting: \($0)" } ?? "ok")\(queued > 0 ? " (\(queued) queued)" : "")")
         }
         lines.append("mdns: \(reply["mdns"]?["state"]?.stringValue ?? "?")")
+        lines += WebStatusLines.lines(reply["web"])
         lines.append("paired devices: \(reply["devices"]?.arrayValue?.count ?? 0), connections: \(s("authenticated"))")
         // Devices by name with their ID (names need not be unique); a device that is no longer paired by ID only.
         func who(_ item: JSONValue) -> String {

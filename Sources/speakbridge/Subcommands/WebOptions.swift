@@ -1,5 +1,6 @@
 import ArgumentParser
 import SpeakBridgeDaemon
+import SpeakBridgeProtocol
 
 /// `serve`'s options for the browser route (the HTTPS page and WSS listener, Sources/SpeakBridgeDaemon/WebFront.swift).
 struct WebServeOptions: ParsableArguments {
@@ -36,5 +37,17 @@ enum WebPairing {
     /// alphanumeric mode (schemes are case-insensitive; the address and the code are already in that set).
     static func qrText(_ url: String) -> String {
         url.hasPrefix("https://") ? "HTTPS://" + url.dropFirst("https://".count) : url
+    }
+}
+
+/// `status`'s lines about the browser route.
+enum WebStatusLines {
+    static func lines(_ web: JSONValue?) -> [String] {
+        guard let web else { return [] }
+        guard web["enabled"]?.boolValue == true else {
+            return ["web page: off (\(web["reason"]?.stringValue ?? "?"))"]
+        }
+        return ["web page: \(web["url"]?.stringValue ?? "?") (pair a browser with `speakbridge pair --web`)",
+                "web certificate SHA-256: \(web["fingerprint"]?.stringValue ?? "?")"]
     }
 }

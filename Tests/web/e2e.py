@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""The browser route end to end: a real daemon (SPEAKBRIDGE_BIN) with a real FIFO sink, its HTTPS page in headless
+Chromium (390x844, trusting the desktop's certificate by its key only), the page's real WebCrypto, IndexedDB and
+WebSocket. The one double is the speech recognizer (fake_speech.js).
+
+  1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device
+  2. 100 lines through the text box → all in the FIFO once, in order
+  3. reload the page mid-stream → exactly once
+  4. kill -9 the daemon mid-stream and restart it → exactly once
+  5. dictation through SpeechRecognition: interim words greyed, each final result one chunk; config-pull refused
+  6. the used code again (fresh browser) → a clear message; an expired code → a clear message
+  7. devices revoke → the page says revoked and sends nothing more
+With SCREENSHOTS=1 it also writes docs/web-pairing.png, web-dictating.png, web-code-used.png, web-revoked.png.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from selenium.webdriver.common.by import By
+
+from browser import chromium
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, '..', '..'))
+BIN = os.environ.get('SPEAKBRIDGE_BIN', os.path.join(REPO, '.build/debug/speakbridge'))
+SHOTS = os.environ.get('SCREENSHOTS', '0') == '1'
+FAKE_SPEECH = open(os.path.join(HERE, 'fake_speech.js')).read()
+
+
+def fail(message):
+    raise AssertionError(message)
+
+
+def wait(what, predicate, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    fail(f'timed out waiting for {what}')
+
+
+class FifoReader:
+    """Reads the FIFO sink's lines; reopens it when the daemon (the writer) goes away."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lines = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            with open(self.path, 'r', encoding='utf-8') as f:
+                for line in f:
+                    with self.lock:
+                        self.lines.append(line.rstrip('\n'))
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.lines)
+
+
+class Desktop:
+    def __init__(self, tmp):
+        self.home = os.path.join(tmp, 'desk')
+        self.fifo = os.path.join(tmp, 'out.fifo')
+        os.mkfifo(self.fifo, 0o600)
+        self.reader = FifoReader(self.fifo)
+        self.log = open(os.path.join(tmp, 'daemon.log'), 'ab')
+        self.proc = None
+        self.port = 0
+        self.web_port = 0
+
+    def start(self, lifetime=120):
+        args = [BIN, 'serve', '--home', self.home, '--listen', f'127.0.0.1:{self.port}', '--web-port', str(self.web_port),
+                '--web-root', os.path.join(REPO, 'Web'), '--no-mdns', '--sink', 'fifo:' + self.fifo,
+                '--pairing-lifetime', str(lifetime)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
+        status = wait('the daemon', lambda: self.try_status(), timeout=20)
+        web = status['web']
+        if not web.get('enabled'):
+            fail(f"the browser route is off: {web.get('reason')}")
+        self.port, self.web_port = status['port'], web['port']
+        return status
+
+    def try_status(self):
+        if self.proc.poll() is not None:
+            fail(f'the daemon exited with {self.proc.returncode}')
+        r = self.cli('status', '--json', check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def cli(self, *args, check=True):
+        r = subprocess.run([BIN, *args, '--home', self.home], capture_output=True, text=True, timeout=20)
+        if check and r.returncode != 0:
+            fail(f'speakbridge {" ".join(args)} failed: {r.stderr}')
+        return r
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def status_text(driver):
+    return driver.find_element(By.ID, 'sb-status').text
+
+
+def states(driver):
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#sb-log li')].map(li => [li.querySelector('.text').textContent, li.dataset.state])")
+
+
+def type_lines(driver, lines):
+    box = driver.find_element(By.ID, 'sb-text')
+    for line in lines:
+        box.send_keys(line + '\n')
+
+
+def expect_exactly_once(desktop, expected, what):
+    wait(f'{what}: {len(expected)} lines in the FIFO', lambda: len(desktop.reader.snapshot()) >= len(expected), 30)
+    time.sleep(0.5)  # a duplicate would arrive right behind
+    got = desktop.reader.snapshot()
+    if got != expected:
+        missing = [x for x in expected if x not in got]
+        dupes = sorted({x for x in got if got.count(x) > 1})
+        fail(f'{what}: FIFO differs (missing {missing[:5]}, duplicated {dupes[:5]}, {len(got)} lines for {len(expected)})')
+    print(f'e2e.py: ok: {what}: {len(expected)} lines, each once, in order')
+
+
+def shot(driver, name):
+    if SHOTS:
+        os.makedirs(os.path.join(REPO, 'docs'), exist_ok=True)
+        driver.save_screenshot(os.path.join(REPO, 'docs', name))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='sb-web-')
+    desktop = Desktop(tmp)
+    drivers = []
+    try:
+        status = desktop.start(lifetime=120)
+        spki = status['web']['spki']
+        assert status['web']['fingerprint'].count(':') == 31, status['web']
+        first = json.loads(desktop.cli('pair', '--web', '--json').stdout)
+        assert first['url'].startswith('https://127.0.0.1:') and '#SB1:' in first['url'] and first['code'] in first['url']
+        profile = os.path.join(tmp, 'phone')
+        driver = chromium(spki=spki, profile=profile, inject=FAKE_SPEECH)
+        drivers.append(driver)
+
+        # 1. pair
+        driver.get(first['url'])
+        wait('paired and connected', lambda: driver.find_element(By.ID, 'sb-status').get_attribute('data-state') == 'connected')
+        assert 'paired' in status_text(driver), status_text(driver)
+        assert '#' not in driver.current_url, 'the code stays in the address bar'
+        devices = json.loads(desktop.cli('devices', '--json').stdout)
+        listed = devices['devices'] if isinstance(devices, dict) else devices
+        browser = [d for d in listed if d.get('kind') == 'browser']
+        assert len(browser) == 1 and 'Chrome' in browser[0].get('agent', ''), listed
+        print('e2e.py: ok: paired; devices lists kind browser,', browser[0]['agent'])
+        shot(driver, 'web-pairing.png')
+
+        # 2. 100 lines
+        expected = [f'line {i:03d} ünïcode "quoted"' for i in range(100)]
+        type_lines(driver, expected)
+        expect_exactly_once(desktop, expected, '100 lines through the text box')
+        wait('every line delivered', lambda: all(s == 'delivered' for _, s in states(driver)) and len(states(driver)) == 100)
+
+        # 3. reload mid-stream
+        batch = [f'reload {i:03d}' for i in range(60)]
+        type_lines(driver, batch[:30])
+        wait('30 lines in the log', lambda: len(states(driver)) >= 130)
+        driver.refresh()
+        wait('paired after the reload', lambda: driver.find_element(By.ID, 'sb-status').get_attribute('data-state') == 'connected')
+        type_lines(driver, batch[30:])
+        expected += batch
+        expect_exactly_once(desktop, expected, 'a reload mid-stream')
+
+        # 4. kill -9 and restart the daemon mid-stream
+        batch = [f'crash {i:03d}' for i in range(60)]
+        type_lines(driver, batch[:30])
+        desktop.kill9()
+        type_lines(driver, batch[30:])
+        wait('the page notices', lambda: 'reconnecting' in status_text(driver) or 'does not answer' in status_text(driver))
+        desktop.start(lifetime=2)
+        expected += batch
+        expect_exactly_once(desktop, expected, 'kill -9 and restart of the daemon mid-stream')
+        wait('connected again', lambda: driver.find_element(By.ID, 'sb-status').get_attribute('data-state') == 'connected')
+
+        # 5. dictation
+        driver.find_element(By.ID, 'sb-mic').click()
+        config = wait('recognition started', lambda: driver.execute_script('return window.__speech.config()'))
+        assert config['continuous'] and config['interim'], config
+        driver.execute_script("window.__speech.say('hello from the', false)")
+        wait('interim words shown', lambda: driver.find_element(By.ID, 'sb-interim').text == 'hello from the')
+        assert 'hello from the' not in ' '.join(t for t, _ in states(driver)), 'an interim result was sent'
+        shot(driver, 'web-dictating.png')
+        driver.execute_script("window.__speech.say('hello from the phone', true)")
+        driver.execute_script("window.__speech.say('second phrase', false)")
+        driver.execute_script("window.__speech.say('second phrase done', true)")
+        expected += ['hello from the phone', 'second phrase done']
+        expect_exactly_once(desktop, expected, 'two final speech results as two chunks')
+        assert driver.find_element(By.ID, 'sb-interim').text == ''
+        driver.find_element(By.ID, 'sb-mic').click()
+
+        # 5b. a browser device may not pull or push config: the desktop answers config-* with an error
+        reply = driver.execute_async_script('''
+            const done = arguments[arguments.length - 1];
+            (async () => {
+              const { Store } = await import('/store.js');
+              const { Connection } = await import('/protocol.js');
+              const store = await Store.open();
+              const c = new Connection({ desktop: await store.get('state', 'desktop'),
+                                         keys: await store.get('keys', 'static'), agent: 'config probe' });
+              c.onWelcome = () => c.send({ type: 'config-pull', batch: 'b-probe' });
+              c.onMessage = (m) => { done(m); c.close(); };
+              c.onClose = (e) => done({ closed: e.code });
+            })().catch((e) => done({ exception: String(e) }));''')
+        assert reply.get('type') == 'error' and reply.get('code') == 'unknown-type', reply
+        print('e2e.py: ok: a browser device cannot pull config:', reply.get('message'))
+
+        # 6. the used code in a fresh browser; an expired code
+        other = chromium(spki=spki, inject=FAKE_SPEECH)
+        drivers.append(other)
+        other.get(first['url'])
+        wait('a clear message for a used code', lambda: 'did not accept this code' in other.find_element(By.ID, 'sb-message').text)
+        shot(other, 'web-code-used.png')
+        expired = json.loads(desktop.cli('pair', '--web', '--json').stdout)
+        time.sleep(3)
+        other.get(expired['url'])
+        wait('a clear message for an expired code', lambda: 'expired' in other.find_element(By.ID, 'sb-message').text)
+        print('e2e.py: ok: a used and an expired code each get a clear message')
+
+        # 7. revoke
+        desktop.cli('devices', 'revoke', browser[0]['id'])
+        wait('the page says revoked', lambda: 'revoked' in status_text(driver))
+        before = len(desktop.reader.snapshot())
+        driver.execute_script("""
+            const box = document.getElementById('sb-text');
+            box.disabled = false; box.value = 'after revoke';
+            document.getElementById('sb-form').requestSubmit();""")
+        time.sleep(2)
+        assert len(desktop.reader.snapshot()) == before, 'a line arrived after the revoke'
+        assert 'after revoke' not in ' '.join(t for t, _ in states(driver)), 'the page took a line after the revoke'
+        driver.execute_script("document.getElementById('sb-text').disabled = true")
+        shot(driver, 'web-revoked.png')
+        driver.refresh()
+        wait('still revoked after a reload', lambda: 'revoked' in status_text(driver))
+        print('e2e.py: ok: revoke ends the page at once; it says so and sends nothing more')
+        return 0
+    finally:
+        for d in drivers:
+            try:
+                d.quit()
+            except Exception:
+                pass
+        desktop.stop()
+
+
+if __name__ == '__main__':
+    try:
+        sys.exit(main())
+    except AssertionError as error:
+        print(f'e2e.py: FAIL: {error}')
+        sys.exit(1)
