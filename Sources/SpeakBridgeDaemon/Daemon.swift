@@ -77,7 +77,7 @@ public final class Daemon: @unchecked Sendable {
         web = WebFront.prepare(options, identity: identity, config: &config)
         // `queue.sync` from the lws thread: when the queue is idle the handler runs right on the lws thread
         // (no wake-up of another thread per frame); the critical sections are short and never wait on lws.
-        server = try WebSocketServer(configuration: config) { [weak self] event in
+        (server, web) = try web.startServer(config) { [weak self] event in
             guard let self else { return }
             self.queue.sync { self.handle(event) }
         }

@@ -79,6 +79,22 @@ final class WebFront: Sendable {
         return WebFront(unavailable: nil, certificate: certificate, root: root)
     }
 
+    /// Starts the server; when that fails only because of the TLS listener (its port is taken), starts it without
+    /// the browser route instead, which `status` then reports as off with the reason (the native route matters more).
+    func startServer(_ config: WebSocketServerConfiguration,
+                     onEvent: @escaping @Sendable (WebSocketEvent) -> Void) throws -> (WebSocketServer, WebFront) {
+        do {
+            return (try WebSocketServer(configuration: config, onEvent: onEvent), self)
+        } catch let error as WebSocketError where config.secure != nil {
+            var plain = config
+            plain.secure = nil
+            plain.extraSubprotocols = []
+            let server = try WebSocketServer(configuration: plain, onEvent: onEvent)
+            return (server, Self.off("its port \(config.secure?.port ?? 0) cannot be used (\(error.description)); "
+                                     + "choose another with --web-port"))
+        }
+    }
+
     private static func off(_ reason: String) -> WebFront {
         Console.warning("the browser route (serve's HTTPS page) is off: \(reason)")
         return WebFront(unavailable: reason, certificate: nil, root: nil)
