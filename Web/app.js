@@ -103,7 +103,7 @@ async function startSession(store, keys, desktop) {
   sender = new Sender({
     store, desktop, keys, session, agent: shortAgent(),
     events: {
-      onChunkState: (chunk, state, detail) => log.update(chunk, state, detail),
+      onChunkState: (chunk, state, detail, options) => log.update(chunk, state, detail, options),
       onConnection: (state, detail) => setStatus(state, connectionText(state, detail)),
       onRevoked: async (reason) => {
         await store.put('state', 'revoked', true);

@@ -5,7 +5,7 @@ const KEEP = 500;
 export class Log {
   constructor(list) { this.list = list; this.items = new Map(); }
 
-  update(chunk, state, detail = '') {
+  update(chunk, state, detail = '', { unlessHeld = false } = {}) {
     let item = this.items.get(chunk.seq);
     if (!item) {
       item = document.createElement('li');
@@ -26,6 +26,7 @@ export class Log {
     }
     // A delivered chunk stays delivered (a late 'sent' from the send chain does not take it back).
     if (item.dataset.state === 'delivered') return;
+    if (unlessHeld && item.dataset.state === 'held') return;
     item.dataset.state = state;
     item.querySelector('.state').textContent = state;
     let reason = item.querySelector('.reason');

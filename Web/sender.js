@@ -107,12 +107,14 @@ export class Sender {
         if (message.session !== this.session.id) return;
         this.acknowledge(Number(message.seq) || 0);
         break;
-      case 'held': case 'hold': {
-        // A sink holds a chunk (desktop→device notice of the delivery work; fields as far as they are known).
-        const seq = Number(message.seq);
-        const chunk = this.pending.get(seq);
-        if (chunk && (!message.session || message.session === this.session.id)) {
-          this.events.onChunkState(chunk, 'held', [message.sink, message.reason].filter(Boolean).join(': '));
+      case 'held': {
+        // {"type":"held","session","seq","sink","reason"}: sink `sink` has not taken `seq` and what follows
+        // (the desktop keeps them; they are delivered, and acked, once the sink works again).
+        if (message.session !== this.session.id) return;
+        const from = Number(message.seq);
+        const reason = [message.sink, message.reason].filter((x) => typeof x === 'string' && x).join(': ');
+        for (const [seq, chunk] of this.pending) {
+          if (seq >= from) this.events.onChunkState(chunk, 'held', reason);
         }
         break;
       }
@@ -152,7 +154,7 @@ export class Sender {
         ? { type: 'chunk', session: this.session.id, ...items[0] }
         : { type: 'chunks', session: this.session.id, chunks: items };
       connection.send(message).then(() => {
-        for (const c of items) if (this.pending.has(c.seq)) this.events.onChunkState(c, 'sent');
+        for (const c of items) if (this.pending.has(c.seq)) this.events.onChunkState(c, 'sent', '', { unlessHeld: true });
       }).catch(() => {});
     };
     for (const chunk of chunks) {

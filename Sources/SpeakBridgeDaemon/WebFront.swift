@@ -154,10 +154,10 @@ final class WebFront: Sendable {
     func pairingMembers(code: String, host: String, server: WebSocketServer) -> [(String, JSONValue)] {
         guard let certificate, let port = server.securePort else { return [] }
         let address = NetworkAddresses.forListening(host: host).first?.description ?? certificate.addresses.first ?? host
-        // The page dials its own origin, so the code needs no more than the first address: a smaller QR.
+        // The page dials its own origin and never reads the code's addresses: without them the QR is smaller.
         var short = code
-        if var parsed = try? PairingCode.parse(code), parsed.addresses.count > 1 {
-            parsed.addresses = Array(parsed.addresses.prefix(1))
+        if var parsed = try? PairingCode.parse(code), !parsed.addresses.isEmpty {
+            parsed.addresses = []
             short = parsed.encoded()
         }
         return [("url", .string(url(host: address, port: port) + "#" + short)), ("webCode", .string(short)),

@@ -3,6 +3,7 @@
 Chromium (390x844, trusting the desktop's certificate by its key only), the page's real WebCrypto, IndexedDB and
 WebSocket. The one double is the speech recognizer (fake_speech.js).
 
+  0. pair --web's terminal QR decodes (zbarimg) to the page's URL
   1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device
   2. 100 lines through the text box → all in the FIFO once, in order
   3. reload the page mid-stream → exactly once
@@ -155,6 +156,18 @@ def main():
         status = desktop.start(lifetime=120)
         spki = status['web']['spki']
         assert status['web']['fingerprint'].count(':') == 31, status['web']
+        # 0. the terminal QR of `pair --web` decodes (zbarimg) to the page's URL, with the code in the fragment
+        shown = subprocess.run([BIN, 'pair', '--web', '--home', desktop.home], capture_output=True, text=True,
+                               timeout=20, env={**os.environ, 'COLUMNS': '80', 'LINES': '40'})
+        screen, image = os.path.join(tmp, 'qr.txt'), os.path.join(tmp, 'qr.pgm')
+        with open(screen, 'w') as f:
+            f.write(shown.stdout)
+        subprocess.run(['python3', os.path.join(REPO, 'Tests/python/terminal_to_pgm.py'), screen, image, 'dark'], check=True)
+        decoded = subprocess.run(['zbarimg', '-q', '--raw', image], capture_output=True, text=True).stdout.strip()
+        url_line = shown.stdout.strip().splitlines()[-1]
+        assert decoded.lower() == url_line.lower() and url_line.startswith('https://127.0.0.1:') and '#SB1:' in decoded, \
+            (decoded, url_line)
+        print('e2e.py: ok: the QR of pair --web decodes to', url_line[:40] + '…')
         first = json.loads(desktop.cli('pair', '--web', '--json').stdout)
         assert first['url'].startswith('https://127.0.0.1:') and '#SB1:' in first['url'] and first['code'] in first['url']
         profile = os.path.join(tmp, 'phone')

@@ -49,12 +49,16 @@ enum PairingDisplay {
     static func showWeb(url: String, qrText: String, lifetime: Int64, fingerprint: String) {
         let terminal = TerminalSize.current(descriptors: [1, 2]) ?? .classic
         let instructions = "scan the QR with the phone's camera and open the page (single use, \(duration(lifetime)))"
-        if case .qr(let qr)? = try? PairingScreen.plan(code: qrText, instructionLength: instructions.count + 13,
-                                                      terminal: terminal, colored: true) {
+        switch try? PairingScreen.plan(code: qrText, instructionLength: instructions.count + 13, terminal: terminal,
+                                       colored: true) {
+        case .qr(let qr)?:
             Console.out(String(qr.dropLast()) + "\n" + url)
-        } else {
+        case .tooSmall(let required)?:
             Console.out(url)
-            Console.info("the QR does not fit this terminal: enlarge it or zoom out (Ctrl+-), or open the address above")
+            Console.info("the QR is not shown: it needs a \(required) terminal, this one is \(terminal); enlarge the "
+                         + "window or zoom out (Ctrl+-) and run the command again, or open the address above")
+        case nil:
+            Console.out(url)
         }
         Console.info(instructions)
         Console.info("the browser warns about the self-signed certificate: its SHA-256 fingerprint must be \(fingerprint)")
