@@ -104,7 +104,9 @@ final class WebFront: Sendable {
         if let explicit { return [explicit] }
         var list: [String] = []
         if let env = ProcessInfo.processInfo.environment["SPEAKBRIDGE_WEB_ROOT"], !env.isEmpty { list.append(env) }
-        let exe = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath().deletingLastPathComponent()
+        // The running binary itself (argv[0] may be a bare name found through PATH).
+        let path = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
+        let exe = URL(fileURLWithPath: path).resolvingSymlinksInPath().deletingLastPathComponent()
         list.append(exe.appendingPathComponent("../share/speakbridge/web").standardized.path)
         // A binary built in the source tree (.build/<config>/speakbridge or .build/<triple>/<config>/speakbridge).
         list.append(exe.appendingPathComponent("../../Web").standardized.path)

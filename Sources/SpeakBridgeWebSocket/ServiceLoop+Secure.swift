@@ -84,7 +84,7 @@ extension ServiceLoop {
     /// Records what the application may ask about an accepted connection (before `.opened` goes out).
     func recordInfo(_ id: WebSocketConnectionID, _ wsi: OpaquePointer) {
         let name = lws_get_protocol(wsi).flatMap { $0.pointee.name.map { String(cString: $0) } } ?? ""
-        let agent = header(wsi, WSI_TOKEN_HTTP_USER_AGENT).map { String($0.utf8.prefix(256)) ?? "" } ?? ""
+        let agent = header(wsi, WSI_TOKEN_HTTP_USER_AGENT).map { String(decoding: Array($0.utf8.prefix(256)), as: UTF8.self) } ?? ""
         let info = WebSocketConnectionInfo(subprotocol: name, isSecure: lws_is_ssl(wsi) != 0, userAgent: agent)
         connectionInfo.withLock { $0[id] = info }
     }

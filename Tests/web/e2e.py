@@ -183,6 +183,8 @@ def main():
         listed = devices['devices'] if isinstance(devices, dict) else devices
         browser = [d for d in listed if d.get('kind') == 'browser']
         assert len(browser) == 1 and 'Chrome' in browser[0].get('agent', ''), listed
+        text = desktop.cli('devices').stdout
+        assert f"{browser[0]['id']}  client  \"browser\"" in text and 'browser (Chrome 156 on Android)' in text, text
         print('e2e.py: ok: paired; devices lists kind browser,', browser[0]['agent'])
         shot(driver, 'web-pairing.png')
 

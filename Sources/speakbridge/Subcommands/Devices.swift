@@ -38,6 +38,9 @@ struct Devices: ParsableCommand {
             for d in devices {
                 let seen = d["lastSeen"]?.int64Value.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
                 var line = "\(d["id"]?.stringValue ?? "?")  \(d["role"]?.stringValue ?? "?")  \"\(d["name"]?.stringValue ?? "")\"  last seen \(seen)"
+                if d["kind"]?.stringValue == "browser" {
+                    line += "  browser" + (d["agent"]?.stringValue.map { " (\($0))" } ?? "")
+                }
                 if case .object(let sessions)? = d["delivered"], !sessions.isEmpty {
                     line += "  delivered " + sessions.map { "\($0.0):\($0.1.int64Value ?? 0)" }.joined(separator: " ")
                 }
@@ -85,9 +88,10 @@ struct Devices: ParsableCommand {
 /// A device as `devices --json` shows it (from the files).
 func deviceJSON(_ p: Peer) -> JSONValue {
     var m: [(String, JSONValue)] = [("id", .string(p.id.description)), ("name", .string(p.name)),
-                                    ("role", .string(p.role.rawValue)),
+                                    ("role", .string(p.role.rawValue)), ("kind", .string(p.kind.rawValue)),
                                     ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970)))]
     if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+    if let agent = p.agent { m.append(("agent", .string(agent))) }
     if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
     return .object(m)
 }
