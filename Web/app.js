@@ -99,7 +99,11 @@ function revoked(reason) {
 
 async function startSession(store, keys, desktop) {
   desktopName = desktop.name || desktop.id || 'the desktop';
-  const session = (await store.get('state', 'session')) || newSession();
+  let session = await store.loadSession();
+  if (!session) {
+    session = newSession();
+    await store.put('state', 'session', { id: session.id, startedAt: session.startedAt });
+  }
   sender = new Sender({
     store, desktop, keys, session, agent: shortAgent(),
     events: {
@@ -202,10 +206,25 @@ function wireInput() {
   });
 }
 
+/** Takes the page-wide lock for the lifetime of this page; false when another tab holds it. */
+function holdSenderLock() {
+  return new Promise((resolve) => {
+    navigator.locks.request('speakbridge-sender', { ifAvailable: true }, (lock) => {
+      resolve(lock !== null);
+      return lock ? new Promise(() => {}) : undefined; // held until the page goes away
+    });
+  });
+}
+
 async function main() {
   wireInput();
   if (!window.isSecureContext || !crypto.subtle) {
     setStatus('error', 'This page needs HTTPS.');
+    return;
+  }
+  // One page per browser: a second tab would number chunks of the same session twice (or re-pair under it).
+  if (navigator.locks && !(await holdSenderLock())) {
+    setStatus('error', 'SpeakBridge is open in another tab of this browser: close this one and use that one.');
     return;
   }
   const store = await Store.open();

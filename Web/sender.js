@@ -64,8 +64,13 @@ export class Sender {
       if (lang) chunk.lang = String(lang).slice(0, 35);
       if (Number.isFinite(start) && start >= 0) chunk.start = Math.round(start * 1000) / 1000;
       if (Number.isFinite(end) && end >= 0) chunk.end = Math.round(end * 1000) / 1000;
-      await this.store.addChunk(this.session, chunk);
-      this.session = { ...this.session, nextSeq: chunk.seq + 1 };
+      this.session.nextSeq = chunk.seq + 1;
+      try {
+        await this.store.addChunk(chunk);
+      } catch (error) {
+        this.session.nextSeq = chunk.seq; // not stored: the number is free again
+        throw error;
+      }
       this.pending.set(chunk.seq, chunk);
       this.events.onChunkState(chunk, 'queued');
       if (this.ready) this.transmit([chunk]);
@@ -128,9 +133,10 @@ export class Sender {
 
   /** Chunks up to `seq` are in every sink and durable: forget them. Lower acks than we have are ignored. */
   async acknowledge(seq) {
+    // The level moves before the await, so a lower ack arriving meanwhile is ignored, never written after it.
     if (seq <= this.session.acked) return;
-    await this.store.ack(this.session, seq);
-    this.session = { ...this.session, acked: seq };
+    this.session.acked = seq;
+    await this.store.ack(seq);
     for (const [s, chunk] of [...this.pending]) {
       if (s <= seq) {
         this.pending.delete(s);

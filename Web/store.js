@@ -1,7 +1,7 @@
 // What the page keeps in IndexedDB (origin-scoped, survives reloads and restarts of the phone):
 //   keys    'static'  the device's X25519 key pair; the private key is a non-extractable CryptoKey
-//   state   'desktop' the paired desktop: {key, name, id, psk, codeHash}; 'session' {id, nextSeq, acked};
-//           'revoked' true once the desktop revoked this device
+//   state   'desktop' the paired desktop: {key, name, id, psk, codeHash, clientID}; 'session' {id, startedAt};
+//           'acked' the session's ack level; 'revoked' true once the desktop revoked this device
 //   outbox  seq → {seq, text, lang, start, end, state}: every chunk from the moment it is made until acked
 // Each write is one transaction that completes before the caller goes on (durable before it is sent).
 
@@ -56,20 +56,29 @@ export class Store {
     return request(tx.objectStore('outbox').getAll());
   }
 
-  /** Appends a chunk and advances the session's next sequence number, atomically. */
-  addChunk(session, chunk) {
+  /** Appends a chunk (its seq is the session's next: `loadSession` derives that from the outbox and the ack level). */
+  addChunk(chunk) {
+    return this.transact(['outbox'], (s) => { s.outbox.add(chunk); });
+  }
+
+  /** Forgets chunks up to `seq` (acknowledged) and records the level, in one transaction. */
+  ack(seq) {
     return this.transact(['outbox', 'state'], (s) => {
-      s.outbox.add(chunk);
-      s.state.put({ ...session, nextSeq: chunk.seq + 1 }, 'session');
+      s.outbox.delete(IDBKeyRange.upperBound(seq));
+      s.state.put(seq, 'acked');
     });
   }
 
-  /** Forgets chunks up to `seq` (acknowledged) and records the level. */
-  ack(session, seq) {
-    return this.transact(['outbox', 'state'], (s) => {
-      s.outbox.delete(IDBKeyRange.upperBound(seq));
-      s.state.put({ ...session, acked: seq }, 'session');
-    });
+  /** The session: {id, startedAt, acked, nextSeq}. nextSeq = 1 + the highest seq ever made, which is the highest
+   * in the outbox or, with an empty outbox, the ack level (a chunk leaves the outbox only when it is acked). */
+  async loadSession() {
+    const session = await this.get('state', 'session');
+    if (!session) return null;
+    const acked = (await this.get('state', 'acked')) || 0;
+    const tx = this.db.transaction('outbox', 'readonly');
+    const cursor = await request(tx.objectStore('outbox').openCursor(null, 'prev'));
+    const top = cursor ? cursor.key : 0;
+    return { id: session.id, startedAt: session.startedAt, acked, nextSeq: Math.max(acked, top) + 1 };
   }
 
   /** A new pairing: new desktop, a fresh session, an empty outbox, not revoked. */
@@ -77,7 +86,8 @@ export class Store {
     return this.transact(['outbox', 'state'], (s) => {
       s.outbox.clear();
       s.state.put(desktop, 'desktop');
-      s.state.put(session, 'session');
+      s.state.put({ id: session.id, startedAt: session.startedAt }, 'session');
+      s.state.put(0, 'acked');
       s.state.delete('revoked');
     });
   }

@@ -4,7 +4,8 @@ Chromium (390x844, trusting the desktop's certificate by its key only), the page
 WebSocket. The one double is the speech recognizer (fake_speech.js).
 
   0. pair --web's terminal QR decodes (zbarimg) to the page's URL
-  1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device
+  1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device;
+     a second tab of the same browser refuses to send
   2. 100 lines through the text box → all in the FIFO once, in order
   3. reload the page mid-stream → exactly once
   4. kill -9 the daemon mid-stream and restart it → exactly once
@@ -187,6 +188,15 @@ def main():
         assert f"{browser[0]['id']}  client  \"browser\"" in text and 'browser (Chrome 156 on Android)' in text, text
         print('e2e.py: ok: paired; devices lists kind browser,', browser[0]['agent'])
         shot(driver, 'web-pairing.png')
+
+        # 1b. a second tab of the same browser does not send (it would number the same session's chunks twice)
+        main_tab = driver.current_window_handle
+        driver.switch_to.new_window('tab')
+        driver.get(first['url'].split('#')[0])
+        wait('the second tab refuses', lambda: 'another tab' in status_text(driver))
+        assert driver.find_element(By.ID, 'sb-text').get_attribute('disabled') is not None
+        driver.close()
+        driver.switch_to.window(main_tab)
 
         # 2. 100 lines
         expected = [f'line {i:03d} ünïcode "quoted"' for i in range(100)]
