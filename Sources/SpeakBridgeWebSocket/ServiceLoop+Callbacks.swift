@@ -100,7 +100,10 @@ extension ServiceLoop {
             return 0
         case LWS_CALLBACK_HTTP:
             // Plain HTTP is not served (only WebSocket upgrades), except the TLS listener's file mount, which lws
-            // answers itself without calling here.
+            // answers itself; it calls here for a file the mount does not have: a 404 there, a hang-up elsewhere.
+            if lws_is_ssl(wsi) != 0 {
+                _ = lws_return_http_status(wsi, 404, nil)
+            }
             return -1
         case LWS_CALLBACK_HTTP_FILE_COMPLETION:
             // One file per connection: closing frees its unauthenticated slot at once instead of holding it

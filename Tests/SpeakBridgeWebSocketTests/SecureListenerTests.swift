@@ -61,6 +61,9 @@ struct SecureListenerTests {
         let script = try Self.run(["/usr/bin/curl", "-sk", "-D", "-", "https://127.0.0.1:\(port)/app.js"])
         #expect(script.output.lowercased().contains("content-type: application/javascript")
                 || script.output.lowercased().contains("content-type: text/javascript"))
+        let missing = try Self.run(["/usr/bin/curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}",
+                                    "https://127.0.0.1:\(port)/nothing.js"])
+        #expect(missing.output == "404")
         // Nothing outside the mount, whatever the path says.
         let escape = try Self.run(["/usr/bin/curl", "-sk", "--path-as-is", "-o", "/dev/null", "-w", "%{http_code}",
                                    "https://127.0.0.1:\(port)/../cert.pem"])
