@@ -95,7 +95,8 @@ struct Serve: ParsableCommand {
                 PairCodePrinter.show(home: home, toStderr: true, pairCommand: pairCommand)
             } else {
                 Console.info("no paired device yet; the pairing code is shown on a terminal only, never in a log")
-                Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine")
+                Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine"
+                             + " (`\(pairCommand) --web` for a phone's browser, no app needed)")
             }
         }
         SystemdNotify.send("READY=1\nSTATUS=listening on \(host):\(daemon.port)")
