@@ -6,10 +6,11 @@ WebSocket. The one double is the speech recognizer (fake_speech.js).
   0. pair --web's terminal QR decodes (zbarimg) to the page's URL
   1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device;
      a second tab of the same browser refuses to send
-  2. 100 lines through the text box → all in the FIFO once, in order
+  2. 100 lines through the text box → all in the FIFO once, in order; a line without Enter goes after a pause
   3. reload the page mid-stream → exactly once
   4. kill -9 the daemon mid-stream and restart it → exactly once
-  5. dictation through SpeechRecognition: interim words greyed, each final result one chunk; config-pull refused
+  5. dictation through SpeechRecognition: interim words greyed, each final result one chunk (with lang, start,
+     end); config-pull refused
   6. the used code again (fresh browser) → a clear message; an expired code → a clear message
   7. devices revoke → the page says revoked and sends nothing more
 With SCREENSHOTS=1 it also writes docs/web-pairing.png, web-dictating.png, web-code-used.png, web-revoked.png.
@@ -204,10 +205,15 @@ def main():
         expect_exactly_once(desktop, expected, '100 lines through the text box')
         wait('every line delivered', lambda: all(s == 'delivered' for _, s in states(driver)) and len(states(driver)) == 100)
 
+        # 2b. text from the keyboard's own mic has no Enter: it is sent after a pause
+        driver.find_element(By.ID, 'sb-text').send_keys('no enter pressed')
+        expected.append('no enter pressed')
+        expect_exactly_once(desktop, expected, 'a line sent after a pause in typing')
+
         # 3. reload mid-stream
         batch = [f'reload {i:03d}' for i in range(60)]
         type_lines(driver, batch[:30])
-        wait('30 lines in the log', lambda: len(states(driver)) >= 130)
+        wait('30 lines in the log', lambda: len(states(driver)) >= 131)
         driver.refresh()
         wait('paired after the reload', lambda: driver.find_element(By.ID, 'sb-status').get_attribute('data-state') == 'connected')
         type_lines(driver, batch[30:])
@@ -233,7 +239,20 @@ def main():
         wait('interim words shown', lambda: driver.find_element(By.ID, 'sb-interim').text == 'hello from the')
         assert 'hello from the' not in ' '.join(t for t, _ in states(driver)), 'an interim result was sent'
         shot(driver, 'web-dictating.png')
-        driver.execute_script("window.__speech.say('hello from the phone', true)")
+        # The daemon is stopped (SIGSTOP) for a moment, so the chunk stays in the page's outbox to be looked at.
+        desktop.proc.send_signal(signal.SIGSTOP)
+        try:
+            driver.execute_script("window.__speech.say('hello from the phone', true)")
+            stored = wait('the final result in the outbox', lambda: driver.execute_async_script('''
+                const done = arguments[arguments.length - 1];
+                import('/store.js').then(async ({ Store }) => {
+                  const all = await (await Store.open()).outbox();
+                  done(all.find((c) => c.text === 'hello from the phone') || null);
+                });'''))
+        finally:
+            desktop.proc.send_signal(signal.SIGCONT)
+        assert stored['lang'] == 'en-US' and stored['final'] is True, stored
+        assert 0 <= stored['start'] <= stored['end'], stored
         driver.execute_script("window.__speech.say('second phrase', false)")
         driver.execute_script("window.__speech.say('second phrase done', true)")
         expected += ['hello from the phone', 'second phrase done']
