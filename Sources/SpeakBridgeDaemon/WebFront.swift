@@ -136,7 +136,7 @@ final class WebFront: Sendable {
         }
         return .object([
             ("enabled", .bool(true)),
-            ("url", .string(url(host: certificate.addresses.first ?? host, port: port))),
+            ("url", .string(url(host: preferredAddress(host: host), port: port))),
             ("port", .integer(Int64(port))),
             ("fingerprint", .string(certificate.fingerprint)),
             ("spki", .string(certificate.spkiHash)),
@@ -155,7 +155,7 @@ final class WebFront: Sendable {
     /// and the certificate's fingerprint to compare.
     func pairingMembers(code: String, host: String, server: WebSocketServer) -> [(String, JSONValue)] {
         guard let certificate, let port = server.securePort else { return [] }
-        let address = NetworkAddresses.forListening(host: host).first?.description ?? certificate.addresses.first ?? host
+        let address = preferredAddress(host: host)
         // The page dials its own origin and never reads the code's addresses: without them the QR is smaller.
         var short = code
         if var parsed = try? PairingCode.parse(code), !parsed.addresses.isEmpty {
@@ -164,6 +164,11 @@ final class WebFront: Sendable {
         }
         return [("url", .string(url(host: address, port: port) + "#" + short)), ("webCode", .string(short)),
                 ("fingerprint", .string(certificate.fingerprint))]
+    }
+
+    /// The address a phone should open: the first the daemon listens on (non-loopback first).
+    func preferredAddress(host: String) -> String {
+        NetworkAddresses.forListening(host: host).first?.description ?? certificate?.addresses.first ?? host
     }
 
     func url(host: String, port: Int) -> String {
