@@ -7,6 +7,7 @@
 // Results go to window.__results = {passed, failures[]} for the driver (vectors.py).
 import { NoiseInitiator, importPrivateKey, unhex, hex, rfcHKDF } from '/Web/noise.js';
 import { parsePairingCode, PairingCodeError } from '/Web/pairing-code.js';
+import { Log } from '/Web/log.js';
 
 const failures = [];
 let passed = 0;
@@ -89,7 +90,27 @@ function codes(doc) {
   }
 }
 
+// #sb-log: one element per chunk, states as the sender reports them; a held chunk keeps its reason until it is
+// delivered; a late 'sent' never takes back 'held' or 'delivered'; at most the last 500 are kept.
+function logStates() {
+  const list = document.createElement('ol');
+  const log = new Log(list);
+  log.update({ seq: 1, text: 'one' }, 'queued');
+  log.update({ seq: 1, text: 'one' }, 'held', 'fifo: no reader');
+  log.update({ seq: 1, text: 'one' }, 'sent', '', { unlessHeld: true });
+  const item = list.querySelector('li');
+  check(item.dataset.state === 'held' && item.querySelector('.reason').textContent === 'fifo: no reader', 'log: held stays');
+  log.update({ seq: 1, text: 'one' }, 'delivered');
+  log.update({ seq: 1, text: 'one' }, 'queued');
+  check(item.dataset.state === 'delivered' && !item.querySelector('.reason'), 'log: delivered stays, reason gone');
+  log.update({ seq: 2, text: '<b>not html</b>' }, 'queued');
+  check(list.querySelectorAll('b').length === 0, 'log: text is text');
+  for (let i = 3; i < 700; i++) log.update({ seq: i, text: `l${i}` }, 'queued');
+  check(list.children.length === 500 && list.firstChild.dataset.seq === '200', 'log: the last 500 kept');
+}
+
 async function main() {
+  logStates();
   const load = async (url) => (await fetch(url)).json();
   const cacophony = await load('/shared/vectors/noise/cacophony_IK_IKpsk1_IKpsk2_AESGCM.json');
   for (const v of cacophony.vectors) {
