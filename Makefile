@@ -16,7 +16,7 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev libssl-dev pkg-config
 DEB_RUN   = xclip
 DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
-            dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium
+            dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

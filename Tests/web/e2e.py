@@ -185,6 +185,16 @@ def main():
         listed = devices['devices'] if isinstance(devices, dict) else devices
         browser = [d for d in listed if d.get('kind') == 'browser']
         assert len(browser) == 1 and 'Chrome' in browser[0].get('agent', ''), listed
+        key = driver.execute_async_script('''
+            const done = arguments[arguments.length - 1];
+            import('/store.js').then(async ({ Store }) => {
+              const keys = await (await Store.open()).get('keys', 'static');
+              done({ type: keys.privateKey.algorithm.name, extractable: keys.privateKey.extractable });
+            });''')
+        assert key == {'type': 'X25519', 'extractable': False}, key
+        headers = subprocess.run(['curl', '-sk', '-D', '-', '-o', '/dev/null', first['url'].split('#')[0]],
+                                 capture_output=True, text=True).stdout.lower()
+        assert "content-security-policy: default-src 'none'; script-src 'self';" in headers and 'unsafe' not in headers, headers
         text = desktop.cli('devices').stdout
         assert f"{browser[0]['id']}  client  \"browser\"" in text and 'browser (Chrome 156 on Android)' in text, text
         print('e2e.py: ok: paired; devices lists kind browser,', browser[0]['agent'])
