@@ -35,6 +35,7 @@ export class Sender {
     this.stopped = false;
     this.refusals = 0;
     this.stallTimer = null;
+    this.held = false; // a sink holds chunks (desktop's `held` notice) until the next ack
     this.appendChain = Promise.resolve();
   }
 
@@ -121,6 +122,9 @@ export class Sender {
         for (const [seq, chunk] of this.pending) {
           if (seq >= from) this.events.onChunkState(chunk, 'held', reason);
         }
+        // No ack is coming while a sink holds them: that is not a dead connection, so no stall reconnect.
+        this.held = true;
+        clearTimeout(this.stallTimer);
         break;
       }
       case 'error':
@@ -136,6 +140,7 @@ export class Sender {
     // The level moves before the await, so a lower ack arriving meanwhile is ignored, never written after it.
     if (seq <= this.session.acked) return;
     this.session.acked = seq;
+    this.held = false;
     await this.store.ack(seq);
     for (const [s, chunk] of [...this.pending]) {
       if (s <= seq) {
@@ -175,7 +180,7 @@ export class Sender {
 
   armStallTimer() {
     clearTimeout(this.stallTimer);
-    if (!this.pending.size || !this.ready) return;
+    if (!this.pending.size || !this.ready || this.held) return;
     const connection = this.connection;
     this.stallTimer = setTimeout(() => {
       if (connection === this.connection && this.pending.size) connection.close();
@@ -185,6 +190,7 @@ export class Sender {
   closed(connection, code, reason, welcomed) {
     if (connection !== this.connection) return;
     this.ready = false;
+    this.held = false;
     clearTimeout(this.stallTimer);
     for (const chunk of this.pending.values()) this.events.onChunkState(chunk, 'queued');
     if (code === 1008 && reason === 'revoked') {
