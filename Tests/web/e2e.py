@@ -17,6 +17,7 @@ With SCREENSHOTS=1 it also writes docs/web-pairing.png, web-dictating.png, web-c
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -287,7 +288,7 @@ def main():
         print('e2e.py: ok: a browser device cannot pull config:', reply.get('message'))
 
         # 6. the used code in a fresh browser; an expired code
-        other = chromium(spki=spki, inject=FAKE_SPEECH)
+        other = chromium(spki=spki, profile=os.path.join(tmp, 'other-phone'), inject=FAKE_SPEECH)
         drivers.append(other)
         other.get(first['url'])
         wait('a clear message for a used code', lambda: 'did not accept this code' in other.find_element(By.ID, 'sb-message').text)
@@ -322,6 +323,7 @@ def main():
             except Exception:
                 pass
         desktop.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == '__main__':

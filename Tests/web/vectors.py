@@ -5,7 +5,9 @@ Files are served over plain HTTP on 127.0.0.1 (a secure context, so WebCrypto is
 import functools
 import http.server
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -34,7 +36,8 @@ def main():
         return 0
     server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Handler, directory=REPO))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    driver = chromium()
+    profile = tempfile.mkdtemp(prefix='sb-web-vectors-')
+    driver = chromium(profile=profile)
     try:
         driver.get(f'http://127.0.0.1:{server.server_address[1]}/Tests/web/vectors.html')
         deadline = time.time() + 30
@@ -45,6 +48,7 @@ def main():
     finally:
         driver.quit()
         server.shutdown()
+        shutil.rmtree(profile, ignore_errors=True)
     if results is None:
         print('vectors.py: FAIL: no results within 30 s')
         return 1
