@@ -4,6 +4,7 @@
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
 # `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
 # `make load` 100 paired devices x 10,000 lines against one release daemon.
+# `make torture` 1,000 SIGKILL/restart cycles of a streaming daemon; counts lost and repeated lines per sink.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -11,17 +12,18 @@ RUN_ARGS   ?=
 BIN_DEBUG   = $(SCRATCH)/debug/speakbridge
 BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
-# Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, avahi and iproute2 for
+# Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, libX11/libXtst for typing
+# on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests, avahi and iproute2 for
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev libssl-dev pkg-config
-DEB_RUN   = xclip
-DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
+DEB_RUN   = xclip libx11-6 libxtst6
+DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
             dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
-        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load
+        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load torture
 
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -106,6 +108,11 @@ sanitize: deps-test
 # the daemon's peak RSS and the ack latency of a probe device under that load (Tests/load/load.py).
 load: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/load/run.sh
+
+# 1,000 SIGKILL/restart cycles of the daemon during a stream into transcript:, jsonl: and fifo: at once: 0 lost and
+# 0 repeated on the transcript and on the jsonl FIFO as a plugin reads it; the fifo within its class (Tests/torture).
+torture: deps-test release
+	python3 Tests/torture/torture.py --bin $(CURDIR)/$(BIN_RELEASE) $(TORTURE_ARGS)
 
 clean:
 	rm -rf $(SCRATCH) .build-fuzz .build-asan .build-tsan

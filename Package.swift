@@ -2,14 +2,20 @@
 // SpeakBridge: dictation from a phone (or any program) to a Linux desktop, privately, over the LAN.
 //
 // Layout (dependencies point inward):
-//   support leaf    SpeakBridgeSupport (Locked: the one lock type, a pthread mutex TSan can see)
+//   support leaf    SpeakBridgeSupport (Locked, Hex, PeerText escaping, Console over swift-log)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
-//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
+//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret),
+//                   SpeakBridgeSinks (stdout, FIFO, jsonl, transcript files, clipboard, typing)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, outbox journal)
+//   delivery        SpeakBridgeDelivery (pipeline, sink threads, progress log: where exactly-once is decided)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
-//   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
+//   desktop core    SpeakBridgeDesktopCore (ledgers, pairing code, connections: events in, actions out)
+//   client core     SpeakBridgeClientCore (the client role as a value: dial, handshake, outbox window, resume)
+//   control seam    SpeakBridgeControl (typed CLI ↔ daemon requests and replies, the control socket)
+//   roles           SpeakBridgeDaemon (serve: a shell around the desktop core),
+//                   SpeakBridgeClient (join, send, config: shells around the client core)
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
 
@@ -22,6 +28,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // C leaves
@@ -43,8 +50,9 @@ let package = Package(
         .systemLibrary(name: "CSecret", path: "Sources/CSecret",
                        pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
 
-        // the support leaf: small types every layer may use (no C, no Foundation)
-        .target(name: "SpeakBridgeSupport"),
+        // the support leaf: small types every layer may use (no C, no Foundation): the lock, hex, peer-text escaping,
+        // and the Console facade over swift-log
+        .target(name: "SpeakBridgeSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
@@ -52,38 +60,55 @@ let package = Package(
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
-        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto"]),
+        .target(name: "SpeakBridgeProtocol", dependencies: [
+            "SpeakBridgeCrypto", "SpeakBridgeSupport", .product(name: "DequeModule", package: "swift-collections"),
+        ]),
+        // the client role as a value (dialing, handshake, outbox window, resume, refusals, timeouts): no sockets,
+        // no files, no threads — it cannot import them
+        .target(name: "SpeakBridgeClientCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeConfig", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring", "SpeakBridgeSupport",
+        ]),
+        // the desktop's sans-IO core: events in, actions out (no sockets, files, threads or clock)
+        .target(name: "SpeakBridgeDesktopCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        // the CLI ↔ daemon control seam: typed requests and replies, and the Unix-socket transport
+        .target(name: "SpeakBridgeControl", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeDelivery", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSinks", "SpeakBridgeSupport",
+            .product(name: "DequeModule", package: "swift-collections"),
         ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery", "SpeakBridgeTLS",
+            "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl", "SpeakBridgeSupport",
+            "SpeakBridgeDelivery", "SpeakBridgeTLS",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeDiscovery", "SpeakBridgeConfig",
+            "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
+            "SpeakBridgeDiscovery", "SpeakBridgeConfig", "SpeakBridgeSupport",
         ]),
 
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl", "SpeakBridgeSupport", "SpeakBridgeDelivery",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // the generator of Pairing/vectors/ (checked in `make test`)
-        .executableTarget(name: "speakbridge-vectors", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"],
+        .executableTarget(name: "speakbridge-vectors", dependencies: [
+                              "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport", "SpeakBridgeConfig",
+                              "SpeakBridgeStore",
+                          ],
                           path: "Sources/VectorGenerator"),
 
         // examples that always compile
@@ -108,21 +133,37 @@ let package = Package(
 
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
-        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
-        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
+        .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeClientCoreTests", dependencies: [
+            "SpeakBridgeClientCore", "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
+        ]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
-        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
+            "SpeakBridgeStore",
+        ]),
+        .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
+            "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
+            "SpeakBridgeSupport",
+        ]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", "SpeakBridgeDelivery", "SpeakBridgeSupport",
+            .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
+            "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
+        ]),
+        .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
         .testTarget(name: "SpeakBridgeTLSTests", dependencies: ["SpeakBridgeTLS", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
+            "SpeakBridgeDelivery",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@ import SpeakBridgeConfig
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 public struct ConfigExchangeOptions: Sendable {
     public enum Operation: Sendable, Equatable {
@@ -40,34 +41,40 @@ public struct ConfigExchangeReport: Sendable {
     /// The desktop's answers to our offers.
     public var delivered: [ConfigResult] = []
     /// What we did with the desktop's offers (origin: reply or staged).
-    public var received: [(origin: String, result: ConfigResult)] = []
+    public var received: [(origin: ConfigOrigin, result: ConfigResult)] = []
     /// Errors either side reported; non-empty means the exchange did not fully succeed.
     public var errors: [String] = []
     /// Secrets the desktop left out of its answers to our pulls (its share mode is `public`).
     public var withheld = 0
 }
 
-/// The capture device's side of config transfer: one session with the paired desktop.
+/// The capture device's side of config transfer: one session with the paired desktop, driving a `ConfigMachine`
+/// (role device) whose actions `ConfigShell` carries out against this installation's store.
 ///
 /// Flow:
-/// 1. Dial the desktop's known addresses; Noise IKpsk1 with the per-pair psk (`hello` / `welcome`), as `send` does.
-/// 2. Send the requests: `config-pull` (pull, sync) and a `config-offer` batch (push, sync).
-/// 3. Answer what arrives: complete offers are applied under this installation's policy (`config-result`),
-///    the desktop's `config-pull` (a pull staged there) with an offer of what this installation shares.
-/// 4. Done when every request of ours has its answer (the desktop sends its own requests before that answer):
-///    send `bye` and hang up. A connection lost on the way applies nothing half: batches are all or nothing.
+/// 1. Before dialing: the machine turns the user's requests into messages (a bad key fails here, costing no
+///    connection): `config-pull` (pull, sync) and a `config-offer` batch (push, sync).
+/// 2. Dial the desktop's known addresses; Noise IKpsk1 with the per-pair psk (`hello` / `welcome`), as `send` does;
+///    send the requests.
+/// 3. Every `config-*` message goes to the machine, which answers it (offers applied under this installation's
+///    policy → `config-result`; the desktop's staged pull → an offer of what this installation shares).
+/// 4. Done when the machine is settled (every request of ours has its answer; the desktop sends its own requests
+///    before that answer): send `bye` and hang up. A connection lost on the way applies nothing half: batches are
+///    all or nothing.
 public final class ConfigExchange: @unchecked Sendable {
+    // @unchecked: the `var`s are read and written only on `queue` (SessionLink delivers its events there, `run`
+    // enters it with `queue.sync`), except `machine` in `run` before the link exists (nothing else runs yet; the
+    // `queue.async` that starts the link orders that write before every later use); the `let`s never change.
     let options: ConfigExchangeOptions
     let identity: Identity
     let peers: PeerStore
     let desktop: Peer
-    let store: ConfigStore
+    let shell: ConfigShell
     let queue = DispatchQueue(label: "sb-config")
     let done = DispatchSemaphore(value: 0)
     var link: SessionLink!
     // Owned by `queue`.
-    var assembler = BatchAssembler()
-    var outstanding: Set<String> = []
+    var machine = ConfigMachine(role: .device)
     var report: ConfigExchangeReport
     var outcome: ClientError??
     var established = false
@@ -76,26 +83,26 @@ public final class ConfigExchange: @unchecked Sendable {
         self.options = options
         (identity, peers) = try SessionLink.localState(options.home)
         desktop = try SessionLink.pairedDesktop(peers, options.desktop)
+        let store: ConfigStore
         do {
             store = try ConfigStore(home: options.home, device: identity.deviceID)
         } catch {
             throw ClientError(error.message, hint: error.hint)
         }
+        shell = ConfigShell(store: store, peer: desktop.id, peerName: desktop.name, acceptOverride: options.acceptIncoming)
         report = ConfigExchangeReport(desktopName: desktop.name)
     }
 
     /// Runs the exchange; returns what happened, or throws when it could not complete (exit code 75: unreachable).
     public func run() throws(ClientError) -> ConfigExchangeReport {
         // Check what we would push before dialing: a typo should not cost a connection.
-        let firstMessages: [ConfigMessage]
-        do {
-            firstMessages = try requests()
-        } catch {
-            throw ClientError(error.message, hint: error.hint)
+        let first = shell.start(&machine, requests())
+        for note in first.notes {
+            if case .localFailure(let error) = note { throw ClientError(error.message, hint: error.hint) }
         }
         link = try SessionLink(identity: identity, desktop: desktop, peers: peers, agent: "speakbridge-cli/0.1 config",
                                extraCandidates: options.extraCandidates, queue: queue) { [weak self] event in
-            self?.handle(event, first: firstMessages)
+            self?.handle(event, first: first.messages)
         }
         queue.async { self.link.connect() }
         if done.wait(timeout: .now() + options.timeout) == .timedOut {
@@ -111,34 +118,12 @@ public final class ConfigExchange: @unchecked Sendable {
         return report
     }
 
-    func requests() throws(ConfigError) -> [ConfigMessage] {
-        var out: [ConfigMessage] = []
+    func requests() -> [ConfigMachine.Request] {
         switch options.operation {
-        case .pull(let keys):
-            out.append(.pull(batch: Self.newBatchID(), keys: keys))
-        case .push(let keys):
-            out += try pushBatch(keys)
-        case .sync:
-            out.append(.pull(batch: Self.newBatchID(), keys: nil))
-            out += try pushBatch(nil)
+        case .pull(let keys): [.pull(batch: Self.newBatchID(), keys: keys)]
+        case .push(let keys): [.push(batch: Self.newBatchID(), keys: keys)]
+        case .sync: [.pull(batch: Self.newBatchID(), keys: nil), .push(batch: Self.newBatchID(), keys: nil)]
         }
-        return out
-    }
-
-    func pushBatch(_ keys: [String]?) throws(ConfigError) -> [ConfigMessage] {
-        let tx = try store.read()
-        for key in keys ?? [] {
-            try ConfigKey.validate(key)
-            guard tx.document.records[key] != nil else {
-                throw ConfigError(.local, "\(key) is not set here", hint: "list the keys with `speakbridge config list`")
-            }
-            guard !tx.document.localOnly.contains(key) else {
-                throw ConfigError(.local, "\(key) is local-only: it never leaves this machine",
-                                  hint: "`speakbridge config local-only \(key) --off` to share it")
-            }
-        }
-        let updates = try tx.offer(keys: keys, includeSecrets: true)
-        return try ConfigWire.offer(batch: Self.newBatchID(), origin: "push", updates: updates)
     }
 
     static func newBatchID() -> String { "b-" + Hex.encode(SecureRandom.bytes(8)) }
@@ -155,14 +140,7 @@ public final class ConfigExchange: @unchecked Sendable {
                 return
             }
             established = true
-            for message in first {
-                switch message {
-                case .pull(let batch, _): outstanding.insert(batch)
-                case .offer(let part): outstanding.insert(part.batch)
-                default: break
-                }
-                transmit(message)
-            }
+            transmit(first)
             finishIfDone()
         case .received(let message):
             receive(message)
@@ -183,17 +161,12 @@ public final class ConfigExchange: @unchecked Sendable {
     func receive(_ message: Message) {
         switch message {
         case let .config(type, body):
-            do {
-                try receiveConfig(try ConfigWire.decode(type: type, body: body))
-            } catch {
-                let batch = body["batch"]?.stringValue.flatMap { MessageCodec.isValidSessionID($0) ? $0 : nil }
-                report.errors.append("refused \(type) from the desktop: \(error.code.rawValue): \(error.message)")
-                transmit(.error(batch: batch, code: error.code == .local ? "internal" : error.code.rawValue, message: error.message))
-                if let batch { outstanding.remove(batch) }
-            }
+            let output = shell.received(&machine, type: type, body: body)
+            for note in output.notes { record(note) }
+            transmit(output.messages)
         case let .error(code, text, _):
-            finish(ClientError("the desktop refused: \(code): \(ConfigText.clean(text))",
-                               hint: code == ProtocolErrorCode.unknownType.rawValue ? "that desktop runs without config transfer" : nil))
+            finish(ClientError("the desktop refused: \(code): \(PeerText.escape(text, limit: 256))",
+                               hint: code == .unknownType ? "that desktop runs without config transfer" : nil))
             return
         case .bye:
             finish(ClientError("the desktop ended the session before the exchange finished"))
@@ -204,47 +177,34 @@ public final class ConfigExchange: @unchecked Sendable {
         finishIfDone()
     }
 
-    func receiveConfig(_ message: ConfigMessage) throws(ConfigError) {
-        switch message {
-        case .offer(let part):
-            guard let (origin, entries, withheld) = try assembler.add(part, now: store.now()) else { return }
-            if origin == "reply" { report.withheld += withheld }
-            var result = try store.update { tx throws(ConfigError) -> ConfigResult in
-                try tx.apply(entries, from: desktop.id, name: desktop.name, acceptOverride: options.acceptIncoming)
-            }
-            result.batch = part.batch
-            outstanding.remove(part.batch)
+    /// The machine's notes as the report the CLI prints.
+    func record(_ note: ConfigNote) {
+        switch note {
+        case .delivered(let result), .stagedDelivered(let result):
+            report.delivered.append(result)
+        case let .received(origin, result, withheld):
             report.received.append((origin, result))
-            transmit(.result(result))
-        case let .pull(batch, keys):
-            let tx = try store.read()
-            let share = tx.document.policy.share
-            guard share != .none else {
-                report.errors.append("the desktop asked for this device's config; refused (share mode none)")
-                transmit(.error(batch: batch, code: "denied", message: "this device shares no config (share mode none)"))
-                return
-            }
-            outstanding.insert(batch)
-            let updates = try tx.offer(keys: keys, includeSecrets: share == .all)
-            let withheld = share == .all ? 0 : try tx.offer(keys: keys, includeSecrets: true).count - updates.count
-            for m in try ConfigWire.offer(batch: batch, origin: "reply", updates: updates, withheld: withheld) {
-                transmit(m)
-            }
-        case .result(let r):
-            if outstanding.remove(r.batch) != nil { report.delivered.append(r) }
-        case let .error(batch, code, text):
+            if origin == .reply { report.withheld += withheld }
+        case .refusedPull:
+            report.errors.append("the desktop asked for this device's config; refused (share mode none)")
+        case let .rejected(type, error):
+            report.errors.append("refused \(type) from the desktop: \(error.code.rawValue): \(error.message)")
+        case let .peerError(_, code, text):
             report.errors.append("the desktop reported \(code): \(text)")
-            if let batch { outstanding.remove(batch) }
-            if batch == nil || code == ConfigError.Code.revoked.rawValue { outstanding.removeAll() }
+        case .localFailure(let error):
+            report.errors.append(error.message)
+        case .answeredPull, .stagedDropped, .notPaired:
+            break
         }
     }
 
-    func transmit(_ message: ConfigMessage) {
-        link.send([ConfigWire.message(message)])
+    func transmit(_ messages: [ConfigMessage]) {
+        guard !messages.isEmpty else { return }
+        link.send(messages.map(ConfigWire.message))
     }
 
     func finishIfDone() {
-        guard established, outstanding.isEmpty, outcome == nil else { return }
+        guard established, machine.isSettled, outcome == nil else { return }
         link.send([.bye])
         finish(nil)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
@@ -85,9 +86,12 @@ enum CodeMessages {
     }
 }
 
-/// One pairing attempt, driven on its own queue; `run` blocks the caller until it ends.
-/// Every address that opens gets its own handshake; the first that completes pairing wins. The code's
-/// addresses may be stale, so the desktop is also looked for by its key over mDNS.
+/// One pairing attempt, driven on its own queue; `run` blocks the caller until it ends. A shell around
+/// `PairingCore` (every address that opens gets its own handshake; the first that completes pairing wins); the
+/// code's addresses may be stale, so the desktop is also looked for by its key over mDNS.
+///
+/// `@unchecked Sendable`: `core`, `outcome` and `codeExpiry`/`timeoutSeconds` (set before anything is queued) are
+/// used on `queue` only; `run` waits on `done` and then reads the outcome through `queue.sync`.
 final class PairingSession: @unchecked Sendable {
     let identity: Identity
     let desktopKey: X25519PublicKey
@@ -95,14 +99,14 @@ final class PairingSession: @unchecked Sendable {
     let name: String
     let queue = DispatchQueue(label: "sb-join")
     let done = DispatchSemaphore(value: 0)
-    var dialer: Dialer!
-    var finder: DesktopFinder?
-    var machines: [WebSocketConnectionID: InitiatorMachine] = [:]
+    var driver: LinkDriver!
+    // Owned by `queue`.
+    var core: PairingCore?
     var outcome: Result<(PairingResult, Candidate), ClientError>?
-    var failures: [String] = []
-    var triedAnything = false
     /// The code's expiry, for the message when the desktop does not accept it.
     var codeExpiry: UInt32?
+    /// For the message when it times out.
+    var timeoutSeconds: Double = 0
 
     init(identity: Identity, desktopKey: X25519PublicKey, secret: SymmetricKey, name: String) {
         self.identity = identity
@@ -112,86 +116,83 @@ final class PairingSession: @unchecked Sendable {
     }
 
     func run(candidates: [Candidate], timeout: Double) throws(ClientError) -> (PairingResult, Candidate) {
+        timeoutSeconds = timeout
         do {
-            dialer = try Dialer(queue: queue) { [weak self] event in self?.handle(event) }
+            driver = try LinkDriver(queue: queue)
         } catch {
             throw ClientError("cannot start the WebSocket client: \(error)")
         }
+        driver.onEvent = { [weak self] event in self?.handle(event) }
         queue.async {
-            self.finder = DesktopFinder(desktop: KeySchedule.deviceID(of: self.desktopKey), queue: self.queue) { [weak self] found in
-                guard let self, self.outcome == nil else { return }
-                self.dialer.dial(found, path: ConnectionIntent.pair.path)
-            }
-            self.dialer.dial(candidates, path: ConnectionIntent.pair.path)
+            self.driver.findDesktop(KeySchedule.deviceID(of: self.desktopKey))
+            var core = PairingCore(localStatic: self.identity.privateKey, desktopKey: self.desktopKey,
+                                   secret: self.secret, name: self.name, candidates: candidates,
+                                   browsing: self.driver.isBrowsing)
+            let actions = core.start()
+            self.core = core
+            self.perform(actions)
         }
         if done.wait(timeout: .now() + timeout) == .timedOut {
-            queue.sync {
-                let detail = failures.isEmpty ? "" : " (\(failures.joined(separator: "; ")))"
-                finish(.failure(ClientError("the desktop did not complete pairing within \(Int(timeout)) s\(detail)",
-                                            hint: "check that `speakbridge serve` runs and that its port is reachable from here")))
-            }
+            queue.sync { step { $0.timedOut() } }
         }
-        dialer.shutdown()
+        driver.shutdown()
         switch queue.sync(execute: { outcome! }) {
         case .success(let value): return value
         case .failure(let error): throw error
         }
     }
 
+    func handle(_ event: LinkDriver.Event) {
+        switch event {
+        case .opened(let id): step { $0.opened(id) }
+        case .frame(let id, let bytes): step { $0.frame(id, bytes) }
+        case .closed(let id, let reason): step { $0.closed(id, reason: reason) }
+        case .found(let list): step { $0.found(list) }
+        }
+    }
+
+    /// Runs one core step and carries out its actions. On `queue`.
+    func step(_ body: (inout PairingCore) -> [PairingCore.Action]) {
+        guard var core else { return }
+        let actions = body(&core)
+        self.core = core
+        perform(actions)
+    }
+
+    func perform(_ actions: [PairingCore.Action]) {
+        for action in actions {
+            switch action {
+            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .send(let id, let frame): driver.send(frame, on: id)
+            case .close(let id): driver.close(id)
+            case .paired(let result, let candidate): finish(.success((result, candidate)))
+            case .failed(let failure): finish(.failure(message(failure)))
+            }
+        }
+    }
+
+    func message(_ failure: PairingCore.Failure) -> ClientError {
+        switch failure {
+        case .refused:
+            return CodeMessages.refused(expiry: codeExpiry)
+        case .closed:
+            return ClientError("pairing failed: the desktop closed the connection",
+                               hint: "run `speakbridge pair` on the desktop for a new code")
+        case .unreachable(let reason):
+            return ClientError("pairing failed: cannot reach the desktop (\(reason))",
+                               hint: "check the network, or give the address with --address HOST:PORT")
+        case .timedOut(let failures):
+            let detail = failures.isEmpty ? "" : " (\(failures))"
+            return ClientError("the desktop did not complete pairing within \(Int(timeoutSeconds)) s\(detail)",
+                               hint: "check that `speakbridge serve` runs and that its port is reachable from here")
+        }
+    }
+
     func finish(_ result: Result<(PairingResult, Candidate), ClientError>) {
         guard outcome == nil else { return }
         outcome = result
-        finder?.stop()
-        dialer.hangUp()
+        driver.stopFinding()
+        step { $0.hangUp() }
         done.signal()
-    }
-
-    func handle(_ event: Dialer.Event) {
-        switch event {
-        case .opened(let id, _):
-            triedAnything = true
-            do {
-                var m = try InitiatorMachine(intent: .pair, localStatic: identity.privateKey, desktopKey: desktopKey,
-                                             psk: secret, firstMessage: .pair(name: name))
-                dialer.send(try m.start(), on: id)
-                machines[id] = m
-            } catch {
-                finish(.failure(ClientError("pairing failed: \(error)")))
-            }
-        case .message(let id, let frame):
-            guard var m = machines[id] else { return }
-            let actions = m.receive(frame)
-            machines[id] = m
-            for action in actions {
-                switch action {
-                case .send(let bytes):
-                    dialer.choose(id)  // message 2 verified: this is the desktop of the code
-                    dialer.send(bytes, on: id)
-                case .paired(let result):
-                    finish(.success((result, dialer.candidate(id) ?? Candidate(host: "?", port: 0, source: "?"))))
-                case .close(let reason):
-                    failures.append(reason)
-                    dialer.close(id)
-                case .established, .received:
-                    break
-                }
-            }
-        case .closed(let id, let reason):
-            if machines.removeValue(forKey: id) != nil, dialer.chosen == nil || dialer.chosen == id {
-                failures.append("connection closed (\(reason))")
-            }
-            if dialer.chosen == id {
-                finish(.failure(ClientError("pairing failed: the desktop closed the connection",
-                                            hint: "run `speakbridge pair` on the desktop for a new code")))
-            }
-        case .exhausted(let reason):
-            // Everything tried so far failed; mDNS may still find the desktop until the timeout.
-            if triedAnything {
-                finish(.failure(CodeMessages.refused(expiry: codeExpiry)))
-            } else if finder?.isBrowsing != true {
-                finish(.failure(ClientError("pairing failed: cannot reach the desktop (\(reason))",
-                                            hint: "check the network, or give the address with --address HOST:PORT")))
-            }
-        }
     }
 }

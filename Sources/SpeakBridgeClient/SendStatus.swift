@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// What `send` tells the user while it runs, on stderr.
 ///

@@ -2,10 +2,12 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 public struct SendOptions: Sendable {
     public enum Source: Sendable { case stdin, texts([String]) }
@@ -27,10 +29,7 @@ public struct SendOptions: Sendable {
     /// The timeout of the default rule, once the input has ended (`defaultTimeout`; tests shorten it).
     public var endedInputTimeout: Double
 
-    public static let defaultTimeout: Double = 30
-    /// Consecutive dial rounds in which the desktop took the connection and message 1 but closed it without
-    /// message 2 (no round reaching a session in between) before `send` decides the device was refused.
-    public static let refusalLimit = 3
+    public static let defaultTimeout: Double = ClientCore.defaultTimeout
 
     public init(home: Home, desktop: String?, source: Source, timeout: Double?, extraCandidates: [Candidate] = [],
                 stillWaitingInterval: Double = 30, endedInputTimeout: Double = SendOptions.defaultTimeout) {
@@ -46,16 +45,18 @@ public struct SendOptions: Sendable {
 
 /// `speakbridge send`: streams lines to a paired desktop, exactly once, in order.
 ///
-/// Flow:
+/// A shell around `ClientCore`, which decides everything about the desktop (dialing, handshake, resume, the
+/// outbox window, acks, refusals, timeouts, exit codes). This carries its actions out and feeds it events:
 /// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
-/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before they are sent.
-/// 3. Dial the desktop's known addresses at once; Noise IKpsk1 with the per-pair psk; `resume` tells what the
-///    desktop already has; `OutboxWindow` sends the rest in order and keeps at most N unacknowledged.
-/// 4. Acks are journaled and drop chunks; a lost connection or a stalled one is redialled with backoff.
-/// 5. Done when the input ended and every chunk is acknowledged: exit 0.
-/// 6. Gives up with 75 on the timeout (see `SendOptions.timeout`), and with 77 at once when the desktop refuses
-///    this device `refusalLimit` times in a row (it is reachable, takes message 1, never answers: revoked).
+/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
+/// 3. Sockets and mDNS through `LinkDriver`; acks journaled (`ackJournal`); fsync off the queue on the tick.
+/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line).
+/// 5. `exit`: the status line goes, the bye has 50 ms to leave, then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
+///
+/// `@unchecked Sendable`: `core`, `status` and `needsSync` are used on `queue` only (driver events, stdin lines
+/// through `queue.sync`, timers through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is
+/// set in `run` before anything is queued; everything else is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
     let identity: Identity
@@ -65,22 +66,11 @@ public final class Sender: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-send")
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
     let finished = DispatchSemaphore(value: 0)
-    var link: SessionLink!
+    var driver: LinkDriver!
     // Owned by `queue`.
-    var window: OutboxWindow
-    var inputDone = false
-    var inputEndedAt: Double = 0
-    /// Consecutive dial rounds refused by the desktop (see `SendOptions.refusalLimit`).
-    var refusals = 0
-    let startAcked: UInt64
+    var core: ClientCore
     let status: SendStatus
-    var exitCode: Int32?
-    var backoff = 0.2
-    var reportedUnreachable = false
     var needsSync = false
-    /// (last sequence number of a batch read together, seconds since start when read), ascending: for `timeout`.
-    /// One entry per read from stdin, not per chunk.
-    var waitingSince: [(seq: UInt64, at: Double)] = []
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
@@ -95,9 +85,11 @@ public final class Sender: @unchecked Sendable {
         } catch {
             throw ClientError(error.description, hint: error.hint)
         }
-        window = OutboxWindow(session: outbox.session, pending: outbox.pending, acked: outbox.acked)
-        waitingSince = outbox.pending.last.map { [(seq: $0.seq, at: 0)] } ?? []
-        startAcked = outbox.acked
+        core = ClientCore(settings: ClientCore.Settings(desktopName: desktop.name, timeout: options.timeout,
+                                                        endedInputTimeout: options.endedInputTimeout),
+                          localStatic: identity.privateKey, desktopKey: desktop.publicKey, psk: desktop.psk,
+                          known: SessionLink.known(desktop), extra: options.extraCandidates,
+                          session: outbox.session, pending: outbox.pending, acked: outbox.acked, now: 0)
         status = SendStatus(isTerminal: SendStatus.stderrIsTerminal, desktopName: desktop.name,
                             stillWaitingInterval: max(0.2, options.stillWaitingInterval))
         start = clock.now
@@ -107,15 +99,12 @@ public final class Sender: @unchecked Sendable {
     /// or a fatal error (1).
     public func run() -> Int32 {
         do {
-            link = try SessionLink(identity: identity, desktop: desktop, peers: peers, agent: "speakbridge-cli/0.1",
-                                   extraCandidates: options.extraCandidates, queue: queue) { [weak self] event in
-                self?.handle(event)
-            }
+            driver = try LinkDriver(queue: queue)
         } catch {
-            Console.error(error.message, hint: error.hint)
+            Console.error("cannot start the WebSocket client: \(error)")
             return 1
         }
-        link.notice = { [status] text, warning in warning ? status.warning(text) : status.info(text) }
+        driver.onEvent = { [weak self] event in self?.handle(event) }
         if !outbox.pending.isEmpty {
             Console.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
         }
@@ -135,11 +124,14 @@ public final class Sender: @unchecked Sendable {
             reader.name = "sb-stdin"
             reader.start()
         }
-        queue.async { self.connect() }
+        queue.async {
+            self.driver.findDesktop(self.desktop.id)
+            self.apply(.start)
+        }
         scheduleTick()
         finished.wait()
-        link.shutdown()
-        return queue.sync { exitCode ?? 1 }
+        driver.shutdown()
+        return queue.sync { core.exitCode ?? 1 }
     }
 
     // MARK: - Input
@@ -165,123 +157,62 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func endInput() {
-        inputDone = true
-        inputEndedAt = clock.now.seconds(since: start)
-        checkDone()
-    }
+    func endInput() { apply(.inputEnded) }
 
-    static func text(_ bytes: ArraySlice<UInt8>) -> String {
-        var line = bytes
-        if line.last == 0x0D { line = line.dropLast() }  // CRLF input
-        return String(decoding: line, as: UTF8.self)
-    }
+    static func text(_ bytes: ArraySlice<UInt8>) -> String { InputLines.text(bytes) }
 
-    /// Journals and queues texts; blank lines are skipped; over-long lines are split at the chunk limit.
+    /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
     func accept(_ texts: [String]) {
-        var pieces: [String] = []
-        for text in texts where !text.isEmpty {
-            var rest = Substring(text)
-            while rest.utf8.count > SpeakBridgeProtocol.maxChunkTextBytes {
-                var cut = rest.index(rest.startIndex, offsetBy: 0)
-                var bytes = 0
-                for (i, ch) in zip(rest.indices, rest) {
-                    bytes += ch.utf8.count
-                    if bytes > SpeakBridgeProtocol.maxChunkTextBytes { break }
-                    cut = rest.index(after: i)
-                }
-                pieces.append(String(rest[..<cut]))
-                rest = rest[cut...]
-            }
-            pieces.append(String(rest))
-        }
+        let pieces = InputLines.pieces(texts)
         guard !pieces.isEmpty else { return }
         do {
             let chunks = try outbox.append(texts: pieces)
-            let now = clock.now.seconds(since: start)
-            if let last = chunks.last { waitingSince.append((seq: last.seq, at: now)) }
             needsSync = true
-            transmit(window.append(contentsOf: chunks))
+            apply(.appended(chunks))
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
-            finish(1)
+            apply(.stop(1))
         }
     }
 
-    // MARK: - Connection
+    // MARK: - Carrying out the core's actions (on `queue`)
 
-    func connect() {
-        guard exitCode == nil else { return }
-        link.connect()
-    }
+    var now: Double { clock.now.seconds(since: start) }
 
-    func handle(_ event: SessionLink.Event) {
-        guard exitCode == nil else { return }
+    func apply(_ event: ClientCore.Event) { perform(core.handle(event, now: now)) }
+
+    func handle(_ event: LinkDriver.Event) {
         switch event {
-        case .established(let candidate):
-            // Also after the link moved to a new address: what was in flight goes again after `resume`.
-            window.connectionLost()
-            backoff = 0.2
-            refusals = 0
-            reportedUnreachable = false
-            status.connected(candidate.description, now: clock.now.seconds(since: start))
-            link.send([.resume(session: window.session, delivered: nil)])
-        case .received(let message):
-            receive(message)
-        case .lost(let reason):
-            window.connectionLost()
-            scheduleReconnect("connection lost: \(reason)")
-        case .unreachable(let reason, let refused):
-            refusals = refused ? refusals + 1 : 0
-            if refusals >= SendOptions.refusalLimit {
-                refusedExit()
-                return
-            }
-            scheduleReconnect(refused ? "it did not accept this device" : reason)
+        case .opened(let id): apply(.connected(id))
+        case .frame(let id, let bytes): apply(.frame(id, bytes))
+        case .closed(let id, let reason): apply(.closed(id, reason: reason))
+        case .found(let list): apply(.found(list))
         }
     }
 
-    /// The desktop is reachable but refused the handshake `refusalLimit` times in a row: this device was revoked
-    /// there (or the desktop at that address is another one). Retrying cannot help; the lines stay on disk but are
-    /// not promised to anyone.
-    func refusedExit() {
-        let kept = window.pendingCount
-        let at = link.refusedBy.map { " at \($0)" } ?? ""
-        status.error("the desktop \"\(desktop.name)\"\(at) refused this device (revoked?)",
-                     hint: "pair again with `speakbridge join CODE` (run `speakbridge pair` on the desktop for a code); "
-                        + "if another desktop now has that address, give the right one with --address HOST:PORT"
-                        + (kept > 0 ? "; the \(kept) queued line(s) are kept but not sent after a new pairing unless "
-                           + "you say so: see `speakbridge outbox`" : ""))
-        try? outbox.sync()
-        finish(77)
+    func perform(_ actions: [ClientCore.Action]) {
+        for action in actions {
+            switch action {
+            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .send(let id, let frame): driver.send(frame, on: id)
+            case .close(let id): driver.close(id)
+            case .ackJournal(let seq): markAcked(seq)
+            case .rememberAddress(let candidate): SessionLink.remember(candidate, of: desktop, in: peers)
+            case .report(let report): show(report)
+            case .syncJournal: try? outbox.sync()
+            case .exit(let code): finish(code)
+            }
+        }
     }
 
-    func scheduleReconnect(_ reason: String) {
-        reportedUnreachable = true
-        status.waiting(Self.shortReason(reason), now: clock.now.seconds(since: start))
-        let delay = backoff
-        backoff = min(backoff * 2, 5)
-        queue.asyncAfter(deadline: .now() + delay) { self.connect() }
-    }
-
-    func receive(_ message: Message) {
-        let now = clock.now.seconds(since: start)
-        switch message {
-        case let .resume(session, delivered) where session == window.session:
-            let d = delivered ?? 0
-            if d > window.acked { markAcked(d) }
-            transmit(window.resumed(delivered: d, now: now))
-            checkDone()
-        case let .ack(session, seq) where session == window.session:
-            markAcked(seq)
-            transmit(window.ack(seq, now: now))
-            checkDone()
-        case let .error(code, text, _):
-            status.warning("desktop reported \(code): \(text)")
-        case .bye:
-            link.drop()
-        default:
-            break
+    func show(_ report: ClientCore.Report) {
+        switch report {
+        case .connected(let address): status.connected(address, now: now)
+        case .waiting(let reason): status.waiting(reason, now: now)
+        case .info(let text): status.info(text)
+        case .warning(let text): status.warning(text)
+        case .error(let text, let hint): status.error(text, hint: hint)
+        case .progress(let queued, let delivered): status.tick(now: now, queued: queued, delivered: delivered)
         }
     }
 
@@ -294,27 +225,15 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func transmit(_ messages: [Message]) {
-        link.send(messages)
-    }
-
-    func checkDone() {
-        guard inputDone, window.isDrained, exitCode == nil else { return }
-        try? outbox.sync()
-        transmit([.bye])
-        finish(0)
-    }
-
     func finish(_ code: Int32) {
-        guard exitCode == nil else { return }
-        exitCode = code
         status.erase()
         if code == 0 && status.isTerminal {
-            Console.info("\"\(desktop.name)\" acknowledged \(window.acked - min(window.acked, startAcked)) line(s)")
+            Console.info("\"\(desktop.name)\" acknowledged \(core.acknowledgedThisRun) line(s)")
         }
         // Give the bye frame a moment to leave before the context goes away.
         queue.asyncAfter(deadline: .now() + 0.05) {
-            self.link.hangUp()
+            self.driver.stopFinding()
+            self.perform(self.core.hangUp())
             self.finished.signal()
         }
     }
@@ -326,7 +245,7 @@ public final class Sender: @unchecked Sendable {
     }
 
     func tick() {
-        guard exitCode == nil else { return }
+        guard core.exitCode == nil else { return }
         if needsSync {
             needsSync = false
             // fsync off the queue: sending goes on while the disk catches up (the journal write already happened).
@@ -338,43 +257,8 @@ public final class Sender: @unchecked Sendable {
                 }
             }
         }
-        let now = clock.now.seconds(since: start)
-        if window.isStalled(now: now) {
-            status.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")
-            link.drop()
-        }
-        if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
-            waitingSince.removeFirst(unacked)
-        } else {
-            waitingSince.removeAll()
-        }
-        if let limit = timeLimit(), let oldest = waitingSince.first, now - max(oldest.at, limit.from) > limit.seconds {
-            status.error("\(window.pendingCount) chunk(s) not acknowledged after \(limit.seconds == limit.seconds.rounded() ? String(Int(limit.seconds)) : String(limit.seconds)) s"
-                         + (reportedUnreachable ? " (the desktop \"\(desktop.name)\" was not reachable)" : ""),
-                         hint: "they stay in the outbox and go out with the next `speakbridge send` "
-                            + "(`speakbridge outbox` lists them; --timeout 0 keeps trying)")
-            try? outbox.sync()
-            finish(75)
-            return
-        }
-        status.tick(now: now, queued: window.pendingCount, delivered: window.acked - min(window.acked, startAcked))
-        scheduleTick()
-    }
-}
-
-extension Sender {
-    /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
-    static func shortReason(_ reason: String) -> String {
-        var seen = Set<String>()
-        let parts = reason.components(separatedBy: "; ").filter { !$0.isEmpty && seen.insert($0).inserted }
-        guard !parts.isEmpty else { return "no answer" }
-        return parts.suffix(3).joined(separator: "; ")
-    }
-
-    /// The timeout in force now and the earliest time it counts from (see `SendOptions.timeout`); nil = none.
-    func timeLimit() -> (seconds: Double, from: Double)? {
-        if let explicit = options.timeout { return explicit > 0 ? (explicit, 0) : nil }
-        return inputDone ? (options.endedInputTimeout, inputEndedAt) : nil
+        apply(.tick)
+        if core.exitCode == nil { scheduleTick() }
     }
 }
 

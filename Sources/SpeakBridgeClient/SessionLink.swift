@@ -1,15 +1,20 @@
 import Foundation
+import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
-/// One authenticated session with a paired desktop, found by its key. Used by `send` and `config`.
+/// One authenticated session with a paired desktop, found by its key, for a role that only needs messages in
+/// and out (`config`; `send` drives `ClientCore`, which has the same `LinkCore` inside).
 ///
-/// Flow: dial every candidate at once (mDNS results for the desktop's ID as they arrive, the addresses that
-/// worked last, `--address`) → a Noise IKpsk1 handshake (per-pair psk, prologue "speakbridge.v1 session") on
-/// each connection that opens → the first to complete is kept, the others closed → the address that worked is
-/// remembered. Events arrive on `queue`.
+/// A shell: `LinkCore` decides which addresses are dialed, in which order, which connection wins and when the
+/// desktop is unreachable or refused; this carries its actions out (`LinkDriver`), saves the address that
+/// worked in peers.json, and turns the core's outcomes into `Event`s on `queue`.
+///
+/// `@unchecked Sendable`: `core` and `notice` are used on `queue` only (every method but `shutdown` must be called
+/// there, and driver events arrive there); `shutdown` touches only the driver's `Sendable` client.
 final class SessionLink: @unchecked Sendable {
     enum Event {
         case established(Candidate)
@@ -23,44 +28,36 @@ final class SessionLink: @unchecked Sendable {
 
     struct Handler: Sendable { let call: @Sendable (Event) -> Void }
 
-    let identity: Identity
     let desktop: Peer
     let peers: PeerStore
-    let agent: String
-    let extraCandidates: [Candidate]
-    let queue: DispatchQueue
     let handler: Handler
-    var dialer: Dialer!
+    let driver: LinkDriver
     // Owned by `queue`.
-    var machines: [WebSocketConnectionID: InitiatorMachine] = [:]
-    var active: WebSocketConnectionID?
-    var finder: DesktopFinder?
-    var mdnsCandidates: [Candidate] = []
-    var refused = false
-    /// The address whose connection last took message 1 and closed without an answer (for `send`'s error).
-    private(set) var refusedBy: Candidate?
-    /// The address of each open connection (the dialer forgets it before reporting the close).
-    var openedAt: [WebSocketConnectionID: Candidate] = [:]
-    private(set) var connectedTo: Candidate?
-    /// Where the link's own notices go (text, is a warning): `send` routes them around its status line.
+    var core: LinkCore
+    /// Where the link's own notices go (text, is a warning).
     var notice: (String, Bool) -> Void = { text, warning in warning ? Console.warning(text) : Console.info(text) }
     /// How many of the desktop's addresses peers.json keeps (as many as a pairing code carries).
-    static let rememberedAddresses = PairingCode.maxAddresses
+    static let rememberedAddresses = LinkCore.rememberedAddresses
 
     init(identity: Identity, desktop: Peer, peers: PeerStore, agent: String, extraCandidates: [Candidate],
          queue: DispatchQueue, onEvent: @escaping @Sendable (Event) -> Void) throws(ClientError) {
-        self.identity = identity
         self.desktop = desktop
         self.peers = peers
-        self.agent = agent
-        self.extraCandidates = extraCandidates
-        self.queue = queue
         self.handler = Handler(call: onEvent)
+        core = LinkCore(intent: .session, firstMessage: .hello(agent: agent), localStatic: identity.privateKey,
+                        desktopKey: desktop.publicKey, psk: desktop.psk, known: Self.known(desktop),
+                        extra: extraCandidates)
         do {
-            dialer = try Dialer(queue: queue) { [weak self] event in self?.handle(event) }
+            driver = try LinkDriver(queue: queue)
         } catch {
             throw ClientError("cannot start the WebSocket client: \(error)")
         }
+        driver.onEvent = { [weak self] event in self?.handle(event) }
+    }
+
+    /// The addresses peers.json remembers for the desktop, most recent first.
+    static func known(_ desktop: Peer) -> [Candidate] {
+        desktop.addresses.map { Candidate(host: $0, port: desktop.port, source: "last known") }
     }
 
     /// This installation's identity and paired devices, as `send` and `config` need them.
@@ -98,132 +95,60 @@ final class SessionLink: @unchecked Sendable {
         return only
     }
 
-    var isEstablished: Bool { active != nil }
-
     /// Starts (or restarts) dialing. Must be called on `queue`.
     func connect() {
-        guard active == nil else { return }
-        refused = false
-        if finder == nil {
-            finder = DesktopFinder(desktop: desktop.id, queue: queue) { [weak self] found in
-                guard let self else { return }
-                self.mdnsCandidates = found
-                if self.active == nil {
-                    // A new address from mDNS is tried right away, beside whatever is in flight.
-                    self.dialer.dial(found, path: ConnectionIntent.session.path)
-                } else if let current = self.connectedTo, !found.contains(current) {
-                    // The desktop is announced at other addresses than the one we are connected to: it has
-                    // probably moved, and a connection to a vanished address only fails when acks stall.
-                    // Dial the new ones beside it; the first to prove the key takes over.
-                    self.dialer.probe(found, path: ConnectionIntent.session.path)
-                }
-            }
-        }
-        dialer.dial(candidates(), path: ConnectionIntent.session.path)
-    }
-
-    func candidates() -> [Candidate] {
-        let current = peers.find(desktop.id.description) ?? desktop
-        var list = mdnsCandidates
-        list += current.addresses.map { Candidate(host: $0, port: current.port, source: "last known") }
-        list += extraCandidates
-        var seen = Set<Candidate>()
-        return list.filter { seen.insert($0).inserted }
+        driver.findDesktop(desktop.id)
+        perform(core.connect())
     }
 
     /// Encrypts and sends on the established session. Must be called on `queue`.
-    func send(_ messages: [Message]) {
-        guard !messages.isEmpty, let id = active, var m = machines[id] else { return }
-        for message in messages {
-            for action in m.encryptAndSend(message) {
-                if case .send(let frame) = action { dialer.send(frame, on: id) }
-            }
-        }
-        machines[id] = m
-    }
+    func send(_ messages: [Message]) { perform(core.send(messages)) }
 
     /// Closes the established session (a new `connect` may follow). Must be called on `queue`.
-    func drop() {
-        if let active { dialer.close(active) }
-    }
+    func drop() { perform(core.drop()) }
 
     /// Closes everything. Must be called on `queue`.
     func hangUp() {
-        finder?.stop()
-        dialer.hangUp()
+        driver.stopFinding()
+        perform(core.hangUp())
     }
 
-    func shutdown() { dialer.shutdown() }
+    func shutdown() { driver.shutdown() }
 
-    func handle(_ event: Dialer.Event) {
+    func handle(_ event: LinkDriver.Event) {
         switch event {
-        case .opened(let id, let candidate):
-            openedAt[id] = candidate
-            do {
-                var m = try InitiatorMachine(intent: .session, localStatic: identity.privateKey,
-                                             desktopKey: desktop.publicKey, psk: desktop.psk,
-                                             firstMessage: .hello(agent: agent))
-                dialer.send(try m.start(), on: id)
-                machines[id] = m
-            } catch {
-                dialer.close(id)
-            }
-        case .message(let id, let frame):
-            guard var m = machines[id] else { return }
-            let actions = m.receive(frame)
-            machines[id] = m
-            for action in actions { perform(action, on: id) }
-        case .closed(let id, let reason):
-            let candidate = openedAt.removeValue(forKey: id)
-            let hadMachine = machines.removeValue(forKey: id) != nil
-            if id == active {
-                active = nil
-                handler.call(.lost(reason))
-            } else if hadMachine {
-                refused = true  // it opened, took message 1, and closed without a verified answer
-                refusedBy = candidate ?? refusedBy
-            }
-        case .exhausted(let reason):
-            if active == nil { handler.call(.unreachable(reason, refused: refused)) }
+        case .opened(let id): perform(core.opened(id))
+        case .frame(let id, let bytes): perform(core.frame(id, bytes))
+        case .closed(let id, let reason): perform(core.closed(id, reason: reason))
+        case .found(let list): perform(core.found(list))
         }
     }
 
-    func perform(_ action: InitiatorMachine.Action, on id: WebSocketConnectionID) {
-        switch action {
-        case .send(let frame):
-            dialer.send(frame, on: id)
-        case .established:
-            if let old = active {
-                // A probe (see `connect`) reached the desktop at its announced address: move there. The
-                // owner sees a second `.established` and resumes; the desktop drops duplicates.
-                guard dialer.probing.contains(id) else {
-                    dialer.close(id)
-                    return
-                }
-                machines[old] = nil
-                notice("desktop \"\(desktop.name)\" moved to \(dialer.candidate(id)?.description ?? "?"); switching", false)
+    func perform(_ actions: [LinkCore.Action]) {
+        for action in actions {
+            switch action {
+            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .send(let id, let frame): driver.send(frame, on: id)
+            case .close(let id): driver.close(id)
+            case .remember(let candidate): Self.remember(candidate, of: desktop, in: peers)
+            case .established(let candidate, let moved):
+                if moved { notice("desktop \"\(desktop.name)\" moved to \(candidate); switching", false) }
+                handler.call(.established(candidate))
+            case .received(let message): handler.call(.received(message))
+            case .lost(let reason): handler.call(.lost(reason))
+            case .machineClosed(let reason, let chosen):
+                if chosen { notice("closing the connection: \(reason)", true) }
+            case .exhausted(let reason, let refused): handler.call(.unreachable(reason, refused: refused))
+            case .paired, .handshakeClosed: break
             }
-            active = id
-            dialer.choose(id)
-            connectedTo = dialer.candidate(id)
-            rememberAddress()
-            handler.call(.established(connectedTo ?? Candidate(host: "?", port: 0, source: "?")))
-        case .received(let message):
-            if id == active { handler.call(.received(message)) }
-        case .paired:
-            break
-        case .close(let reason):
-            if id == active { notice("closing the connection: \(reason)", true) }
-            dialer.close(id)
         }
     }
 
-    func rememberAddress() {
-        guard let c = connectedTo else { return }
+    /// Saves where the desktop was reached: most recent first; the oldest are forgotten, so a desktop that
+    /// changes address often does not leave an ever longer list of dead addresses to dial.
+    static func remember(_ c: Candidate, of desktop: Peer, in peers: PeerStore) {
         try? peers.update(key: desktop.publicKey) { peer in
-            // Most recent first; the oldest are forgotten, so a desktop that changes address often does not
-            // leave an ever longer list of dead addresses to dial.
-            peer.addresses = Array(([c.host] + peer.addresses.filter { $0 != c.host }).prefix(Self.rememberedAddresses))
+            peer.addresses = Array(([c.host] + peer.addresses.filter { $0 != c.host }).prefix(rememberedAddresses))
             peer.port = c.port
             peer.lastSeen = Date()
         }

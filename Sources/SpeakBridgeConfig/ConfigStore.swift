@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// One installation's config: `config/settings.json`, the secret backend, and `state/config-outbox.json`.
 /// Without an explicit backend the store picks one with `SecretBackends.choose` (Secret Service or file), so the
@@ -52,6 +53,16 @@ public final class ConfigStore: Sendable {
             let result = try body(&tx)
             try commit(tx, before: before)
             return result
+        }
+    }
+
+    /// Removes everything staged for `device` (it was revoked); returns how many items were dropped.
+    @discardableResult
+    public func forgetStaged(for device: DeviceID) throws(ConfigError) -> Int {
+        try update { tx throws(ConfigError) -> Int in
+            let before = tx.outbox.items.count
+            tx.outbox.items.removeAll { $0.device == device }
+            return before - tx.outbox.items.count
         }
     }
 

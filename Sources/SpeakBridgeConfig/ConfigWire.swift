@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// One part of an offer: a batch is split into parts that each fit one frame; it is applied only once every
 /// part has arrived on the same connection.
@@ -6,15 +7,13 @@ public struct OfferPart: Sendable, Equatable {
     public var batch: String
     public var part: Int
     public var parts: Int
-    /// `reply` (answers a `config-pull` with the same batch ID), `push` (the sender's user pushed), `staged`
-    /// (a push the user staged earlier for this device). Informational.
-    public var origin: String
+    public var origin: ConfigOrigin
     public var entries: [ConfigUpdate]
     /// Replies to a pull: how many secrets the sender left out because its share mode is `public` (so the
     /// receiver can say why a key it expected did not come). Informational; 0 when absent.
     public var withheld: Int
 
-    public init(batch: String, part: Int, parts: Int, origin: String, entries: [ConfigUpdate], withheld: Int = 0) {
+    public init(batch: String, part: Int, parts: Int, origin: ConfigOrigin, entries: [ConfigUpdate], withheld: Int = 0) {
         self.batch = batch
         self.part = part
         self.parts = parts
@@ -22,6 +21,16 @@ public struct OfferPart: Sendable, Equatable {
         self.entries = entries
         self.withheld = withheld
     }
+}
+
+/// Why an offer was sent. Informational: it never changes what the receiver does with the entries.
+public enum ConfigOrigin: String, Sendable {
+    /// The sender's user pushed (also: absent, or a value this version does not know).
+    case push
+    /// Answers the `config-pull` with the same batch ID.
+    case reply
+    /// A push the desktop's user staged earlier for this device.
+    case staged
 }
 
 /// The config messages of PROTOCOL.md ("Config transfer").
@@ -61,7 +70,7 @@ public enum ConfigWire {
         case .offer(let p):
             var body: [(String, JSONValue)] = [
                 ("batch", .string(p.batch)), ("part", .integer(Int64(p.part))), ("parts", .integer(Int64(p.parts))),
-                ("origin", .string(p.origin)), ("entries", .array(p.entries.map(entryJSON))),
+                ("origin", .string(p.origin.rawValue)), ("entries", .array(p.entries.map(entryJSON))),
             ]
             if p.withheld > 0 { body.append(("withheld", .integer(Int64(p.withheld)))) }
             return .config(type: offerType, body: .object(body))
@@ -93,7 +102,7 @@ public enum ConfigWire {
     /// one empty part (it still answers a pull). More than `maxParts` parts or `maxEntriesPerBatch` entries is refused
     /// (`too-large`): a batch is applied whole, so the receiver must be able to hold all of it.
     /// `withheld` (replies to a pull) goes on the first part.
-    public static func offer(batch: String, origin: String, updates: [ConfigUpdate],
+    public static func offer(batch: String, origin: ConfigOrigin, updates: [ConfigUpdate],
                              withheld: Int = 0) throws(ConfigError) -> [ConfigMessage] {
         guard updates.count <= maxEntriesPerBatch else {
             throw ConfigError(.tooLarge, "\(updates.count) keys are too many for one batch (at most \(maxEntriesPerBatch))",
@@ -122,6 +131,8 @@ public enum ConfigWire {
 
     // MARK: decoding
 
+    /// The typed message of a `.config(type:body:)` envelope (which `MessageCodec` produced). The one place a
+    /// config message is decoded; outside tests and the fuzzer only `ConfigMachine.handle(.received…)` calls it.
     public static func decode(type: String, body: JSONValue) throws(ConfigError) -> ConfigMessage {
         switch type {
         case pullType:
@@ -154,7 +165,8 @@ public enum ConfigWire {
                 guard seen.insert(u.key).inserted else { throw ConfigError(.malformed, "\(u.key) appears twice in one batch") }
                 entries.append(u)
             }
-            let origin = body["origin"]?.stringValue.map { String($0.prefix(16)) } ?? "push"
+            // Optional and informational: absent, null, another type or an unknown word is `push`.
+            let origin = body["origin"]?.stringValue.flatMap(ConfigOrigin.init(rawValue:)) ?? .push
             var withheld = 0
             if let w = body["withheld"], w != .null {
                 guard let n = w.int64Value, (0...Int64(maxEntriesPerBatch)).contains(n) else {
@@ -175,15 +187,22 @@ public enum ConfigWire {
             return .result(ConfigResult(batch: batch, status: status, applied: keys("applied"), pending: keys("pending"),
                                         unchanged: keys("unchanged"), skipped: keys("skipped")))
         case errorType:
-            let batch = body["batch"]?.stringValue.flatMap { MessageCodec.isValidSessionID($0) ? $0 : nil }
-            let code = ConfigText.clean(body["code"]?.stringValue ?? "error", limit: 32)
-            let text = ConfigText.clean(body["message"]?.stringValue ?? "", limit: 512)
+            let batch = batchHint(body)
+            let code = PeerText.escape(body["code"]?.stringValue ?? "error", limit: 32)
+            let text = PeerText.escape(body["message"]?.stringValue ?? "", limit: 512)
             return .error(batch: batch, code: code, message: text)
         default:
-            throw ConfigError(.unknownType, "unknown config message type \"\(ConfigText.clean(type, limit: 32))\"")
+            throw ConfigError(.unknownType, "unknown config message type \"\(PeerText.escape(type, limit: 32))\"")
         }
     }
 
+    /// The `batch` of a body when it is a valid batch ID, else nil: what a `config-error` about a message that
+    /// could not be decoded names (an invalid ID is never echoed back).
+    public static func batchHint(_ body: JSONValue) -> String? {
+        body["batch"]?.stringValue.flatMap { MessageCodec.isValidSessionID($0) ? $0 : nil }
+    }
+
+    /// `batch`: 1–64 characters of `A-Z a-z 0-9 . _ -` (the protocol's `session` type).
     static func batchID(_ v: JSONValue?) throws(ConfigError) -> String {
         guard let s = v?.stringValue, MessageCodec.isValidSessionID(s) else {
             throw ConfigError(.malformed, "\"batch\" must be 1-64 characters of A-Z a-z 0-9 . _ -")
@@ -214,65 +233,5 @@ public enum ConfigWire {
             return ConfigUpdate(key: key, version: version, body: .secret(text))
         }
         return ConfigUpdate(key: key, version: version, body: .value(value))
-    }
-}
-
-/// Text from a peer for a terminal or a log: control and bidi characters become `?`, at most `limit` characters.
-public enum ConfigText {
-    public static func clean(_ s: String, limit: Int = 256) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.prefix(limit).map { scalar -> Unicode.Scalar in
-            PeerText.needsEscape(scalar) ? "?" : scalar
-        }))
-    }
-}
-
-/// Collects the parts of incoming batches (per peer, per connection or device) until a batch is complete.
-/// A batch whose parts disagree is dropped whole; a batch that never completes is never applied.
-public struct BatchAssembler: Sendable {
-    struct Partial: Sendable {
-        var parts: Int
-        var origin: String
-        var withheld = 0
-        var received: [Int: [ConfigUpdate]] = [:]
-        var keys: Set<String> = []
-        var started: UInt64
-    }
-
-    /// Incomplete batches kept at once; the oldest is dropped beyond this.
-    public static let maxPartial = 2
-    var partial: [String: Partial] = [:]
-
-    public init() {}
-
-    public var incompleteBatches: Int { partial.count }
-
-    /// Adds a part; returns the whole batch (entries in part order) once its last part arrived.
-    public mutating func add(_ p: OfferPart, now: UInt64)
-        throws(ConfigError) -> (origin: String, entries: [ConfigUpdate], withheld: Int)? {
-        var batch = partial[p.batch] ?? Partial(parts: p.parts, origin: p.origin, started: now)
-        do throws(ConfigError) {
-            guard batch.parts == p.parts else { throw ConfigError(.malformed, "parts of batch \(p.batch) disagree on \"parts\"") }
-            guard batch.received[p.part] == nil else { throw ConfigError(.malformed, "part \(p.part) of batch \(p.batch) arrived twice") }
-            for u in p.entries {
-                guard batch.keys.insert(u.key).inserted else { throw ConfigError(.malformed, "\(u.key) appears twice in batch \(p.batch)") }
-            }
-            guard batch.keys.count <= ConfigWire.maxEntriesPerBatch else {
-                throw ConfigError(.tooLarge, "batch \(p.batch) has more than \(ConfigWire.maxEntriesPerBatch) entries")
-            }
-        } catch {
-            partial[p.batch] = nil
-            throw error
-        }
-        batch.received[p.part] = p.entries
-        batch.withheld = max(batch.withheld, p.withheld)
-        if batch.received.count == batch.parts {
-            partial[p.batch] = nil
-            return (batch.origin, (1...batch.parts).flatMap { batch.received[$0]! }, batch.withheld)
-        }
-        partial[p.batch] = batch
-        if partial.count > Self.maxPartial, let oldest = partial.min(by: { $0.value.started < $1.value.started })?.key {
-            partial[oldest] = nil
-        }
-        return nil
     }
 }

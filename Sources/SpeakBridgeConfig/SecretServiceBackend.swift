@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import SpeakBridgeKeyring
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// Secrets in the Secret Service (libsecret, through `SpeakBridgeKeyring`): one item per reference, schema
 /// `org.speakbridge.Secret`, attributes `home` (this installation's config directory) and `ref`.
@@ -85,7 +86,7 @@ public enum SecretBackends {
                 return file
             }
         default:
-            throw .local("\(environmentKey)=\(ConfigText.clean(mode, limit: 32)) is not a secret backend",
+            throw .local("\(environmentKey)=\(PeerText.escape(mode, limit: 32)) is not a secret backend",
                          hint: "use file, secret-service or auto")
         }
     }

@@ -2,10 +2,11 @@ import Foundation
 import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// Publishes this desktop over mDNS and keeps `status` informed. Says once per outage, clearly, when Avahi is
 /// absent (the publisher keeps retrying; the daemon keeps working by address).
-final class DiscoveryService: @unchecked Sendable {
+final class DiscoveryService: Sendable {
     let publisher: MDNSPublisher
     /// Signalled once the first outcome (published, no daemon, failed) has been logged.
     let firstOutcome = DispatchSemaphore(value: 0)
@@ -47,6 +48,12 @@ final class DiscoveryService: @unchecked Sendable {
         return false
     }
 
+    /// The name the service is published under (avahi's, after any collision renaming), or nil.
+    var publishedName: String? {
+        if case .established(let name) = publisher.state { return name }
+        return nil
+    }
+
     var stateDescription: String {
         switch publisher.state {
         case .starting: return "starting"
@@ -68,6 +75,7 @@ extension Daemon {
     }
 }
 
+// `@unchecked Sendable` is sound: `done` is read and written only under `lock`.
 final class WarnOnce: @unchecked Sendable {
     let lock = NSLock()
     var done = false

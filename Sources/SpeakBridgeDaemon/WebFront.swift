@@ -7,12 +7,16 @@
 //    once per identity, re-issued when the listening addresses change). Any "no" is a reason shown by `status`
 //    and logged once; the native route is unaffected.
 // 2. It adds the TLS listener and the AESGCM subprotocol to the server configuration.
-// 3. Per connection, `cipher(for:)` picks the Noise cipher by the negotiated subprotocol, and `kind(for:)` tells
-//    whether a pairing came through the TLS listener (a `browser` device) with its user agent in short.
+// 3. Per connection, `route(for:on:)` tells the core (DesktopCore, which never sees lws) the Noise cipher the
+//    negotiated subprotocol chose and whether it came through the TLS listener (a pairing on it is a `browser`
+//    device, saved with its user agent in short). The core decides the rest (browser devices get no config).
 import Foundation
+import SpeakBridgeControl
 import SpeakBridgeCrypto
+import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 import SpeakBridgeTLS
 import SpeakBridgeWebSocket
 
@@ -118,43 +122,36 @@ final class WebFront: Sendable {
         rootCandidates(explicit).first { FileManager.default.fileExists(atPath: $0 + "/index.html") }
     }
 
-    /// The Noise cipher of a connection, by the subprotocol the server chose.
-    static func cipher(for id: WebSocketConnectionID, on server: WebSocketServer) -> NoiseCipher {
-        server.info(of: id).flatMap { SpeakBridgeProtocol.cipher(forSubprotocol: $0.subprotocol) } ?? .chaChaPoly
-    }
-
-    /// The kind and short user agent of a device pairing on `id`: `browser` when it came through the TLS listener.
-    static func kind(for id: WebSocketConnectionID, on server: WebSocketServer) -> (Peer.Kind, String?) {
-        guard let info = server.info(of: id), info.isSecure else { return (.native, nil) }
-        return (.browser, UserAgent.short(info.userAgent))
+    /// What the core needs to know of a connection: the Noise cipher its subprotocol chose, and `browser` (with
+    /// the user agent in short) when it came through the TLS listener. On the lws thread (the `opened` event).
+    static func route(for id: WebSocketConnectionID, on server: WebSocketServer) -> ConnectionRoute {
+        guard let info = server.info(of: id) else { return .native }
+        let cipher = SpeakBridgeProtocol.cipher(forSubprotocol: info.subprotocol) ?? .chaChaPoly
+        guard info.isSecure else { return ConnectionRoute(cipher: cipher, kind: .native) }
+        return ConnectionRoute(cipher: cipher, kind: .browser, agent: UserAgent.short(info.userAgent))
     }
 
     /// `status --json`'s `web` object.
-    func status(host: String, server: WebSocketServer) -> JSONValue {
+    func status(host: String, server: WebSocketServer) -> StatusReply.Web {
         guard unavailable == nil, let certificate, let port = server.securePort else {
-            return .object([("enabled", .bool(false)), ("reason", .string(unavailable ?? "the TLS listener did not start"))])
+            return .off(unavailable ?? "the TLS listener did not start")
         }
-        return .object([
-            ("enabled", .bool(true)),
-            ("url", .string(url(host: preferredAddress(host: host), port: port))),
-            ("port", .integer(Int64(port))),
-            ("fingerprint", .string(certificate.fingerprint)),
-            ("spki", .string(certificate.spkiHash)),
-            ("addresses", .array(certificate.addresses.map { .string($0) })),
-        ])
+        return StatusReply.Web(enabled: true, url: url(host: preferredAddress(host: host), port: port),
+                               port: Int64(port), fingerprint: certificate.fingerprint, spki: certificate.spkiHash,
+                               addresses: certificate.addresses)
     }
 
-    /// `pair --web` on a desktop without the route: the failure reply (why, and what to do).
-    func pairingRefusal(server: WebSocketServer) -> JSONValue? {
+    /// `pair --web` on a desktop without the route: the refusal (why, and what to do).
+    func pairingRefusal(server: WebSocketServer) -> ControlFailure? {
         if unavailable == nil, server.securePort != nil { return nil }
-        return ControlReply.failure("this desktop does not offer the browser route: \(unavailable ?? "the TLS listener did not start")",
-                                    hint: "pair a native client with `speakbridge pair` (no --web)")
+        return ControlFailure("this desktop does not offer the browser route: \(unavailable ?? "the TLS listener did not start")",
+                              hint: "pair a native client with `speakbridge pair` (no --web)")
     }
 
-    /// `pair --web`'s extra members: the page URL with the code in its fragment (which never leaves the phone),
-    /// and the certificate's fingerprint to compare.
-    func pairingMembers(code: String, host: String, server: WebSocketServer) -> [(String, JSONValue)] {
-        guard let certificate, let port = server.securePort else { return [] }
+    /// `pair --web`'s part of the reply: the page URL with the code in its fragment (which never leaves the
+    /// phone), and the certificate's fingerprint to compare.
+    func pairing(code: String, host: String, server: WebSocketServer) -> PairReply.Web? {
+        guard let certificate, let port = server.securePort else { return nil }
         let address = preferredAddress(host: host)
         // The page dials its own origin and never reads the code's addresses: without them the QR is smaller.
         var short = code
@@ -162,8 +159,8 @@ final class WebFront: Sendable {
             parsed.addresses = []
             short = parsed.encoded()
         }
-        return [("url", .string(url(host: address, port: port) + "#" + short)), ("webCode", .string(short)),
-                ("fingerprint", .string(certificate.fingerprint))]
+        return PairReply.Web(url: url(host: address, port: port) + "#" + short, code: short,
+                             fingerprint: certificate.fingerprint)
     }
 
     /// The address a phone should open: the first the daemon listens on (non-loopback first).

@@ -1,3 +1,5 @@
+import SpeakBridgeSupport
+
 /// A small, strict JSON value with its own parser and a deterministic encoder.
 ///
 /// Why not Foundation's JSONSerialization: peer input is hostile, so the parser bounds nesting depth and

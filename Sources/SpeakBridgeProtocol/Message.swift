@@ -1,3 +1,5 @@
+import SpeakBridgeSupport
+
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
     public var seq: UInt64
@@ -21,15 +23,86 @@ public struct Chunk: Sendable, Equatable {
     }
 }
 
-/// Error codes carried in `{"type":"error"}`; PROTOCOL.md has the table.
-public enum ProtocolErrorCode: String, Sendable {
+/// Error codes carried in `{"type":"error"}`; PROTOCOL.md has the table. A code this implementation does not know
+/// (a newer peer's) still decodes, as `.other` with the text as received: a peer's error is never itself malformed
+/// for its code alone.
+public enum ProtocolErrorCode: Sendable, Hashable, CustomStringConvertible {
     case malformed
-    case unknownType = "unknown-type"
-    case badSession = "bad-session"
+    case unknownType
+    case badSession
     case gap
-    case tooLarge = "too-large"
+    case tooLarge
     case unexpected
-    case internalError = "internal"
+    case internalError
+    /// The device has too many sessions open or used (`SessionLedger.Refusal`).
+    case tooManySessions
+    /// Any other code, as received (at most 64 bytes; shown only through `PeerText`).
+    case other(String)
+
+    static let known: [ProtocolErrorCode] = [.malformed, .unknownType, .badSession, .gap, .tooLarge, .unexpected,
+                                             .internalError, .tooManySessions]
+
+    /// The code as it appears on the wire.
+    public init(rawValue: String) {
+        self = Self.known.first { $0.rawValue == rawValue } ?? .other(rawValue)
+    }
+
+    public var rawValue: String {
+        switch self {
+        case .malformed: return "malformed"
+        case .unknownType: return "unknown-type"
+        case .badSession: return "bad-session"
+        case .gap: return "gap"
+        case .tooLarge: return "too-large"
+        case .unexpected: return "unexpected"
+        case .internalError: return "internal"
+        case .tooManySessions: return "too-many-sessions"
+        case .other(let raw): return raw
+        }
+    }
+
+    public var description: String { rawValue }
+}
+
+/// Where a sink holds a session's chunks, as the desktop tells the device (`held`). `reason` is the sink's own
+/// account (a tool's stderr), already made safe by `sanitizedReason`.
+public struct HeldNotice: Sendable, Equatable {
+    public var session: String
+    /// The first chunk of `session` that `sink` has not taken.
+    public var seq: UInt64
+    public var sink: String
+    public var reason: String
+
+    public static let maxReasonBytes = 512
+    public static let maxSinkBytes = 64
+
+    public init(session: String, seq: UInt64, sink: String, reason: String) {
+        self.session = session
+        self.seq = seq
+        self.sink = sink
+        self.reason = reason
+    }
+
+    /// `text` as one line a peer may show: every scalar `PeerText` would escape becomes a space (runs of them
+    /// one space), trimmed, and cut on a scalar boundary to at most `maxBytes` bytes of UTF-8.
+    public static func sanitizedReason(_ text: String, maxBytes: Int = HeldNotice.maxReasonBytes) -> String {
+        var out = String.UnicodeScalarView()
+        var bytes = 0
+        var pendingSpace = false
+        for scalar in text.unicodeScalars {
+            if PeerText.needsEscape(scalar) || scalar == " " {
+                pendingSpace = !out.isEmpty
+                continue
+            }
+            let add = (pendingSpace ? 1 : 0) + String(scalar).utf8.count
+            guard bytes + add <= maxBytes else { break }
+            if pendingSpace { out.append(" ") }
+            out.append(scalar)
+            bytes += add
+            pendingSpace = false
+        }
+        return String(out)
+    }
 }
 
 /// Every message of protocol version 1 (the plaintext inside a Noise payload or transport message).
@@ -46,7 +119,9 @@ public enum Message: Sendable, Equatable {
     case chunks(session: String, [Chunk])
     case ack(session: String, seq: UInt64)
     case bye
-    case error(code: String, message: String, expected: UInt64?)
+    case error(code: ProtocolErrorCode, message: String, expected: UInt64?)
+    /// From the desktop: a sink holds `session` from `seq` on and says why (the chunks stay unacknowledged).
+    case held(HeldNotice)
     /// Config transfer (`config-*` types): the whole JSON object, validated by the config module.
     case config(type: String, body: JSONValue)
 
@@ -64,6 +139,7 @@ public enum Message: Sendable, Equatable {
         case .ack: return "ack"
         case .bye: return "bye"
         case .error: return "error"
+        case .held: return "held"
         case .config(let type, _): return type
         }
     }

@@ -35,9 +35,14 @@ public enum MessageCodec {
             m.append(("session", .string(session)))
             m.append(("seq", .integer(Int64(seq))))
         case let .error(code, text, expected):
-            m.append(("code", .string(code)))
+            m.append(("code", .string(code.rawValue)))
             m.append(("message", .string(text)))
             if let expected { m.append(("expected", .integer(Int64(expected)))) }
+        case .held(let notice):
+            m.append(("session", .string(notice.session)))
+            m.append(("seq", .integer(Int64(notice.seq))))
+            m.append(("sink", .string(notice.sink)))
+            m.append(("reason", .string(notice.reason)))
         case .config(_, let body):
             if case .object(let members) = body { m += members.filter { $0.0 != "type" } }
         }
@@ -127,12 +132,26 @@ public enum MessageCodec {
             let expected = try value["expected"].flatMap { v throws(MessageError) in
                 v == .null ? nil : try seqNumber(v, "expected", allowZero: false)
             }
-            return .error(code: code, message: text, expected: expected)
+            return .error(code: ProtocolErrorCode(rawValue: code), message: text, expected: expected)
+        case "held":
+            let sink = try string(value["sink"], "sink", maxBytes: HeldNotice.maxSinkBytes)
+            let reason = try string(value["reason"], "reason", maxBytes: HeldNotice.maxReasonBytes)
+            return .held(HeldNotice(session: try session(value["session"]),
+                                    seq: try seqNumber(value["seq"] ?? .null, "seq", allowZero: false),
+                                    sink: sink, reason: reason))
         case _ where type.hasPrefix("config-") && type.utf8.count <= 32:
             return .config(type: type, body: value)
         default:
             throw .unknownType(String(type.prefix(64)))
         }
+    }
+
+    /// The `type` of a message that did not decode, when its bytes are a JSON object with a string `type`:
+    /// tells a malformed `error` (which closes the session) from other malformed messages (which are answered).
+    public static func typeOfUndecodable(_ bytes: [UInt8]) -> String? {
+        guard let value = try? JSONValue.parse(bytes, maxDepth: 8, maxBytes: SpeakBridgeProtocol.maxFrameSize)
+        else { return nil }
+        return value["type"]?.stringValue
     }
 
     // MARK: field rules

@@ -1,22 +1,24 @@
+import DequeModule
+
 /// The client's sending rule for one session, as a value: which unacknowledged chunks go out next.
 ///
 /// The client holds every chunk until the desktop acknowledges it (`Outbox` keeps them on disk as well).
 /// On each new connection it asks `resume`, drops what the desktop already has, and resends the rest
 /// in order. At most `maxInFlight` chunks are unacknowledged on the wire; consecutive chunks are batched
-/// into one `chunks` message that fits one frame. `tick(now:)` reports a stalled connection (no ack
+/// into one `chunks` message that fits one frame. `isStalled(now:)` reports a stalled connection (no ack
 /// progress for `ackTimeout` seconds while chunks are in flight) so the caller reconnects.
 public struct OutboxWindow: Sendable {
     public let session: String
     public let maxInFlight: Int
     public let ackTimeout: Double
-    /// Unacknowledged chunks, ascending by sequence number, from `head` on. Acks advance `head` instead of
-    /// shifting the array (a burst of 100,000 lines would otherwise move the whole array on every ack);
-    /// the acknowledged prefix is dropped once it is both large and more than half of the storage.
-    var storage: [Chunk]
-    var head = 0
-    /// Index in `pending` of the first chunk not yet sent on this connection; nil while not resumed.
+    /// Unacknowledged chunks, ascending by sequence number (acks pop from the front in O(1)).
+    var storage: Deque<Chunk>
+    /// Index in `storage` of the first chunk not yet sent on this connection; nil while not resumed.
     var nextToSend: Int?
     public private(set) var acked: UInt64
+    /// The highest sequence number the window ever held (or `acked`): an ack past it acknowledges
+    /// something never sent, and is clamped to it.
+    public private(set) var lastSeq: UInt64
     var lastProgress: Double = 0
 
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
@@ -24,17 +26,17 @@ public struct OutboxWindow: Sendable {
 
     public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
         self.session = session
-        self.storage = pending.filter { $0.seq > acked }
+        self.storage = Deque(pending.filter { $0.seq > acked })
         self.acked = acked
+        self.lastSeq = max(acked, storage.last?.seq ?? 0)
         self.maxInFlight = maxInFlight
         self.ackTimeout = ackTimeout
     }
 
     /// Unacknowledged chunks, ascending (a copy: for reports and tests).
-    public var pending: [Chunk] { Array(storage[head...]) }
-    public var pendingCount: Int { storage.count - head }
-    public var isDrained: Bool { head == storage.count }
-    public var isResumed: Bool { nextToSend != nil }
+    public var pending: [Chunk] { Array(storage) }
+    public var pendingCount: Int { storage.count }
+    public var isDrained: Bool { storage.isEmpty }
     var inFlight: Int { nextToSend ?? 0 }
 
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
@@ -56,9 +58,9 @@ public struct OutboxWindow: Sendable {
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
         for chunk in chunks {
-            precondition((head < storage.count ? storage.last.map { chunk.seq > $0.seq } : nil) ?? (chunk.seq > acked),
-                         "sequence numbers must increase")
+            precondition(chunk.seq > lastSeq, "sequence numbers must increase")
             storage.append(chunk)
+            lastSeq = chunk.seq
         }
         return nextMessages()
     }
@@ -75,28 +77,30 @@ public struct OutboxWindow: Sendable {
         return now - lastProgress > ackTimeout
     }
 
-    mutating func dropThrough(_ seq: UInt64) {
+    /// Drops every chunk through `seq`. A desktop that claims more than was ever sent (a broken or hostile
+    /// peer) is believed only up to `lastSeq`: otherwise the next line's sequence number would not be above
+    /// `acked`, and that line would count as delivered without ever being sent.
+    mutating func dropThrough(_ claimed: UInt64) {
+        let seq = min(claimed, lastSeq)
         guard seq > acked else { return }
         acked = seq
         var count = 0
-        while head + count < storage.count, storage[head + count].seq <= seq { count += 1 }
-        head += count
-        if let next = nextToSend { nextToSend = max(0, next - count) }
-        if head > 4_096 && head * 2 > storage.count {
-            storage.removeFirst(head)
-            head = 0
+        while let first = storage.first, first.seq <= seq {
+            storage.removeFirst()
+            count += 1
         }
+        if let next = nextToSend { nextToSend = max(0, next - count) }
     }
 
     mutating func nextMessages() -> [Message] {
         guard var next = nextToSend else { return [] }
         var messages: [Message] = []
-        let available = storage.count - head
+        let available = storage.count
         while next < available, next < maxInFlight {
             var batch: [Chunk] = []
             var size = 64 + session.utf8.count
             while next < available, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
-                let chunk = storage[head + next]
+                let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
                 batch.append(chunk)

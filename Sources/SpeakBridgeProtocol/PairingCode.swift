@@ -277,10 +277,11 @@ public struct PairingCode: Equatable, Sendable {
         rest = rest.dropFirst()
         guard digits == "\(version)" else {
             // "SB2:" is a code of another version; "SB01:" or a run of digits is no prefix at all.
+            // 1 to 3 digits without a leading zero ("0" itself counts): the version, 0 to 999, reported as written.
             guard digits.count <= 3, digits.first != "0" || digits.count == 1, let number = Int(digits) else {
                 throw .missingPrefix
             }
-            throw .unsupportedVersion(UInt8(clamping: number))
+            throw .unsupportedVersion(number)
         }
         return (rest, offset + 2 + digits.count + 1)
     }
@@ -316,7 +317,7 @@ public struct PairingCode: Equatable, Sendable {
     private static func parsePayload(_ payload: ArraySlice<UInt8>) throws(PairingCodeError) -> PairingCode {
         var reader = Reader(remaining: payload)
         let version = try reader.byte()
-        guard version == Self.version else { throw .unsupportedVersion(version) }
+        guard version == Self.version else { throw .unsupportedVersion(Int(version)) }
         let flags = try reader.byte()
         guard flags & ~knownFlags == 0 else { throw .unknownFlags(flags) }
         let publicKey = try reader.take(keyLength)
@@ -385,8 +386,8 @@ extension PairingCode: CustomStringConvertible, CustomReflectable {
 public enum PairingCodeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The text does not start with `SB<version>:`.
     case missingPrefix
-    /// The prefix or the payload is of another protocol version.
-    case unsupportedVersion(UInt8)
+    /// The prefix (`SB0:` … `SB999:`) or the payload's version byte (0 … 255) names another protocol version.
+    case unsupportedVersion(Int)
     /// A character that is not base32, an alias or ignorable; `position` counts characters of the text from 1.
     case invalidCharacter(Character, position: Int)
     /// The checksum does not match: a symbol was mistyped, or one is missing or extra in the middle.

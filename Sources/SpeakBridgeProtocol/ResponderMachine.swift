@@ -1,6 +1,7 @@
 import SpeakBridgeCrypto
 
-/// What the desktop knows when a connection asks something of it. Lookups only: no side effects.
+/// What the desktop knows when a connection asks something of it. Lookups only: no side effects (the owner
+/// changes its ledgers and codes from the actions it gets back, never from inside these closures).
 public struct ResponderContext {
     public var localStatic: X25519PrivateKey
     public var localName: String
@@ -35,12 +36,13 @@ public struct PairingOutcome: Sendable {
 }
 
 /// The desktop's side of one connection, as a value: frames in, actions out. It never touches a socket,
-/// a file or a clock; the daemon carries the actions out.
+/// a file or a clock; its owner (`DesktopCore`) carries the actions out.
 ///
-/// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send paired.
+/// Flow (pairing):  msg1 (psk = code secret) → consumePairingCode, send msg2 → pair-confirm → pairingConfirmed, send
+///                  paired (which the owner holds back until the pairing is saved).
 /// Flow (session):  msg1 (psk chosen by the initiator's static key) → send msg2 → the initiator's first transport
-///                  message decrypts → authenticated → resume / chunk / chunks / bye; `acknowledge` turns durable
-///                  delivery into acks.
+///                  message decrypts → authenticated → resume / chunk / chunks / bye / error (closes, also when
+///                  malformed); `acknowledge` turns durable delivery into acks. Every close carries a `CloseReason`.
 /// Message 1 alone proves nothing: anyone who recorded it can replay it (its payload decrypts again). Only a
 /// transport message proves the sender holds the ephemeral key of this handshake, so until one decrypts the
 /// connection stays unauthenticated: nothing is sent on it but message 2, and no action but `.send` comes out.
@@ -54,12 +56,14 @@ public struct ResponderMachine {
         case consumePairingCode
         /// A pairing handshake failed on message 1 (wrong or stale secret): counts against the code.
         case pairingAttemptFailed
+        /// The client confirmed the pairing. The `.send` that follows in the same batch carries `paired`: the
+        /// owner sends it only once the pairing is saved (and closes with `.cannotSavePairing` if it cannot be).
         case pairingConfirmed(PairingOutcome)
         case deliver(DeviceID, session: String, [Chunk])
         /// A `config-*` message from an authenticated device, for the config module.
         case config(DeviceID, type: String, body: JSONValue)
-        /// Close the connection; `reason` is for the local log and never contains secrets.
-        case close(reason: String)
+        /// Close the connection (the reason gives the close code, the log line and the counter).
+        case close(CloseReason)
     }
 
     enum State {
@@ -74,7 +78,7 @@ public struct ResponderMachine {
     }
 
     public let intent: ConnectionIntent
-    let context: ResponderContext
+    var context: ResponderContext
     var state: State
     /// The Noise cipher functions, chosen by the WebSocket subprotocol (AESGCM for browsers).
     public let cipher: NoiseCipher
@@ -96,27 +100,42 @@ public struct ResponderMachine {
         return nil
     }
 
+    /// `receive(frame)` with `context` instead of the one given at init, for this frame only (an owner whose state
+    /// the lookups read passes a fresh snapshot each time, and nothing of it stays in the machine).
+    public mutating func receive(_ frame: [UInt8], with context: ResponderContext) -> [Action] {
+        let kept = self.context
+        self.context = context
+        defer { self.context = kept }
+        return receive(frame)
+    }
+
     public mutating func receive(_ frame: [UInt8]) -> [Action] {
-        guard frame.count <= SpeakBridgeProtocol.maxFrameSize else { return fail("frame larger than 65535 bytes") }
+        guard frame.count <= SpeakBridgeProtocol.maxFrameSize else {
+            return fail(.rejected(.protocolViolation("frame larger than 65535 bytes")))
+        }
         switch state {
         case .awaitingHello:
             return intent == .pair ? readPairingHello(frame) : readSessionHello(frame)
         case .awaitingPairConfirm(var transport, let outcome):
-            guard let message = decrypt(frame, with: &transport) else { return fail("undecryptable pairing confirmation") }
-            guard message == .pairConfirm else { return fail("expected pair-confirm, got \(message.type)") }
+            guard let message = decrypt(frame, with: &transport) else {
+                return fail(.rejected(.handshakeFailed("undecryptable pairing confirmation")))
+            }
+            guard message == .pairConfirm else {
+                return fail(.rejected(.protocolViolation("expected pair-confirm, got \(message.type)")))
+            }
             state = .paired(transport)
             var actions: [Action] = [.pairingConfirmed(outcome)]
             actions += encryptAndSend(.paired)
             return actions
         case .paired:
-            return fail("unexpected message after pairing")
+            return fail(.rejected(.protocolViolation("unexpected message after pairing")))
         case .awaitingFirstTransport(var transport, let device, let key, let psk):
             guard let plaintext = try? transport.decrypt(frame) else {
-                return fail("session refused: the first transport message did not decrypt (replayed message 1?)")
+                return fail(.rejected(.replayedHandshake))
             }
             // Revoked (or paired again, with a new psk) since message 1: refused like an unknown device.
             guard let current = context.sessionPSK(key), current == psk else {
-                return fail("session refused: \(device) was revoked during the handshake")
+                return fail(.rejected(.revokedDuringHandshake(device)))
             }
             state = .established(transport, device)
             return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
@@ -125,8 +144,7 @@ public struct ResponderMachine {
             do {
                 plaintext = try transport.decrypt(frame)
             } catch {
-                state = .closed
-                return [.close(reason: "undecryptable transport message from \(device)")]
+                return fail(.failed(.undecryptable(device)))
             }
             state = .established(transport, device)
             return handleSessionMessage(plaintext, from: device)
@@ -145,15 +163,15 @@ public struct ResponderMachine {
         let bytes = MessageCodec.encode(message)
         switch state {
         case .established(var transport, let device):
-            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            guard let frame = try? transport.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
             state = .established(transport, device)
             return [.send(frame)]
         case .awaitingPairConfirm(var transport, let outcome):
-            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            guard let frame = try? transport.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
             state = .awaitingPairConfirm(transport, outcome)
             return [.send(frame)]
         case .paired(var transport):
-            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            guard let frame = try? transport.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
             state = .paired(transport)
             return [.send(frame)]
         case .awaitingHello, .awaitingFirstTransport, .closed:
@@ -165,7 +183,7 @@ public struct ResponderMachine {
 
     mutating func readPairingHello(_ frame: [UInt8]) -> [Action] {
         guard let psk = context.pairingSecret() else {
-            return fail("pairing attempt while no pairing code is active")
+            return fail(.rejected(.pairingCodeGone))
         }
         var handshake: HandshakeState
         let payload: [UInt8]
@@ -176,11 +194,11 @@ public struct ResponderMachine {
             payload = try handshake.readMessage(frame)
         } catch {
             state = .closed
-            return [.pairingAttemptFailed, .close(reason: "pairing handshake failed (\(error)): wrong or stale code")]
+            return [.pairingAttemptFailed, .close(.pairingFailed("\(error)"))]
         }
         guard case .pair(let name)? = try? MessageCodec.decode(payload), let peerKey = handshake.remoteStaticKey else {
             state = .closed
-            return [.consumePairingCode, .close(reason: "pairing message 1 did not carry a pair request")]
+            return [.consumePairingCode, .close(.rejected(.protocolViolation("pairing message 1 did not carry a pair request")))]
         }
         let reply = MessageCodec.encode(.pairAccept(name: context.localName,
                                                     id: KeySchedule.deviceID(of: context.localStatic.publicKey).description))
@@ -193,7 +211,7 @@ public struct ResponderMachine {
             state = .awaitingPairConfirm(transport, outcome)
             return [.consumePairingCode, .send(message2)]
         } catch {
-            return fail("pairing handshake failed: \(error)")
+            return fail(.failed(.internalError("pairing handshake failed: \(error)")))
         }
     }
 
@@ -211,21 +229,23 @@ public struct ResponderMachine {
                 return used
             })
         } catch CryptoError.unknownPeer {
-            return fail("session refused: unknown or revoked device")
+            return fail(.rejected(.unknownDevice))
         } catch {
-            return fail("session handshake failed: \(error)")
+            return fail(.rejected(.handshakeFailed("session handshake failed: \(error)")))
         }
-        guard let peerKey = handshake.remoteStaticKey, let psk = used else { return fail("no initiator key") }
+        guard let peerKey = handshake.remoteStaticKey, let psk = used else {
+            return fail(.rejected(.handshakeFailed("no initiator key")))
+        }
         let device = KeySchedule.deviceID(of: peerKey)
         guard case .hello? = try? MessageCodec.decode(payload) else {
-            return fail("session message 1 from \(device) did not carry hello")
+            return fail(.rejected(.protocolViolation("session message 1 from \(device) did not carry hello")))
         }
         do {
             let message2 = try handshake.writeMessage(payload: MessageCodec.encode(.welcome))
             state = .awaitingFirstTransport(try handshake.transport(), device, peerKey, psk)
             return [.send(message2)]
         } catch {
-            return fail("session handshake failed: \(error)")
+            return fail(.failed(.internalError("session handshake failed: \(error)")))
         }
     }
 
@@ -236,7 +256,12 @@ public struct ResponderMachine {
         do {
             message = try MessageCodec.decode(plaintext)
         } catch {
-            return encryptAndSend(.error(code: error.code.rawValue, message: error.description, expected: nil))
+            // A client's `error` closes the session whether or not it is well-formed (PROTOCOL.md, "Errors");
+            // any other message that does not decode is answered and the session goes on.
+            if MessageCodec.typeOfUndecodable(plaintext) == "error" {
+                return fail(.failed(.peerError(device, .malformed, error.description)))
+            }
+            return encryptAndSend(.error(code: error.code, message: error.description, expected: nil))
         }
         switch message {
         case .resume(let session, _):
@@ -248,12 +273,11 @@ public struct ResponderMachine {
         case let .config(type, body):
             return [.config(device, type: type, body: body)]
         case .bye:
-            state = .closed
-            return [.close(reason: "\(device) said bye")]
+            return fail(.bye(device))
         case .error(let code, let text, _):
-            return [.close(reason: "\(device) reported error \(code): \(text.prefix(200))")]
+            return fail(.failed(.peerError(device, code, text)))
         default:
-            return encryptAndSend(.error(code: ProtocolErrorCode.unexpected.rawValue,
+            return encryptAndSend(.error(code: .unexpected,
                                          message: "\(message.type) is not valid in a session", expected: nil))
         }
     }
@@ -263,8 +287,8 @@ public struct ResponderMachine {
         return try? MessageCodec.decode(plaintext)
     }
 
-    mutating func fail(_ reason: String) -> [Action] {
+    mutating func fail(_ reason: CloseReason) -> [Action] {
         state = .closed
-        return [.close(reason: reason)]
+        return [.close(reason)]
     }
 }

@@ -28,7 +28,7 @@ public struct SessionLedger: Sendable {
         /// The retired table is full: this device has used too many sessions; only revoking it resets that.
         case exhausted
 
-        public static let code = "too-many-sessions"
+        public static let code = ProtocolErrorCode.tooManySessions
 
         public var message: String {
             switch self {

@@ -66,7 +66,7 @@ public enum ClipboardBackend: String, Sendable, CaseIterable {
 /// another program takes it; only the tool's own process is waited for, with a timeout (see `ToolRunner`).
 /// The text is sanitized unless raw (pasting into a terminal must not smuggle escape sequences) and is never
 /// logged or put into an error message.
-public final class ClipboardSink: Sink {
+public final class ClipboardSink: DescribedSink {
     public let backend: ClipboardBackend
     public let primary: Bool
     public let label: String
@@ -93,6 +93,24 @@ public final class ClipboardSink: Sink {
         self.sanitize = sanitize
         self.environment = environment
         self.timeout = timeout
+    }
+
+    /// E.g. `xclip on X11 :0 (CLIPBOARD)`.
+    public var method: String {
+        let selection = primary ? "PRIMARY" : "CLIPBOARD"
+        switch backend {
+        case .wlCopy: return "wl-copy on Wayland \(environment["WAYLAND_DISPLAY"] ?? "") (\(selection))"
+        case .xclip, .xsel: return "\(backend.executable) on X11 \(environment["DISPLAY"] ?? "") (\(selection))"
+        }
+    }
+
+    /// Checks that the display the tool will talk to is reachable: "cannot open display :57" at start, instead
+    /// of a sink that starts "ok" and fails at the first chunk.
+    public func probe() throws(SinkError) {
+        switch backend {
+        case .wlCopy: try DisplayProbe.checkWayland(environment)
+        case .xclip, .xsel: try DisplayProbe.checkX11(environment["DISPLAY"] ?? "")
+        }
     }
 
     public var health: String? { nil }

@@ -1,5 +1,6 @@
 internal import Glibc
 import SpeakBridgeProtocol
+internal import SpeakBridgeSupport
 
 /// Runs a helper tool (xclip, xsel, wl-copy, xdotool, …) once, the way selection-owning tools need it.
 ///
@@ -41,9 +42,12 @@ enum ToolRunner {
 
     static let stderrLimit = 4096
 
-    /// Runs `executable` with `arguments`; returns normally when it exits with status 0.
+    /// Runs `executable` with `arguments`; returns normally when it exits with status 0. With `captureStdout`,
+    /// stdout goes to a second memfd instead of /dev/null and its first `captureStdout` bytes are returned (for
+    /// query tools such as `swaymsg`, never for the clipboard tools, whose selection owner inherits stdout).
+    @discardableResult
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]?,
-                    environment: [String: String], timeout: Duration) throws(Failure) {
+                    environment: [String: String], timeout: Duration, captureStdout: Int? = nil) throws(Failure) -> [UInt8] {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
 
@@ -57,10 +61,13 @@ enum ToolRunner {
         }
         let errorFile = memfdCreate?("speakbridge-tool-stderr", 1 /* MFD_CLOEXEC */) ?? -1
         defer { if errorFile >= 0 { _ = close(errorFile) } }
+        let outputFile = captureStdout == nil ? -1 : memfdCreate?("speakbridge-tool-stdout", 1 /* MFD_CLOEXEC */) ?? -1
+        defer { if outputFile >= 0 { _ = close(outputFile) } }
         let pid: pid_t
         do {
             defer { if pipeEnds[0] >= 0 { _ = close(pipeEnds[0]) } }
-            pid = try spawn(executable, arguments, stdin: pipeEnds[0], stderr: errorFile, environment: environment)
+            pid = try spawn(executable, arguments, stdin: pipeEnds[0], stdout: outputFile, stderr: errorFile,
+                            environment: environment)
         } catch {
             if pipeEnds[1] >= 0 { _ = close(pipeEnds[1]) }
             throw error
@@ -75,6 +82,8 @@ enum ToolRunner {
         if signal != 0 { throw Failure(.signaled(signal: signal), stderr: tail(of: errorFile)) }
         let code = (status >> 8) & 0xff
         if code != 0 { throw Failure(.exited(status: code), stderr: tail(of: errorFile)) }
+        guard let limit = captureStdout, outputFile >= 0 else { return [] }
+        return head(of: outputFile, limit: limit)
     }
 
     /// The environment a tool runs with: `base` (the daemon's), plus what the tools need and a bare service
@@ -111,7 +120,7 @@ enum ToolRunner {
 
     // MARK: - Steps
 
-    private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32, stderr: Int32,
+    private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32, stdout: Int32, stderr: Int32,
                               environment: [String: String]) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -121,7 +130,11 @@ enum ToolRunner {
         } else {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        if stdout >= 0 {
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, stderr >= 0 ? stderr : 1, 2)
         if let closeFrom = addCloseFrom {
             // Descriptors the daemon opened without O_CLOEXEC (sockets of C libraries) must not live on in the
@@ -212,6 +225,16 @@ enum ToolRunner {
         let text = String(decoding: bytes[..<got], as: UTF8.self)
         let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         return PeerText.escape(lines.joined(separator: "; "))
+    }
+
+    /// The first `limit` bytes of the memfd `fd` (what a query tool printed).
+    private static func head(of fd: Int32, limit: Int) -> [UInt8] {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size > 0 else { return [] }
+        let count = Int(min(info.st_size, off_t(limit)))
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, 0) }
+        return got > 0 ? Array(bytes[..<got]) : []
     }
 
     private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>?, UInt32) -> Int32

@@ -1,44 +1,41 @@
+internal import Glibc
 internal import SpeakBridgeSupport
 
-/// The program that types text into the focused window.
+/// How the type sink turns text into key presses.
 public enum TypeBackend: String, Sendable, CaseIterable {
-    /// X11, from the Debian package xdotool.
-    case xdotool
-    /// Wayland (compositors with the virtual-keyboard protocol), from the Debian package wtype.
+    /// X11: XTEST in-process (libX11 ≥ 1.8 and libXtst, loaded at run time), with keysym remapping for characters
+    /// outside the keyboard layout, and focus safety.
+    case x11
+    /// Wayland compositors with the virtual-keyboard protocol (sway, Hyprland, river…), from the Debian package wtype.
     case wtype
-    /// Any session through /dev/uinput (needs the ydotoold service), from the Debian package ydotool.
+    /// Any session through /dev/uinput, from the Debian package ydotool (ASCII only).
     case ydotool
 
-    public var executable: String { rawValue }
-
-    public var debianPackage: String { rawValue }
-
-    /// Arguments that type `text` literally. `--` ends the options, so text starting with "-" is typed too.
-    public func arguments(typing text: String) -> [String] {
+    /// The Debian package that provides it.
+    public var debianPackage: String {
         switch self {
-        case .xdotool: ["type", "--clearmodifiers", "--delay", "0", "--", text]
-        case .wtype: ["--", text]
-        case .ydotool: ["type", "--", text]
+        case .x11: "libxtst6"
+        case .wtype: "wtype"
+        case .ydotool: "ydotool"
         }
     }
 
-    /// With WAYLAND_DISPLAY: wtype, then ydotool (xdotool would only reach XWayland windows). With DISPLAY:
-    /// xdotool. Throws with a hint naming the package to install or the missing variable.
+    /// With WAYLAND_DISPLAY: wtype, then ydotool (X11 typing would only reach XWayland windows). With DISPLAY:
+    /// x11. Throws with a hint naming the package to install or the missing variable. Whether the method really
+    /// works here is `TypeSink.probe()`'s question.
     public static func choose(environment: [String: String]) throws(SinkError) -> TypeBackend {
         let wayland = !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
         let x11 = !(environment["DISPLAY"] ?? "").isEmpty
         if wayland {
-            for backend in [TypeBackend.wtype, .ydotool]
-            where ToolRunner.find(backend.executable, environment: environment) != nil {
+            for backend in [TypeBackend.wtype, .ydotool] where ToolRunner.find(backend.rawValue, environment: environment) != nil {
                 return backend
             }
             throw SinkError(message: "no typing tool for Wayland: neither wtype nor ydotool found in PATH",
-                            hint: "install the Debian package wtype (or ydotool, which also needs its ydotoold service)")
+                            hint: "install the Debian package wtype (or ydotool, which needs a writable /dev/uinput)")
         }
         if x11 {
-            if ToolRunner.find(TypeBackend.xdotool.executable, environment: environment) != nil { return .xdotool }
-            throw SinkError(message: "no typing tool for X11: xdotool not found in PATH",
-                            hint: "install the Debian package xdotool")
+            _ = try XLib.load()
+            return .x11
         }
         throw SinkError(message: "no graphical session for the type sink: DISPLAY and WAYLAND_DISPLAY are unset",
                         hint: "run the daemon inside your desktop session, or export DISPLAY (X11) or WAYLAND_DISPLAY (Wayland)")
@@ -50,31 +47,74 @@ public enum TypeBackend: String, Sendable, CaseIterable {
 /// Rules:
 /// - Texts are always sanitized (`OutputSanitizer`), whatever `--raw` says: typed control characters are key
 ///   presses (Escape, Backspace…) in whatever window has the focus.
-/// - Without `pressEnter`, line breaks and tabs become spaces, and consecutive texts (also across `deliver`
-///   calls) are separated by one space, typed before the next text: Enter and Tab are never pressed.
+/// - Without `pressEnter`, line breaks and tabs become spaces, and consecutive texts of a session (also across
+///   `deliver` calls) are separated by one space, typed before the next text: Enter and Tab are never pressed.
+///   A session's first text gets no space.
 /// - With `pressEnter` (`type:enter`), line breaks inside a text and one after each text are typed as Enter.
 /// - Empty texts type nothing.
-/// - One tool invocation per text; `willComplete(k)` right before the invocation that types text k.
-public final class TypeSink: Sink {
-    public let backend: TypeBackend
+/// - Focus safety where the method can see the focus (X11, see `FocusGuard`): a session types only into the
+///   window focused at its first text; otherwise the text is held (`deliver` fails with the reason, nothing typed).
+/// - One typing call per text; `willComplete(k)` right before the call that types text k.
+public final class TypeSink: DescribedSink, FocusTrackingSink {
     public let pressEnter: Bool
     public let label: String
-    private let executablePath: String
     private let environment: [String: String]
-    /// Whether this sink has typed something, so the next text needs a separating space.
-    private let typedBefore = Locked(false)
+    private let typist: Locked<any Typist>
+    private let focus = Locked(FocusGuard())
+    /// Sessions that have typed (so their next text needs a separating space), least recent first, bounded.
+    private let typedSessions = Locked<[String]>([])
+    /// A text whose typing stopped midway because the focus moved: the rest is typed when it comes again.
+    private let partial = Locked<Partial?>(nil)
+    private struct Partial: Sendable {
+        var session: String
+        var keys: String
+        var typed: Int
+    }
+    private static let sessionMemory = 256
 
-    /// Throws when the tool is not in PATH, with a hint naming its Debian package.
+    /// Throws when the method cannot be set up at all (tool not in PATH, X libraries missing), with a hint.
     public init(backend: TypeBackend, pressEnter: Bool, environment: [String: String]) throws(SinkError) {
-        guard let path = ToolRunner.find(backend.executable, environment: environment) else {
-            throw SinkError(message: "\(backend.executable) not found in PATH",
-                            hint: "install the Debian package \(backend.debianPackage)")
-        }
-        self.backend = backend
         self.pressEnter = pressEnter
         self.label = pressEnter ? "type:enter" : "type"
-        self.executablePath = path
         self.environment = environment
+        typist = Locked(try Self.makeTypist(backend, environment: environment))
+    }
+
+    private static func makeTypist(_ backend: TypeBackend, environment: [String: String]) throws(SinkError) -> any Typist {
+        switch backend {
+        case .x11:
+            return try X11Typist(display: environment["DISPLAY"] ?? "")
+        case .wtype, .ydotool:
+            guard let path = ToolRunner.find(backend.rawValue, environment: environment) else {
+                throw SinkError(message: "\(backend.rawValue) not found in PATH",
+                                hint: "install the Debian package \(backend.debianPackage)")
+            }
+            return ToolTypist(tool: backend == .wtype ? .wtype : .ydotool, path: path, environment: environment)
+        }
+    }
+
+    /// The method in use (it can change from wtype to ydotool in `probe`).
+    public var backend: TypeBackend {
+        let current = typist.withLock { $0 }
+        if let tool = current as? ToolTypist { return tool.tool == .wtype ? .wtype : .ydotool }
+        return .x11
+    }
+
+    public var method: String { typist.withLock { $0 }.method }
+
+    /// Checks the method (display reachable and XTEST present; the compositor has the virtual-keyboard protocol;
+    /// /dev/uinput writable). Where the compositor refuses wtype and ydotool can work, switches to ydotool.
+    public func probe() throws(SinkError) {
+        let current = typist.withLock { $0 }
+        do {
+            try current.probe()
+        } catch let refusal {
+            guard (current as? ToolTypist)?.tool == .wtype,
+                  let path = ToolRunner.find("ydotool", environment: environment) else { throw refusal }
+            let fallback = ToolTypist(tool: .ydotool, path: path, environment: environment)
+            do { try fallback.probe() } catch { throw refusal }  // the compositor's refusal, not ydotool's
+            typist.withLock { $0 = fallback }
+        }
     }
 
     /// What is typed for `text`: sanitized, line breaks as the rules above say, with a leading space when
@@ -93,37 +133,76 @@ public final class TypeSink: Sink {
 
     public func waitUntilReady(timeout: Duration) -> String? { nil }
 
+    /// All texts as one session (the sink's first text picks the window). See `deliver(_:sessions:willComplete:)`.
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
-        var continuing = typedBefore.withLock { $0 }
+        try deliver(texts, sessions: Array(repeating: "", count: texts.count), willComplete: willComplete)
+    }
+
+    public func deliver(_ texts: [String], sessions: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
+        let typist = typist.withLock { $0 }
         for (index, text) in texts.enumerated() {
+            let session = index < sessions.count ? sessions[index] : ""
+            let continuing = typedSessions.withLock { $0.contains(session) }
             let keys = Self.keystrokes(for: text, pressEnter: pressEnter, continuing: continuing)
+            var window: FocusedWindow?
+            if !keys.isEmpty, typist.tracksFocus {
+                window = try checkFocus(session: session, typist: typist, delivered: index)
+            }
             do { try willComplete(index + 1) } catch {
                 throw SinkError(delivered: index, message: "could not record progress: \(error)")
             }
             if keys.isEmpty { continue }
-            // Typing runs at about a millisecond per character with --delay 0; allow generously more.
-            let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
+            let resume = partial.withLock { $0.flatMap { $0.session == session && $0.keys == keys ? $0.typed : nil } ?? 0 }
+            let stoppedAt: Int?
             do {
-                try ToolRunner.run(executablePath, backend.arguments(typing: keys), input: nil,
-                                   environment: environment, timeout: timeout)
+                stoppedAt = try typist.type(keys, skipping: resume, in: window?.id)
             } catch {
-                let message = error.message(tool: backend.executable, hiding: [text, keys])
-                throw SinkError(delivered: index, message: message, hint: failureHint)
+                throw SinkError(delivered: index, message: error.message, hint: error.hint)
             }
-            continuing = true
-            typedBefore.withLock { $0 = true }
+            partial.withLock { $0 = stoppedAt.map { Partial(session: session, keys: keys, typed: $0) } }
+            if stoppedAt != nil {
+                throw SinkError(delivered: index,
+                                message: "focus moved away from window \"\(window?.name ?? "")\" while typing: the rest "
+                                    + "of the text is held until focus returns or `\(FocusGuard.retargetCommand)`",
+                                hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
+            }
+            typedSessions.withLock { list in
+                list.removeAll { $0 == session }
+                if list.count >= Self.sessionMemory { list.removeFirst() }
+                list.append(session)
+            }
         }
     }
 
-    private var failureHint: String {
-        switch backend {
-        case .xdotool: "check that the X server at DISPLAY=\(environment["DISPLAY"] ?? "") is reachable"
-        case .wtype: "wtype needs a compositor with the virtual-keyboard protocol (not GNOME); try ydotool there"
-        case .ydotool: "start the ydotoold service and make sure /dev/uinput is writable"
+    /// The session's target window when it has the focus; throws the hold reason otherwise.
+    private func checkFocus(session: String, typist: any Typist, delivered: Int) throws(SinkError) -> FocusedWindow? {
+        let focused: FocusedWindow?
+        do { focused = try typist.focusedWindow() } catch {
+            throw SinkError(delivered: delivered, message: error.message, hint: error.hint)
         }
+        let verdict = focus.withLock { $0.check(session: session, focused: focused) { !typist.windowExists($0.id) } }
+        if case .hold(let reason) = verdict {
+            throw SinkError(delivered: delivered, message: reason,
+                            hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
+        }
+        return focused
     }
 
-    public func close() {}
+    public func retarget() throws(SinkError) -> String {
+        let typist = typist.withLock { $0 }
+        focus.withLock { $0.retarget() }
+        guard typist.tracksFocus else {
+            return "this compositor offers no focus query: text is typed into whichever window has the focus"
+        }
+        guard let window = try typist.focusedWindow() else {
+            return "no window has the keyboard focus now: the next text goes to the window focused then"
+        }
+        return "typing goes to \"\(window.name)\" from the next text on"
+    }
+
+    public func close() {
+        typist.withLock { $0 }.close()
+    }
 }
 
 private extension String {

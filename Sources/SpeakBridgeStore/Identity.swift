@@ -26,3 +26,4 @@ public struct Identity: Sendable {
 }
 
 import Foundation
+import SpeakBridgeSupport

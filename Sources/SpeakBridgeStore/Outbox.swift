@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
 ///

@@ -1,15 +1,14 @@
 import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// A paired device. On the desktop these are capture clients; on a client, desktops.
 /// Not Equatable on purpose: comparing peers would compare their psks; compare `id` instead.
 public struct Peer: Sendable {
     public enum Role: String, Sendable { case client, desktop }
-    /// How a capture device speaks to the desktop: `native` (the ws:// route, e.g. `speakbridge send`, apps) or
-    /// `browser` (paired through the desktop's HTTPS page). A browser device may send dictation but not pull or
-    /// push config (the daemon refuses its `config-*` messages).
-    public enum Kind: String, Sendable { case native, browser }
+    /// `native` or `browser` (DeviceKind, in SpeakBridgeProtocol, which the desktop core uses too).
+    public typealias Kind = DeviceKind
 
     public var name: String
     public var publicKey: X25519PublicKey

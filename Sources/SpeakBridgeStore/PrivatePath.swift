@@ -71,7 +71,7 @@ public enum PrivatePath {
                    hint: "remove the link (`rm \(path)`); if you did not create it, someone may have tried to redirect your keys")
     }
 
-    static func ownedByOther(_ path: String, uid: uid_t, what: String) -> StoreError {
+    public static func ownedByOther(_ path: String, uid: uid_t, what: String) -> StoreError {
         StoreError("\(path) \(what) owned by another user (uid \(uid)), not by you (uid \(geteuid()))",
                    hint: "do not use it: it may have been planted to intercept SpeakBridge; remove it "
                        + "(`sudo rm -r \(path)`) or choose another --home; if it really is yours, "

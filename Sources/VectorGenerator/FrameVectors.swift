@@ -1,6 +1,6 @@
 // frames.json: one transport frame for every message type (plaintext JSON as the package encodes it, and its
 // ciphertext under a fixed key with nonces 0, 1, 2, …), plus plaintexts that receivers must accept and plaintexts
-// they must refuse, with the error code the desktop answers.
+// they must refuse, with the error code the desktop answers (a client `error` it cannot parse is not answered: closed).
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 
@@ -29,8 +29,10 @@ enum FrameVectors {
                                               Chunk(seq: 46, text: "three")])),
         ("ack", .ack(session: session, seq: 46)),
         ("bye", .bye),
-        ("error", .error(code: "unknown-type", message: "unknown message type \"teleport\"", expected: nil)),
-        ("error with expected", .error(code: "gap", message: "expected 47", expected: 47)),
+        ("error", .error(code: .unknownType, message: "unknown message type \"teleport\"", expected: nil)),
+        ("error with expected", .error(code: .gap, message: "expected 47", expected: 47)),
+        ("held (a sink holds the session from seq on)",
+         .held(HeldNotice(session: session, seq: 47, sink: "type", reason: "xdotool: cannot open display"))),
     ]
 
     static func document() throws -> JSONValue {
@@ -166,6 +168,11 @@ enum FrameVectors {
               "too-large"),
             t("error without code", #"{"type":"error","message":"x"}"#, "malformed"),
             t("expected of 0", #"{"type":"error","code":"gap","expected":0}"#, "malformed"),
+            t("held at seq 0", #"{"type":"held","session":"s","seq":0,"sink":"type","reason":"x"}"#, "malformed"),
+            t("held without sink", #"{"type":"held","session":"s","seq":1,"reason":"x"}"#, "malformed"),
+            t("held reason over 512 bytes",
+              "{\"type\":\"held\",\"session\":\"s\",\"seq\":1,\"sink\":\"type\",\"reason\":\"\(String(repeating: "r", count: 513))\"}",
+              "too-large"),
         ]
     }
 }

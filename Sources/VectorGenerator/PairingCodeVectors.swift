@@ -137,6 +137,11 @@ enum PairingCodeVectors {
         invalidCases.append(("prefix with a leading zero", "SB01:" + body, "missingPrefix"))
         invalidCases.append(("another prefix", "XB1:" + body, "missingPrefix"))
         invalidCases.append(("prefix of version 2", "SB2:" + body, "unsupportedVersion"))
+        invalidCases.append(("prefix of version 0 (a lone 0 is a version)", "SB0:" + body, "unsupportedVersion"))
+        invalidCases.append(("prefix of version 999 (three digits, reported as 999)", "SB999:" + body,
+                             "unsupportedVersion"))
+        invalidCases.append(("prefix with four digits", "SB1000:" + body, "missingPrefix"))
+        invalidCases.append(("prefix 00 (a leading zero)", "SB00:" + body, "missingPrefix"))
         var v2 = payload
         v2[0] = 2
         invalidCases.append(("payload version byte 2 under an SB1: prefix (checksum valid)", text(v2), "unsupportedVersion"))
@@ -156,6 +161,16 @@ enum PairingCodeVectors {
         var shortList = Array(payload.prefix(73 + 5))
         shortList[72] = 2
         invalidCases.append(("count says 2 addresses, one present (checksum valid)", text(shortList), "truncated"))
+        // Rule 5.2 reads the family bytes up to the end of ALL the bytes (the 4 that should be the checksum
+        // included). 81 bytes is no possible length; the count says 3.
+        var cut = Array(payload.prefix(73 + 5))
+        cut[72] = 3
+        invalidCases.append((
+            "damaged, impossible length; the second family byte, read where the checksum would be, is 0x00 (rule 5.2 does not apply)",
+            PairingCode.prefix + CrockfordBase32.encode(cut + [0x00, 0x11, 0x22]), "checksumMismatch"))
+        invalidCases.append((
+            "damaged, impossible length; the family bytes (0x04, 0x04, then none) run past the end of all the bytes",
+            PairingCode.prefix + CrockfordBase32.encode(cut + [0x04, 0x11, 0x22]), "truncated"))
         invalidCases.append(("extra symbols after the code", exampleText + "0000", "trailingBytes"))
         invalidCases.append(("one extra symbol after the code", exampleText + "7", "trailingBytes"))
         invalidCases.append(("a byte after the last address (checksum valid)", text(payload + [0]), "trailingBytes"))
@@ -172,15 +187,20 @@ enum PairingCodeVectors {
 
         var invalid: [JSONValue] = []
         for (description, text, intended) in invalidCases {
-            let got: String
+            let got: PairingCodeError
             do {
                 _ = try PairingCode.parse(text)
                 throw GeneratorError("invalid code \"\(description)\" parsed")
             } catch let error as PairingCodeError {
-                got = errorName(error)
+                got = error
             }
-            try require(got == intended, "invalid code \"\(description)\": expected \(intended), parser says \(got)")
-            invalid.append(.object([("description", description.json), ("code", text.json), ("error", got.json)]))
+            let name = errorName(got)
+            try require(name == intended, "invalid code \"\(description)\": expected \(intended), parser says \(name)")
+            var members: [(String, JSONValue)] = [("description", description.json), ("code", text.json),
+                                                  ("error", name.json)]
+            // The version a client should name when it asks the user to update.
+            if case .unsupportedVersion(let version) = got { members.append(("version", .integer(Int64(version)))) }
+            invalid.append(.object(members))
         }
 
         // Expiry, by the reader's clock.

@@ -1,20 +1,8 @@
-// Small helpers of the generator: hex, deterministic keys, and a pretty printer whose output is stable byte for byte
+// Small helpers of the generator: deterministic keys, and a pretty printer whose output is stable byte for byte
 // (keys in the order given, two-space indent, one trailing newline), so that `--check` can compare files exactly.
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
-
-enum Hex {
-    static func encode(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        var out = ""
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
-        }
-        return out
-    }
-}
+import SpeakBridgeSupport
 
 /// Every fixed key and secret is SHA-256 of an ASCII label ("nothing up my sleeve"): an implementation can derive
 /// them itself, and the vectors README lists the labels.

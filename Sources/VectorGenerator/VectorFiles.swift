@@ -1,4 +1,4 @@
-// The three files and the comparison behind `--check`.
+// The files and the comparison behind `--check`.
 import Foundation
 
 enum VectorFiles {
@@ -8,6 +8,7 @@ enum VectorFiles {
             ("pairing-codes.json", PrettyJSON.render(try PairingCodeVectors.document())),
             ("handshakes.json", PrettyJSON.render(try HandshakeVectors.document())),
             ("frames.json", PrettyJSON.render(try FrameVectors.document())),
+            ("config.json", PrettyJSON.render(try ConfigVectors.document())),
             ("handshakes-aesgcm.json", PrettyJSON.render(try AESGCMHandshakeVectors.document())),
         ]
     }

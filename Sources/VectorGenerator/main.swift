@@ -1,10 +1,11 @@
 // speakbridge-vectors: writes (or checks) the protocol test vectors in Pairing/vectors/.
 //
-//   speakbridge-vectors [DIR]          write pairing-codes.json, handshakes.json, frames.json into DIR
+//   speakbridge-vectors [DIR]          write pairing-codes.json, handshakes.json, frames.json, config.json into DIR
 //                                      (default Pairing/vectors)
 //   speakbridge-vectors --check [DIR]  regenerate in memory and compare; exit 1 with a summary if any file differs
 //
-// Everything is computed by the package's own SpeakBridgeProtocol and SpeakBridgeCrypto from fixed keys
+// Everything is computed by the package's own SpeakBridgeProtocol and SpeakBridgeCrypto (and SpeakBridgeConfig for
+// config.json, on a store in a temporary directory) from fixed keys
 // (see Pairing/vectors/README.md), so the output is the same on every run and every machine.
 import Foundation
 

@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 @testable import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeDelivery
 import SpeakBridgeWebSocket
 import Testing
 
@@ -110,7 +111,7 @@ struct BoundsTests {
             device.send(.chunk(session: "m-\(i)", Chunk(seq: 1, text: "m-\(i)")))
             let answer = try device.receive()
             guard case let .error(code, _, _) = answer else { Issue.record("m-\(i): \(answer)"); break }
-            #expect(code == "too-many-sessions")
+            #expect(code == .tooManySessions)
         }
 
         let status = try run(["status", "--json"], home: pair.desktopHome, timeout: 10)

@@ -39,6 +39,24 @@ struct ClipboardTests {
     }
 }
 
+/// The start-up probe: a sink that cannot work stops `serve` with an error naming the display, before any chunk.
+@Suite("End to end: sink probes at start", .serialized)
+struct SinkProbeTests {
+    @Test("serve --sink clipboard with a dead DISPLAY: cannot open display", arguments: ["clipboard", "type"])
+    func deadDisplayStopsServe(_ sink: String) throws {
+        let home = Harness.tempDir("deadclip")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        var number = 57
+        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") { number += 100 }
+        let p = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns", "--sink", sink], home: home,
+                         env: ["DISPLAY": ":\(number)", "WAYLAND_DISPLAY": ""], label: "serve")
+        let out = try p.wait(timeout: 20)
+        #expect(out.status != 0)
+        #expect(out.stderr.contains("speakbridge: error: cannot open display :\(number)"), "\(out.stderr)")
+        #expect(out.stderr.contains("speakbridge: hint:"))
+    }
+}
+
 /// A private Xvfb on a free display number; stopped by PID.
 final class XServer {
     let process = Process()
@@ -51,7 +69,7 @@ final class XServer {
         }
         display = ":\(number)"
         process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
-        process.arguments = [display, "-nolisten", "tcp", "-screen", "0", "640x480x24"]
+        process.arguments = [display, "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

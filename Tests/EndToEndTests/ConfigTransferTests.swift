@@ -224,6 +224,8 @@ struct ConfigTransferTests {
         try ok(["push", "--to", "phone"], pair.desktopHome)
         let revoke = try run(["devices", "revoke", "phone"], home: pair.desktopHome)
         #expect(revoke.status == 0, "\(revoke.stderr)")
+        // Nothing staged for it survives the revoke (it would reach the device if it were ever paired again).
+        #expect(try ok(["list", "--json"], pair.desktopHome).stdout.contains(#""staged":0"#))
 
         let push = try config(["push"], pair.phoneHome)
         #expect(push.status != 0)
@@ -233,6 +235,21 @@ struct ConfigTransferTests {
         #expect(try value("ui.theme", pair.desktopHome) == nil)
         #expect(try value("transcription.locale", pair.phoneHome) == nil)
         #expect(try ok(["pending"], pair.phoneHome).stderr.contains("nothing pending"))
+    }
+
+    @Test("a device revoked while no daemon runs: what was staged for it is dropped too")
+    func revokeWithoutDaemon() throws {
+        let pair = try startPaired()
+        defer { pair.stop() }
+        pair.daemon?.terminate()
+        try ok(["set", "ui.theme", "dark"], pair.desktopHome)
+        try ok(["push", "--to", "phone"], pair.desktopHome)
+        try ok(["pull", "--from", "phone"], pair.desktopHome)
+        #expect(try ok(["list", "--json"], pair.desktopHome).stdout.contains(#""staged":2"#))
+        let revoke = try run(["devices", "revoke", "phone"], home: pair.desktopHome)
+        #expect(revoke.status == 0, "\(revoke.stderr)")
+        #expect(revoke.stderr.contains("dropped 2 config push/pull item(s)"), "\(revoke.stderr)")
+        #expect(try ok(["list", "--json"], pair.desktopHome).stdout.contains(#""staged":0"#))
     }
 
     @Test("an interrupted transfer applies nothing; a kill -9 of the desktop mid-push leaves all or none")

@@ -111,11 +111,12 @@ struct LoggingTests {
     func toolErrorReachesStatusAndLog() throws {
         let pair = Pair()
         defer { pair.stop() }
-        // A display no X server has (far above the numbers Xvfb hands out), so xclip fails at once.
-        var number = 30_000 + Int(getpid() % 10_000)
-        while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
-        let display = ":\(number)"
+        // An X server that goes away after the daemon started (a dead display at start stops `serve`), so xclip
+        // fails at once.
+        let xvfb = try XServer()
+        let display = xvfb.display
         try pair.startDaemon(sinks: ["clipboard"], env: ["DISPLAY": display, "WAYLAND_DISPLAY": ""])
+        xvfb.stop()
         try pair.join()
         let sender = try pair.sendLines(["secret dictation"])
         defer { sender.kill9() }

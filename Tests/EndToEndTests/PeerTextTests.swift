@@ -24,7 +24,7 @@ struct PeerTextEndToEndTests {
         let peer = try RawPeer.paired(with: pair, name: Self.hostileName)
         let (link, _) = try peer.session(port: pair.port, sending: [
             .config(type: Self.hostileType, body: .object([("batch", .string("b-1"))])),
-            .error(code: Self.hostileCode, message: Self.hostileMessage, expected: nil),
+            .error(code: ProtocolErrorCode(rawValue: Self.hostileCode), message: Self.hostileMessage, expected: nil),
         ])
         defer { link.close() }
         try link.waitClosed()  // the daemon closes after the peer's error

@@ -6,6 +6,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import Testing
+import SpeakBridgeSupport
 
 /// A hand-driven capture device: the package's own state machines over a `RawLink`, so a test can pair under any
 /// name and send any message (including ones the real CLI never sends) to the real daemon.

@@ -7,6 +7,7 @@ import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
 import Testing
+import SpeakBridgeSupport
 
 /// What must be refused, against the real daemon: nothing of it may reach a sink.
 @Suite("End to end: rejections", .serialized)

@@ -40,7 +40,7 @@ struct ShareModeTests {
     @Test("an offer says how many secrets were withheld; the count survives the wire and the assembler")
     func withheldOnTheWire() throws {
         let v = try HLCTimestamp(parsing: "1700000000000:0:\(device(1).compact)")
-        let parts = try ConfigWire.offer(batch: "b-1", origin: "reply",
+        let parts = try ConfigWire.offer(batch: "b-1", origin: .reply,
                                          updates: [ConfigUpdate(key: "a", version: v, body: .value(.string("x")))],
                                          withheld: 3)
         var assembler = BatchAssembler()

@@ -17,7 +17,7 @@ struct WireTests {
             ConfigUpdate(key: "ui.dark", version: v, body: .value(.bool(true))),
             ConfigUpdate(key: "old.key", version: v, body: .deleted),
         ]
-        let messages = try ConfigWire.offer(batch: "b-1", origin: "push", updates: updates)
+        let messages = try ConfigWire.offer(batch: "b-1", origin: .push, updates: updates)
         #expect(messages.count == 1)
         let bytes = MessageCodec.encode(ConfigWire.message(messages[0]))
         guard case let .config(type, body) = try MessageCodec.decode(bytes) else { Issue.record("not config"); return }
@@ -33,7 +33,7 @@ struct WireTests {
         let updates = (0..<300).map { i in
             ConfigUpdate(key: "bulk.k\(i)", version: v, body: .value(.string(String(repeating: "\t\"", count: 1_000))))
         }
-        let messages = try ConfigWire.offer(batch: "big", origin: "push", updates: updates)
+        let messages = try ConfigWire.offer(batch: "big", origin: .push, updates: updates)
         #expect(messages.count > 1 && messages.count <= ConfigWire.maxParts)
         var parts: [OfferPart] = []
         for m in messages {
@@ -60,15 +60,15 @@ struct WireTests {
             ConfigUpdate(key: "bulk.k\(i)", version: v, body: .value(.string(String(repeating: "\u{1}", count: 1)
                 + String(repeating: "\"", count: 4_000))))
         }
-        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: "push", updates: huge) }
+        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: .push, updates: huge) }
         let many = (0...ConfigWire.maxEntriesPerBatch).map { ConfigUpdate(key: "k.k\($0)", version: v, body: .deleted) }
-        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: "push", updates: many) }
+        #expect(throws: ConfigError.self) { try ConfigWire.offer(batch: "b", origin: .push, updates: many) }
     }
 
     @Test("a batch missing a part never completes; a repeated part or a disagreeing count drops it")
     func incomplete() throws {
         let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
-        let a = OfferPart(batch: "x", part: 1, parts: 2, origin: "push", entries: [ConfigUpdate(key: "a", version: v, body: .deleted)])
+        let a = OfferPart(batch: "x", part: 1, parts: 2, origin: .push, entries: [ConfigUpdate(key: "a", version: v, body: .deleted)])
         var assembler = BatchAssembler()
         #expect(try assembler.add(a, now: 0) == nil)
         #expect(throws: ConfigError.self) { try assembler.add(a, now: 0) }
@@ -84,7 +84,7 @@ struct WireTests {
         c.part = 2
         #expect(throws: ConfigError.self) { try assembler.add(c, now: 0) }
         // Many abandoned batches are not kept forever.
-        for i in 0..<20 { _ = try assembler.add(OfferPart(batch: "z\(i)", part: 1, parts: 2, origin: "push", entries: []), now: UInt64(i)) }
+        for i in 0..<20 { _ = try assembler.add(OfferPart(batch: "z\(i)", part: 1, parts: 2, origin: .push, entries: []), now: UInt64(i)) }
         #expect(assembler.incompleteBatches <= BatchAssembler.maxPartial)
     }
 }

@@ -120,7 +120,7 @@ struct MachineTests {
         let reply = r.receive(frame)
         let answer = i.receive(try #require(Self.sent(reply).first))
         guard case .received(.error(let code, _, _))? = answer.first else { Issue.record("no error reply"); return }
-        #expect(code == "unknown-type")
+        #expect(code == .unknownType)
         #expect(r.isEstablished)
         let ok = r.receive(try #require(Self.sent(i.encryptAndSend(.chunk(session: "s", Chunk(seq: 1, text: "x")))).first))
         #expect(ok.contains { if case .deliver = $0 { return true } else { return false } })

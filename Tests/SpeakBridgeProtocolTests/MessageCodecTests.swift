@@ -16,8 +16,8 @@ struct MessageCodecTests {
         .chunks(session: "s", [Chunk(seq: 5, text: "a"), Chunk(seq: 6, text: "b"), Chunk(seq: 7, text: "")]),
         .ack(session: "s", seq: 0), .ack(session: "s", seq: 77),
         .bye,
-        .error(code: "unknown-type", message: "nope", expected: nil),
-        .error(code: "gap", message: "", expected: 3),
+        .error(code: .unknownType, message: "nope", expected: nil),
+        .error(code: .gap, message: "", expected: 3),
     ]
 
     @Test("every message round-trips", arguments: samples)

@@ -149,7 +149,8 @@ struct PairingCodeTests {
         let body = String(Fixture.code([Fixture.v4a]).encoded().dropFirst(4))
         for text in [
             "", "   ", body, "1:" + body, "SB:" + body, "SB1" + body, "XB1:" + body, "code: SB1:" + body,
-            "SBX:" + body, "SB01:" + body, "S B1:" + body, "ŞB1:" + body,
+            "SBX:" + body, "SB01:" + body, "S B1:" + body, "ŞB1:" + body, "SB00:" + body, "SB1000:" + body,
+            "SB001:" + body,
         ] {
             #expect(throws: PairingCodeError.missingPrefix, "\(text.prefix(12))") { try PairingCode.parse(text) }
         }
@@ -161,6 +162,9 @@ struct PairingCodeTests {
         #expect(throws: PairingCodeError.unsupportedVersion(2)) { try PairingCode.parse("SB2:" + body) }
         #expect(throws: PairingCodeError.unsupportedVersion(0)) { try PairingCode.parse("sb0:" + body) }
         #expect(throws: PairingCodeError.unsupportedVersion(17)) { try PairingCode.parse("SB17:" + body) }
+        // Up to three digits are a version number, reported as written (it used to be clamped to 255).
+        #expect(throws: PairingCodeError.unsupportedVersion(999)) { try PairingCode.parse("SB999:" + body) }
+        #expect(throws: PairingCodeError.unsupportedVersion(256)) { try PairingCode.parse("SB256:" + body) }
         let v2 = Fixture.text(payload: Fixture.payload(version: 2))
         #expect(throws: PairingCodeError.unsupportedVersion(2)) { try PairingCode.parse(v2) }
         #expect(throws: PairingCodeError.unsupportedVersion(0)) {
@@ -181,7 +185,7 @@ struct PairingCodeTests {
                     #expect(error == .missingPrefix)
                 case 2:
                     // "SB<digit>:" is a code of another version, "SB<letter>:" no code at all.
-                    let expected = replacement.wholeNumberValue.map { PairingCodeError.unsupportedVersion(UInt8($0)) }
+                    let expected = replacement.wholeNumberValue.map { PairingCodeError.unsupportedVersion($0) }
                     #expect(error == expected ?? .missingPrefix)
                 default:
                     // A changed data bit breaks the checksum; a changed padding bit in the last symbol is reported
@@ -361,6 +365,7 @@ struct PairingCodeTests {
             PairingCodeError.expired(secondsAgo: 5).hint!.hasPrefix(
                 "run `speakbridge pair` on the desktop for a new code"))
         #expect(PairingCodeError.unsupportedVersion(2).description.contains("version 2"))
+        #expect(PairingCodeError.unsupportedVersion(999).description.contains("protocol version 999,"))
     }
 
     @Test("description and mirror do not show the secret")

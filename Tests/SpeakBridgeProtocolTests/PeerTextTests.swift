@@ -1,5 +1,6 @@
 import Testing
 @testable import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// Issue 8 row 4: the one escaping of peer text for logs, terminals and error messages.
 @Suite("PeerText: peer strings escaped visibly")

@@ -35,7 +35,7 @@ struct VectorFileTests {
         #expect(process.terminationStatus == 0, "Pairing/vectors is stale or missing:\n\(output)")
     }
 
-    @Test("every vector file is documented", arguments: ["pairing-codes.json", "handshakes.json", "frames.json"])
+    @Test("every vector file is documented", arguments: ["pairing-codes.json", "handshakes.json", "frames.json", "config.json"])
     func documented(file: String) throws {
         let readme = try String(contentsOfFile: Self.packageRoot + "/Pairing/vectors/README.md", encoding: .utf8)
         #expect(readme.contains("`\(file)`"))

@@ -15,6 +15,18 @@ import Testing
         #expect(FileManager.default.contents(atPath: "\(directory.path)/out") == Data(input))
     }
 
+    /// Query tools (swaymsg) get their stdout back, bounded; other tools' stdout is discarded.
+    @Test func capturesStdoutWhenAsked() throws {
+        let output = try ToolRunner.run("/bin/sh", ["-c", "printf 'tree: %s' \"$0\"", "ünï"], input: nil,
+                                        environment: Self.environment, timeout: .seconds(10), captureStdout: 1024)
+        #expect(String(decoding: output, as: UTF8.self) == "tree: ünï")
+        let cut = try ToolRunner.run("/bin/sh", ["-c", "printf 0123456789"], input: nil, environment: Self.environment,
+                                     timeout: .seconds(10), captureStdout: 4)
+        #expect(cut == Array("0123".utf8))
+        #expect(try ToolRunner.run("/bin/sh", ["-c", "echo discarded"], input: nil, environment: Self.environment,
+                                   timeout: .seconds(10)).isEmpty)
+    }
+
     @Test func nonZeroExitAndSignalsAreFailures() {
         #expect(throws: ToolRunner.Failure(.exited(status: 3))) {
             try ToolRunner.run("/bin/sh", ["-c", "exit 3"], input: nil, environment: Self.environment, timeout: .seconds(10))

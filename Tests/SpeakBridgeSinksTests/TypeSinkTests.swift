@@ -24,21 +24,9 @@ import SpeakBridgeSinks
         #expect(TypeSink.keystrokes(for: "x\u{08}y", pressEnter: false, continuing: false) == "x\u{FFFD}y")
     }
 
-    @Test func toolArgumentsEndOptionsBeforeTheText() {
-        #expect(TypeBackend.xdotool.arguments(typing: "-rf") == ["type", "--clearmodifiers", "--delay", "0", "--", "-rf"])
-        #expect(TypeBackend.wtype.arguments(typing: "-x") == ["--", "-x"])
-        #expect(TypeBackend.ydotool.arguments(typing: "-x") == ["type", "--", "-x"])
-    }
-
     @Test func backendChoiceAndMissingTools() throws {
         let empty = TemporaryDirectory()
         defer { empty.remove() }
-        do {
-            _ = try TypeBackend.choose(environment: ["DISPLAY": ":5", "PATH": empty.path])
-            Issue.record("chose a typing tool from an empty PATH")
-        } catch {
-            #expect(error.hint == "install the Debian package xdotool")
-        }
         do {
             _ = try TypeBackend.choose(environment: ["WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":5", "PATH": empty.path])
             Issue.record("chose a typing tool from an empty PATH")
@@ -51,40 +39,32 @@ import SpeakBridgeSinks
         } catch {
             #expect(error.message.contains("DISPLAY"))
         }
-        if systemTool("xdotool") != nil {
-            #expect(try TypeBackend.choose(environment: ["DISPLAY": ":5", "PATH": "/usr/bin"]) == .xdotool)
+        // X11 types in-process (XTEST through libX11/libXtst): no tool in PATH needed.
+        #expect(try TypeBackend.choose(environment: ["DISPLAY": ":5", "PATH": empty.path]) == .x11)
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: ["DISPLAY": ":5"])
+        #expect(sink.method.hasPrefix("XTEST on X11 :5"))
+        if systemTool("wtype") != nil {
+            #expect(try TypeBackend.choose(environment: ["WAYLAND_DISPLAY": "w", "DISPLAY": ":5", "PATH": "/usr/bin"]) == .wtype)
         }
     }
-}
 
-@Suite(.serialized, .enabled(if: XvfbServer.executable != nil && systemTool("xdotool") != nil,
-                             "Xvfb or xdotool is not installed"))
-struct TypeSinkXvfbTests {
-    /// What was typed cannot easily be read back from a bare X server; this proves the real invocation works
-    /// (xdotool exits 0 for each text, including non-ASCII and a leading dash) and progress is per text.
-    @Test func typesIntoARealXServer() throws {
-        let server = try XvfbServer()
-        defer { server.stop() }
-        let sink = try SinkFactory.make(.type(pressEnter: false), sanitize: true, environment: server.environment)
-        #expect(sink.label == "type")
-        var progress: [Int] = []
-        try sink.deliver(["hello world", "-rf is not an option", "", "ünïcödé ✓"]) { progress.append($0) }
-        #expect(progress == [1, 2, 3, 4])
-    }
-
-    @Test func failingToolIsASinkErrorWithTheTextsDoneSoFar() throws {
-        // A display no server has: not a stopped test server's number, which another test running in parallel
-        // may be handed by `Xvfb -displayfd` a moment later (seen: xdotool then typed into that server).
-        var environment = ["PATH": "/usr/bin:/bin"]
-        environment["DISPLAY"] = ":\(unusedDisplayNumber())"
-        let sink = try TypeSink(backend: .xdotool, pressEnter: false, environment: environment)
+    /// Start-up probe: a display nobody serves stops `serve` with the display named, before any chunk.
+    @Test func probeOfADeadDisplayNamesIt() throws {
+        let display = ":\(unusedDisplayNumber())"
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: ["DISPLAY": display])
+        do {
+            try sink.probe()
+            Issue.record("probe succeeded without an X server")
+        } catch {
+            #expect(error.message == "cannot open display \(display)")
+            #expect(error.hint?.contains("XAUTHORITY") == true)
+        }
         do {
             try sink.deliver(["never typed"]) { _ in }
-            Issue.record("xdotool succeeded without an X server")
+            Issue.record("typed without an X server")
         } catch {
             #expect(error.delivered == 0)
-            #expect(error.message.hasPrefix("xdotool"))
-            #expect(error.message.contains("Can't open display"), "xdotool's stderr is in the error")
+            #expect(error.message == "cannot open display \(display)")
         }
     }
 }

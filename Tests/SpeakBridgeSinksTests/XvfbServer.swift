@@ -12,7 +12,7 @@ final class XvfbServer {
     init() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.executable.orThrow("Xvfb is not installed"))
-        process.arguments = ["-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "640x480x24"]
+        process.arguments = ["-displayfd", "1", "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

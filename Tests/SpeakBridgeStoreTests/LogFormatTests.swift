@@ -1,6 +1,7 @@
 import Logging
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// The lines `SpeakBridgeLogHandler` writes, per style (the real binary's stderr is checked in EndToEndTests).
 @Suite struct LogFormatTests {

@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// The `kind` of a paired device (native or browser) and a browser's short user agent in `state/peers.json`.
 @Suite("Peer kinds")

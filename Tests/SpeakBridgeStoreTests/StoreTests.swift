@@ -2,10 +2,13 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeSupport
+import SpeakBridgeDelivery
 
 @Suite("Local state files")
 struct StoreTests {
@@ -181,7 +184,7 @@ struct StoreTests {
         defer { cleanup() }
         try home.prepare()
         let server = try ControlServer(path: home.controlSocket) { request in
-            ControlReply.success([("echo", request["cmd"] ?? .null)])
+            JSONValue.object([("ok", .bool(true)), ("echo", request["cmd"] ?? .null)])
         }
         defer { server.stop() }
         let reply = try ControlClient.request(home: home, .object([("cmd", .string("status"))]))

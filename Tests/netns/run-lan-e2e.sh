@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-lan-e2e.sh: issue-3 acceptance tests. The real `speakbridge` binary on a private LAN of network
+# run-lan-e2e.sh: discovery on a LAN, end to end. The real `speakbridge` binary on a private LAN of network
 # namespaces (Tests/netns/lan.sh trio: hosts a, b, c on one bridge, each with its own D-Bus bus and
 # avahi-daemon). Desktops (`serve`) run in a and c, the capture client (`join`, `send`, `discover`) in b.
 #
@@ -186,7 +186,7 @@ start_reader() {                # FIFO OUTFILE
 }
 
 mdns_active() { [ "$(status_of "$1" "$2" | json 'd["mdns"]["active"]')" = true ]; }
-published_name() { status_of "$1" "$2" | json 'd["mdns"]["state"]' | sed -n 's/^published as "\(.*\)"$/\1/p'; }
+published_name() { status_of "$1" "$2" | json 'd["mdns"]["name"] or ""'; }
 line_count() { wc -l < "$1" | tr -d ' '; }
 has_lines() { [ "$(line_count "$1")" -ge "$2" ]; }
 peer_addresses() { json '" ".join(d["peers"][0].get("addresses", []))' < "$1/state/peers.json"; }

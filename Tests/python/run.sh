@@ -3,7 +3,10 @@
 #   1. check-vectors: every file in Pairing/vectors/ (pairing codes, handshakes byte for byte, frames);
 #   2. against the REAL Swift daemon on loopback: join with a code from `pair --json`; send 200 lines paced,
 #      kill -9 the client mid-stream, run it again with 20 more lines, and require lines 1..220 exactly once and
-#      in order on the daemon's FIFO; a used code and a wrong psk are refused and write nothing.
+#      in order on the daemon's FIFO; a used code and a wrong psk are refused and write nothing;
+#   3. conformance.py: what PROTOCOL.md says a desktop does where a client could otherwise only probe;
+#   4. `pip install` of the client gives `speakbridge-client`; the Termux recipe, with a stand-in
+#      termux-speech-to-text on PATH, delivers every recognised line once, in order.
 # Closing line: "N passed, M failed" (exit 1 on any failure). Without network for pip: one line saying so and
 # "0 passed, 0 failed, 1 skipped", exit 0.
 #
@@ -51,6 +54,19 @@ if [ -n "$counts" ]; then
     echo "ok   check-vectors ran: $1 passed, $2 failed"
 else
     fail "check-vectors did not run: $out"
+fi
+
+# 2b. `held` from the desktop: printed once, escaped, the line kept until the ack (held.py: a scripted desktop).
+out=$("$PY" "$ROOT/Tests/python/held.py" "$CLIENT_DIR/sbclient.py" 2>&1)
+echo "$out" | grep -v '^held: ' | sed 's/^/  /'
+counts=$(echo "$out" | sed -n 's/^held: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+    set -- $counts
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "ok   held.py ran: $1 passed, $2 failed"
+else
+    fail "held.py did not run: $out"
 fi
 
 # 3. Against the real daemon.
@@ -164,4 +180,74 @@ fi
 
 dups=$("$BIN" status --json --home "$TMP/desk" | json_field duplicatesDropped 2>/dev/null)
 echo "  (daemon: ${dups:-?} duplicate chunks dropped)"
+
+# 4. Spec conformance from the wire: refused upgrades, 1009, a bad session message 1, a client error, the end of
+#    a pairing connection (Tests/python/conformance.py; each check names the PROTOCOL.md section it pins).
+out=$("$PY" "$ROOT/Tests/python/conformance.py" "$BIN" "$TMP/desk" "$port" "$TMP/phone" "$TMP/received" 2>&1)
+echo "$out" | grep -v '^conformance: ' | sed 's/^/  /'
+counts=$(echo "$out" | sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+    set -- $counts
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "ok   conformance ran: $1 passed, $2 failed"
+else
+    fail "conformance did not run: $out"
+fi
+
+# 5. One `pip install` gives the `speakbridge-client` command; the Termux recipe of Examples/python-client/README.md
+#    (`while termux-speech-to-text; do :; done | speakbridge-client send`) delivers every recognised line once, in
+#    order, and skips the empty results of a cancelled recognition. The one stand-in: termux-speech-to-text itself
+#    (Termux:API needs an Android phone's recogniser), a script on PATH that prints one line per call like the real
+#    one without -p, and exits 1 when its list is used up (which ends the loop).
+rm -rf "$BUILD/pkg-src"
+mkdir -p "$BUILD/pkg-src"
+(cd "$CLIENT_DIR" && tar --exclude=__pycache__ --exclude=build --exclude='*.egg-info' -cf - .) | tar -xf - -C "$BUILD/pkg-src"
+if "$VENV/bin/pip" install -q --disable-pip-version-check "$BUILD/pkg-src" >"$BUILD/pip-package.log" 2>&1 \
+    && [ -x "$VENV/bin/speakbridge-client" ]; then
+    pass "pip install Examples/python-client: the speakbridge-client command is installed"
+    mkdir -p "$TMP/termux-bin"
+    cat >"$TMP/termux-bin/termux-speech-to-text" <<'STANDIN'
+#!/bin/sh
+# Stand-in for Termux:API's termux-speech-to-text: one recognised line per call (empty: nothing recognised).
+n=$(cat "$STT_STATE" 2>/dev/null || echo 0)
+n=$((n + 1))
+[ "$n" -le "$(wc -l <"$STT_LINES")" ] || exit 1
+echo "$n" >"$STT_STATE"
+sed -n "${n}p" "$STT_LINES"
+STANDIN
+    chmod +x "$TMP/termux-bin/termux-speech-to-text"
+    for i in $(seq 1 30); do
+        case $((i % 7)) in
+            0) echo "" ;;
+            3) echo "Zeile $i: Grüße, \"quoted\" und ein Tab	hier" ;;
+            *) echo "spoken line $i." ;;
+        esac
+    done >"$TMP/stt-lines"
+    grep -v '^$' "$TMP/stt-lines" >"$TMP/stt-expected"
+    export STT_LINES="$TMP/stt-lines" STT_STATE="$TMP/stt-state"
+    code=$("$BIN" pair --json --home "$TMP/desk" | json_field code)
+    if PATH="$VENV/bin:$PATH" SPEAKBRIDGE_CLIENT_STATE="$TMP/termux-state" \
+        speakbridge-client join "$code" --name termux-phone 2>"$TMP/termux-join.log"; then
+        pass "speakbridge-client join (state in \$SPEAKBRIDGE_CLIENT_STATE) pairs with the real daemon"
+    else
+        fail "speakbridge-client join: $(cat "$TMP/termux-join.log")"
+    fi
+    before=$(wc -c <"$TMP/received")
+    if PATH="$TMP/termux-bin:$VENV/bin:$PATH" SPEAKBRIDGE_CLIENT_STATE="$TMP/termux-state" timeout 120 \
+        sh -c 'while termux-speech-to-text; do :; done | speakbridge-client send --timeout 60' 2>"$TMP/termux-send.log"
+    then
+        sleep 0.3
+        if tail -c +$((before + 1)) "$TMP/received" | cmp -s - "$TMP/stt-expected"; then
+            pass "Termux recipe: $(wc -l <"$TMP/stt-expected") recognised lines on the FIFO once, in order; empty results skipped"
+        else
+            fail "Termux recipe: the FIFO got:"
+            tail -c +$((before + 1)) "$TMP/received" | diff "$TMP/stt-expected" - | head -10 | sed 's/^/  /'
+        fi
+    else
+        fail "Termux recipe: send exited non-zero: $(cat "$TMP/termux-send.log")"
+    fi
+else
+    fail "pip install Examples/python-client failed, see $BUILD/pip-package.log"
+fi
 finish

@@ -19,7 +19,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from . import messages, noise, pairingcode
+from .peertext import escape
 from .state import Journal, State, split_line
+
+PROG = "speakbridge-client"  # set by cli.main: the name this program was started as
 
 CONNECT_TIMEOUT = 5
 ACK_STALL = 15
@@ -35,7 +38,8 @@ class ClientError(Exception):
 
 
 def log(text: str) -> None:
-    print(f"sbclient: {text}", file=sys.stderr, flush=True)
+    """One line on stderr. Every string a peer chose goes through `escape` before it gets here."""
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
 
 
 def _url(host: str, port: int, intent: str) -> str:
@@ -93,7 +97,7 @@ def join(code_text: str, name: str, state_dir: str, extra: list[str]) -> int:
     candidates = [(a, code.port) for a in code.addresses] + [_parse_hostport(x) for x in extra]
     desktop = asyncio.run(_pair(code, name, static, candidates))
     state.save_desktop(desktop)
-    log(f"paired with \"{desktop['name']}\" ({desktop['id']}); send text with `sbclient.py send`")
+    log(f"paired with \"{escape(desktop['name'])}\" ({desktop['id']}); send text with `{PROG} send`")
     return 0
 
 
@@ -108,14 +112,14 @@ async def _pair(code: pairingcode.PairingCode, name: str, static: bytes, candida
         await ws.send(bytes(hs.write_message(messages.encode({"type": "pair", "name": name}))))
         reply = messages.decode(bytes(hs.read_message(await asyncio.wait_for(_recv(ws), 15))))
         if reply["type"] != "pair-accept":
-            raise ClientError(f"unexpected handshake reply {reply['type']}")
+            raise ClientError(f"unexpected handshake reply {escape(reply['type'])}")
         psk = noise.session_psk(code.secret, hs.get_handshake_hash())
         await ws.send(hs.encrypt(messages.encode({"type": "pair-confirm"})))
         answer = messages.decode(hs.decrypt(await asyncio.wait_for(_recv(ws), 15)))
         if answer["type"] == "error":
-            raise ClientError(f"the desktop refused: {answer['code']}: {answer['message']}")
+            raise ClientError(f"the desktop refused: {escape(answer['code'])}: {escape(answer['message'])}")
         if answer["type"] != "paired":
-            raise ClientError(f"expected paired, got {answer['type']}")
+            raise ClientError(f"expected paired, got {escape(answer['type'])}")
     except ConnectionClosed:
         raise ClientError("pairing failed: the desktop closed the connection",
                           "the code may be used, expired or revoked: run `speakbridge pair` for a new one") from None
@@ -124,7 +128,7 @@ async def _pair(code: pairingcode.PairingCode, name: str, static: bytes, candida
     except (messages.MessageError, Exception) as error:
         if isinstance(error, ClientError):
             raise
-        raise ClientError(f"pairing failed: {error}") from None
+        raise ClientError(f"pairing failed: {escape(str(error))}") from None
     finally:
         await ws.close()
     return {
@@ -138,6 +142,9 @@ async def _pair(code: pairingcode.PairingCode, name: str, static: bytes, candida
 
 
 # MARK: send
+
+_NOTHING = object()  # drain_input without an item taken from the queue (None is the end-of-input item)
+
 
 class Sender:
     def __init__(self, state: State, journal: Journal, rate: float, timeout: float, extra: list[str]):
@@ -179,10 +186,10 @@ class Sender:
                 out.append(c)
         return out
 
-    def drain_input(self, first=None) -> None:
-        """Journals `first` (an item already taken from the queue) and everything queued after it, in order,
-        before any of it may be sent."""
-        items = [] if first is None else [first]
+    def drain_input(self, first=_NOTHING) -> None:
+        """Journals `first` (an item already taken from the queue: texts, or None for the end of input) and
+        everything queued after it, in order, before any of it may be sent."""
+        items = [] if first is _NOTHING else [first]
         while not self.input.empty():
             items.append(self.input.get_nowait())
         texts = []
@@ -253,10 +260,10 @@ class Sender:
         d = self.desktop
         hs = noise.handshake("session", initiator=True, static_private=self.static, psk=bytes.fromhex(d["psk"]),
                              remote_static=bytes.fromhex(d["public_key"]))
-        await ws.send(bytes(hs.write_message(messages.encode({"type": "hello", "agent": "sbclient.py/1"}))))
+        await ws.send(bytes(hs.write_message(messages.encode({"type": "hello", "agent": "speakbridge-client.py/1"}))))
         welcome = messages.decode(bytes(hs.read_message(await asyncio.wait_for(_recv(ws), 10))))
         if welcome["type"] != "welcome":
-            raise ConnectionError(f"unexpected handshake reply {welcome['type']}")
+            raise ConnectionError(f"unexpected handshake reply {escape(welcome['type'])}")
         session = self.journal.session
         await ws.send(hs.encrypt(messages.encode({"type": "resume", "session": session})))
         resumed = False
@@ -287,7 +294,11 @@ class Sender:
                             self.last_progress = time.monotonic()
                         self.journal.ack(message["seq"])
                     elif kind == "error":
-                        log(f"desktop reported {message['code']}: {message['message']}")
+                        log(f"desktop reported {escape(message['code'])}: {escape(message['message'])}")
+                    elif kind == "held" and message["session"] == session:
+                        # A sink on the desktop has not taken line `seq` yet; the chunks stay in the journal.
+                        log(f"held: the desktop's sink {escape(message['sink'])} has not taken line {message['seq']} "
+                            f"yet: {escape(message['reason'])}")
                     elif kind == "bye":
                         return None
                 if resumed:
@@ -343,7 +354,7 @@ def send(state_dir: str, rate: float, timeout: float, extra: list[str]) -> int:
     state = State(state_dir)
     if state.desktop() is None:
         raise ClientError("this state directory is not paired with a desktop",
-                          "run `sbclient.py join CODE --state DIR` first")
+                          f"run `{PROG} join CODE` first (with the same --state)")
     journal = Journal(state.path("journal.jsonl"))
     if journal.pending:
         log(f"resending {len(journal.pending)} unacknowledged chunk(s) from an earlier run")

@@ -14,7 +14,9 @@ MAX_BATCH = 512
 SESSION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 
 TYPES = {"pair", "pair-accept", "pair-confirm", "paired", "hello", "welcome", "resume", "chunk", "chunks", "ack",
-         "bye", "error"}
+         "held", "bye", "error"}
+MAX_HELD_SINK = 64
+MAX_HELD_REASON = 512
 
 
 class MessageError(Exception):
@@ -188,6 +190,13 @@ def decode(data: bytes) -> dict:
         if "seq" not in value:
             raise _malformed("ack without 'seq'")
         out["seq"] = _seq(value["seq"], "seq", 0)
+    elif kind == "held":
+        out["session"] = _session(value)
+        if "seq" not in value:
+            raise _malformed("held without 'seq'")
+        out["seq"] = _seq(value["seq"], "seq", 1)
+        out["sink"] = _string(value, "sink", MAX_HELD_SINK)
+        out["reason"] = _string(value, "reason", MAX_HELD_REASON)
     elif kind == "error":
         out["code"] = _string(value, "code", 64)
         out["message"] = _string(value, "message", 1024, required=False) or ""
@@ -242,7 +251,8 @@ ORDER = {
     "pair": ["name"], "pair-accept": ["name", "id"], "pair-confirm": [], "paired": [], "hello": ["agent"],
     "welcome": [], "resume": ["session", "delivered"], "chunk": ["session", "seq", "text", "final", "lang",
                                                                    "speaker", "start", "end"],
-    "chunks": ["session", "chunks"], "ack": ["session", "seq"], "bye": [], "error": ["code", "message", "expected"],
+    "chunks": ["session", "chunks"], "ack": ["session", "seq"], "held": ["session", "seq", "sink", "reason"],
+    "bye": [], "error": ["code", "message", "expected"],
 }
 CHUNK_ORDER = ["seq", "text", "final", "lang", "speaker", "start", "end"]
 

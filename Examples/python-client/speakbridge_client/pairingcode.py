@@ -28,9 +28,10 @@ POSSIBLE_LENGTHS = {MINIMUM + 5 * a + 17 * b for a in range(9) for b in range(9 
 class PairingCodeError(Exception):
     """`name` is the error name of PROTOCOL.md and the vectors."""
 
-    def __init__(self, name: str, detail: str = ""):
+    def __init__(self, name: str, detail: str = "", version: int | None = None):
         super().__init__(f"{name}: {detail}" if detail else name)
         self.name = name
+        self.version = version  # unsupportedVersion: the protocol version the code is for
 
 
 def b32encode(data: bytes) -> str:
@@ -139,7 +140,7 @@ def _split_prefix(text: str) -> tuple[str, int]:
         raise PairingCodeError("missingPrefix")
     if digits != "1":
         if len(digits) <= 3 and (digits[0] != "0" or len(digits) == 1):
-            raise PairingCodeError("unsupportedVersion", f"version {digits}")
+            raise PairingCodeError("unsupportedVersion", f"version {int(digits)}", version=int(digits))
         raise PairingCodeError("missingPrefix")
     return rest[j + 1:], i + j + 2
 
@@ -169,7 +170,7 @@ def _parse_payload(payload: bytes) -> PairingCode:
 
     need(0, 1)
     if payload[0] != 1:
-        raise PairingCodeError("unsupportedVersion", f"payload version {payload[0]}")
+        raise PairingCodeError("unsupportedVersion", f"payload version {payload[0]}", version=payload[0])
     need(1, 1)
     if payload[1] != 0:
         raise PairingCodeError("unknownFlags", f"flags 0x{payload[1]:02x}")

@@ -45,6 +45,14 @@ def _error_of(fn) -> str | None:
     return None
 
 
+def _version_of(fn) -> int | None:
+    try:
+        fn()
+    except pairingcode.PairingCodeError as error:
+        return error.version
+    return None
+
+
 def pairing_codes(doc: dict, r: Results) -> None:
     by_name = {}
     for v in doc["valid"]:
@@ -61,6 +69,9 @@ def pairing_codes(doc: dict, r: Results) -> None:
     for v in doc["invalid"]:
         r.run(f"pairing code rejected ({v['description']}) as {v['error']}",
               lambda v=v: _error_of(lambda: pairingcode.parse(v["code"])) == v["error"])
+        if "version" in v:  # unsupportedVersion names the version the code is for
+            r.run(f"pairing code of version {v['version']} reported as such",
+                  lambda v=v: _version_of(lambda: pairingcode.parse(v["code"])) == v["version"])
     for v in doc["expiry"]:
         r.run(f"pairing code expiry: {v['description']}",
               lambda v=v: _error_of(lambda: pairingcode.parse(v["code"]).check_not_expired(v["now"])) == v["error"])

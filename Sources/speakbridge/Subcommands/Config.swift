@@ -3,6 +3,7 @@ import Foundation
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `speakbridge config …`: typed preferences and secrets, and their transfer between paired devices.
 /// Local commands are here; push, pull and sync in `ConfigTransfer.swift`.
@@ -60,7 +61,7 @@ struct Config: ParsableCommand {
             let tx = try ConfigCLI.run { try ConfigCLI.store(homeOptions.resolved).read() }
             guard let record = tx.document.records[key], !record.isDeleted else {
                 let hint = tx.document.pending[key].map { "a change from \"\($0.fromName)\" waits: `speakbridge config pending`" }
-                throw CLIError("\(ConfigText.clean(key, limit: 128)) is not set", hint: hint ?? "list the keys with `speakbridge config list`")
+                throw CLIError("\(PeerText.escape(key, limit: 128)) is not set", hint: hint ?? "list the keys with `speakbridge config list`")
             }
             let shown = try ConfigCLI.run { try tx.shown(record, reveal: reveal) }
             if json {
@@ -169,7 +170,7 @@ struct Config: ParsableCommand {
             }
             for p in pending {
                 let when = formatter.string(from: Date(timeIntervalSince1970: Double(p.received)))
-                Console.out("\(p.record.key)  from \"\(ConfigText.clean(p.fromName, limit: 64))\" (\(p.from)) at \(when)\(p.record.isSecret ? "  (secret)" : "")")
+                Console.out("\(p.record.key)  from \"\(PeerText.escape(p.fromName, limit: 64))\" (\(p.from)) at \(when)\(p.record.isSecret ? "  (secret)" : "")")
                 Console.out("  - \(here(p.record.key))")
                 Console.out("  + \((try? tx.shown(p.record, reveal: false)) ?? "?")")
             }

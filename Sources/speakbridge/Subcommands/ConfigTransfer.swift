@@ -4,6 +4,7 @@ import SpeakBridgeClient
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `config push`, `config pull`, `config sync`.
 ///
@@ -127,17 +128,11 @@ enum ConfigTransfer {
         let store = try ConfigCLI.store(home)
         try ConfigCLI.run {
             try store.update { tx throws(ConfigError) in
-                for key in keys ?? [] {
-                    try ConfigKey.validate(key)
-                    if kinds.contains(.push) {
-                        guard tx.document.records[key] != nil else {
-                            throw ConfigError(.local, "\(key) is not set here", hint: "list the keys with `speakbridge config list`")
-                        }
-                        guard !tx.document.localOnly.contains(key) else {
-                            throw ConfigError(.local, "\(key) is local-only: it never leaves this machine",
-                                              hint: "`speakbridge config local-only \(key) --off` to share it")
-                        }
-                    }
+                // The same check a device makes before it pushes (a pull may name keys not set here).
+                if kinds.contains(.push) {
+                    try ConfigView(tx, peer: peer.id).checkPush(keys)
+                } else {
+                    for key in keys ?? [] { try ConfigKey.validate(key) }
                 }
                 for kind in kinds {
                     if let i = tx.outbox.items.firstIndex(where: { $0.device == peer.id && $0.kind == kind }) {
@@ -152,10 +147,24 @@ enum ConfigTransfer {
             }
         }
         let what = kinds.map { $0 == .push ? "push" : "pull" }.joined(separator: " and ")
-        Console.info("\(what) staged for \"\(ConfigText.clean(peer.name, limit: 64))\" (\(peer.id)): \(keys.map { "\($0.count) key(s)" } ?? "all keys")")
+        Console.info("\(what) staged for \"\(PeerText.escape(peer.name, limit: 64))\" (\(peer.id)): \(keys.map { "\($0.count) key(s)" } ?? "all keys")")
         Console.info("it happens when that device runs `speakbridge config pull` or `speakbridge config sync`")
-        if daemonReply(home, .object([("cmd", .string("status"))]), timeout: 2) == nil {
+        if !daemonRuns(home, timeout: 2) {
             Console.info("hint: no daemon runs for this home; start `speakbridge serve` so the device can connect")
+        }
+    }
+
+    /// A device revoked without a running daemon: drop what was staged for it (the daemon does this itself through
+    /// `PeerConfigHandler.deviceRevoked`). Never fails the revoke: a config that cannot be read only earns a warning.
+    static func forgetStaged(_ home: Home, _ device: DeviceID) {
+        do {
+            let identity = try Identity.loadOrCreate(home)
+            let dropped = try ConfigStore(home: home, device: identity.deviceID).forgetStaged(for: device)
+            if dropped > 0 { Console.info("dropped \(dropped) config push/pull item(s) staged for it") }
+        } catch let error as ConfigError {
+            Console.warning("cannot drop the config staged for it: \(error.message)")
+        } catch {
+            Console.warning("cannot drop the config staged for it: \(error)")
         }
     }
 
@@ -171,7 +180,7 @@ enum ConfigTransfer {
         } catch let error as ClientError {
             throw CLIError(error.message, hint: error.hint, exitCode: error.exitCode)
         }
-        let desk = "\"\(ConfigText.clean(report.desktopName, limit: 64))\""
+        let desk = "\"\(PeerText.escape(report.desktopName, limit: 64))\""
         for r in report.delivered {
             switch r.status {
             case .denied:
@@ -186,7 +195,7 @@ enum ConfigTransfer {
         }
         var waiting = Swift.Set<String>()
         for (origin, r) in report.received {
-            let from = origin == "staged" ? "pushed by \(desk)" : "from \(desk)"
+            let from = origin == .staged ? "pushed by \(desk)" : "from \(desk)"
             switch r.status {
             case .denied:
                 Console.info("\(from): refused (this device's policy is deny)")

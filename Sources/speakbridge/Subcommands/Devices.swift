@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,17 +19,16 @@ struct Devices: ParsableCommand {
         func run() throws {
             let home = homeOptions.resolved
             // Ask the daemon when it runs (it knows delivery progress); otherwise read the files.
-            var devices: [JSONValue]
-            if let reply = daemonReply(home, .object([("cmd", .string("devices"))])),
-               let list = reply["devices"]?.arrayValue {
-                devices = list
+            var devices: [DeviceEntry]
+            if case .success(let reply)? = daemonReply(home, .devices, as: DevicesReply.self) {
+                devices = reply.devices
             } else {
                 let peers: PeerStore
                 do { peers = try PeerStore(home: home) } catch { throw CLIError(error) }
-                devices = peers.all.map(deviceJSON)
+                devices = peers.all.map(deviceEntry)
             }
             if json {
-                Console.out(String(decoding: JSONValue.array(devices).encoded(), as: UTF8.self))
+                Console.out(String(decoding: JSONValue.array(devices.map(\.json)).encoded(), as: UTF8.self))
                 return
             }
             if devices.isEmpty {
@@ -36,13 +37,13 @@ struct Devices: ParsableCommand {
             }
             let formatter = ISO8601DateFormatter()
             for d in devices {
-                let seen = d["lastSeen"]?.int64Value.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
-                var line = "\(d["id"]?.stringValue ?? "?")  \(d["role"]?.stringValue ?? "?")  \"\(d["name"]?.stringValue ?? "")\"  last seen \(seen)"
-                if d["kind"]?.stringValue == "browser" {
-                    line += "  browser" + (d["agent"]?.stringValue.map { " (\($0))" } ?? "")
+                let seen = d.lastSeen.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
+                var line = "\(d.id)  \(d.role)  \"\(d.name)\"  last seen \(seen)"
+                if d.kind == DeviceKind.browser.rawValue {
+                    line += "  browser" + (d.agent.map { " (\($0))" } ?? "")
                 }
-                if case .object(let sessions)? = d["delivered"], !sessions.isEmpty {
-                    line += "  delivered " + sessions.map { "\($0.0):\($0.1.int64Value ?? 0)" }.joined(separator: " ")
+                if let sessions = d.delivered, !sessions.isEmpty {
+                    line += "  delivered " + sessions.map { "\($0.session):\($0.seq)" }.joined(separator: " ")
                 }
                 // Names and session IDs come from peers: one escaped line per device, never a raw control.
                 Console.out(PeerText.escape(line))
@@ -58,13 +59,15 @@ struct Devices: ParsableCommand {
 
         func run() throws {
             let home = homeOptions.resolved
-            if let reply = daemonReply(home, .object([("cmd", .string("revoke")), ("id", .string(id))])) {
-                guard reply["ok"]?.boolValue == true else {
-                    if let matches = reply["matches"]?.arrayValue { listMatches(matches) }
-                    throw CLIError(reply["error"]?.stringValue ?? "revoke failed", hint: reply["hint"]?.stringValue)
-                }
-                Console.info("revoked \"\(reply["name"]?.stringValue ?? "")\" (\(reply["id"]?.stringValue ?? id))")
+            switch daemonReply(home, .revoke(id), as: RevokeReply.self) {
+            case .success(let reply)?:
+                Console.info("revoked \"\(reply.name)\" (\(reply.id.isEmpty ? id : reply.id))")
                 return
+            case .failure(let refusal)?:
+                listMatches(refusal.matches)
+                throw CLIError(refusal.error, hint: refusal.hint)
+            case nil:
+                break
             }
             do {
                 let peers = try PeerStore(home: home)
@@ -78,6 +81,7 @@ struct Devices: ParsableCommand {
                 }
                 try peers.remove(id: peer.id)
                 Console.info("revoked \"\(peer.name)\" (\(peer.id))")
+                ConfigTransfer.forgetStaged(home, peer.id)
             } catch let error as StoreError {
                 throw CLIError(error)
             }
@@ -86,14 +90,10 @@ struct Devices: ParsableCommand {
 }
 
 /// A device as `devices --json` shows it (from the files).
-func deviceJSON(_ p: Peer) -> JSONValue {
-    var m: [(String, JSONValue)] = [("id", .string(p.id.description)), ("name", .string(p.name)),
-                                    ("role", .string(p.role.rawValue)), ("kind", .string(p.kind.rawValue)),
-                                    ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970)))]
-    if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
-    if let agent = p.agent { m.append(("agent", .string(agent))) }
-    if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
-    return .object(m)
+func deviceEntry(_ p: Peer) -> DeviceEntry {
+    DeviceEntry(id: p.id.description, name: p.name, role: p.role.rawValue, pairedAt: Int64(p.pairedAt.timeIntervalSince1970),
+                lastSeen: p.lastSeen.map { Int64($0.timeIntervalSince1970) }, addresses: p.addresses,
+                kind: p.kind.rawValue, agent: p.agent)
 }
 
 /// Several devices match what the user typed (two named "vm"): the error that asks for the ID.
@@ -102,25 +102,43 @@ func ambiguousDevices(_ query: String, _ matches: [Peer], usage: String = "speak
 }
 
 /// Lists candidate devices on stderr, one escaped line each: ID, name, role, last seen.
-func listMatches(_ devices: [JSONValue]) {
+/// The same, from devices as JSON (`deviceJSON`).
+func listMatches(_ devices: [JSONValue]) { listMatches(devices.compactMap(DeviceSummary.init(json:))) }
+
+/// A device from the files, as JSON.
+func deviceJSON(_ p: Peer) -> JSONValue { deviceEntry(p).json }
+
+func listMatches(_ devices: [DeviceSummary]) {
     let formatter = ISO8601DateFormatter()
     for d in devices {
-        let seen = d["lastSeen"]?.int64Value.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
-        Console.info("  \(d["id"]?.stringValue ?? "?")  \(d["role"]?.stringValue ?? "?")  \"\(d["name"]?.stringValue ?? "")\"  last seen \(seen)")
+        let seen = d.lastSeen.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
+        Console.info("  \(d.id)  \(d.role)  \"\(d.name)\"  last seen \(seen)")
     }
 }
 
 /// The daemon's answer, or nil when it cannot be asked: then the caller works on the files. "No daemon runs" is
 /// normal; any other failure (a control socket that is not ours, in a directory that is not ours) is said loudly
 /// first, so it never passes for "no daemon", and the request never reaches whoever is behind that socket.
-func daemonReply(_ home: Home, _ request: JSONValue, timeout: Int = 10) -> JSONValue? {
-    do throws(StoreError) {
-        return try ControlClient.request(home: home, request, timeout: timeout)
-    } catch where error.noDaemon {
-        return nil
+/// `.failure`: the daemon answered with a refusal.
+func daemonReply<Reply: ControlReplyDecodable>(_ home: Home, _ request: ControlRequest, timeout: Int = 10,
+                                               as: Reply.Type) -> Result<Reply, ControlFailure>? {
+    do throws(ControlError) {
+        return .success(try ControlClient.ask(request, home: home, timeout: timeout, as: Reply.self))
     } catch {
-        Console.warning("not asking the daemon: \(error.message); working on the files instead")
-        if let hint = error.hint { Console.info("hint: " + hint) }
-        return nil
+        switch error {
+        case .refused(let refusal):
+            return .failure(refusal)
+        case .transport(let e) where e.noDaemon:
+            return nil
+        case .transport(let e):
+            Console.warning("not asking the daemon: \(e.message); working on the files instead")
+            if let hint = e.hint { Console.info("hint: " + hint) }
+            return nil
+        }
     }
+}
+
+/// Whether a daemon answers for `home` (a status request, `timeout` seconds at most).
+func daemonRuns(_ home: Home, timeout: Int = 10) -> Bool {
+    daemonReply(home, .status, timeout: timeout, as: StatusReply.self) != nil
 }

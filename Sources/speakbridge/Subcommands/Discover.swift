@@ -3,6 +3,7 @@ import Foundation
 import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Discover: ParsableCommand {
     static let configuration = CommandConfiguration(

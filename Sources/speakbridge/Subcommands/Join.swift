@@ -7,6 +7,7 @@ import SpeakBridgeClient
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Join: ParsableCommand {
     static let configuration = CommandConfiguration(

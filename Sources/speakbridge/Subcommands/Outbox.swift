@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// `speakbridge outbox`: what `send` has queued for each desktop, and what was held back from an earlier pairing.
 struct OutboxCommand: ParsableCommand {

@@ -1,6 +1,8 @@
 import ArgumentParser
+import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Pair: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,43 +25,38 @@ struct Pair: ParsableCommand {
 
     func run() throws {
         let home = homeOptions.resolved
-        let reply: JSONValue
-        do {
-            var request: [(String, JSONValue)] = [("cmd", .string("pair"))]
-            if web { request.append(("web", .bool(true))) }
-            reply = try ControlClient.request(home: home, .object(request))
+        let reply: PairReply
+        do throws(ControlError) {
+            reply = try ControlClient.ask(.pair(web: web), home: home)
         } catch {
-            throw CLIError(error)
-        }
-        guard reply["ok"]?.boolValue == true, let issued = reply["code"]?.stringValue else {
-            throw CLIError(reply["error"]?.stringValue ?? "the daemon did not issue a code", hint: reply["hint"]?.stringValue)
+            throw CLIError(error.message, hint: error.hint)
         }
         if web {
-            guard let url = reply["url"]?.stringValue else {
+            guard let page = reply.web else {
                 throw CLIError("the daemon did not give a web address", hint: "update the daemon and restart it")
             }
-            let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
             if json {
                 Console.out(String(decoding: JSONValue.object([
-                    ("url", .string(url)), ("code", reply["webCode"] ?? .string(issued)), ("expires", reply["expires"] ?? .null),
-                    ("id", reply["id"] ?? .null), ("fingerprint", reply["fingerprint"] ?? .null),
+                    ("url", .string(page.url)), ("code", .string(page.code)), ("expires", .integer(reply.expires)),
+                    ("id", .string(reply.id)), ("fingerprint", .string(page.fingerprint)),
                 ]).encoded(), as: UTF8.self))
                 return
             }
-            PairingDisplay.showWeb(url: url, qrText: WebPairing.qrText(url), lifetime: lifetime,
-                                   fingerprint: reply["fingerprint"]?.stringValue ?? "")
+            PairingDisplay.showWeb(url: page.url, qrText: WebPairing.qrText(page.url), lifetime: reply.lifetime,
+                                   fingerprint: page.fingerprint)
             return
         }
+        let issued = reply.code
         let code = compact ? (PairingDisplay.compacted(issued) ?? issued) : issued
         if json {
             Console.out(String(decoding: JSONValue.object([
                 ("code", .string(code)),
-                ("expires", reply["expires"] ?? .null),
-                ("id", reply["id"] ?? .null),
+                ("expires", .integer(reply.expires)),
+                ("id", .string(reply.id)),
             ]).encoded(), as: UTF8.self))
             return
         }
-        let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
+        let lifetime = reply.lifetime
         let command = "speakbridge pair" + (homeOptions.home.map { " --home '\($0)'" } ?? "")
         PairingDisplay.show(code: code, lifetime: lifetime, toStderr: false, pairCommand: command)
     }

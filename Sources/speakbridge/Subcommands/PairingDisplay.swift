@@ -9,6 +9,7 @@
 import SpeakBridgeProtocol
 import SpeakBridgeQR
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 enum PairingDisplay {
     /// Shows `code`; `toStderr` for `serve` (whose stdout may carry received text), else stdout for the QR and code.

@@ -1,16 +1,19 @@
 import ArgumentParser
 import Foundation
 import SpeakBridgeConfig
+import SpeakBridgeControl
 import SpeakBridgeDaemon
 import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
         discussion: """
-        Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given. \
+        Sinks: stdout (default), fifo:PATH, jsonl:PATH, transcript:DIR, clipboard, clipboard:primary, type, \
+        type:enter. Several may be given. \
         With no paired device yet, a pairing QR and code are printed on stderr at start when stderr is a terminal \
         (otherwise, e.g. under systemd, only how to get one: `speakbridge pair`).
         """)
@@ -51,7 +54,7 @@ struct Serve: ParsableCommand {
         do {
             specs = try (sink.isEmpty ? ["stdout"] : sink).map { try SinkSpec(parsing: $0) }
         } catch {
-            throw CLIError("\(error)", hint: "valid sinks: stdout, fifo:PATH, clipboard, clipboard:primary, type, type:enter")
+            throw CLIError("\(error)", hint: "valid sinks: \(SinkSpec.validForms)")
         }
         // SIGINT and SIGTERM are blocked here, before the daemon starts any thread, so every thread inherits the
         // block and the signals stay pending until `sigwait` below takes them: a graceful stop however the
@@ -121,14 +124,9 @@ struct Serve: ParsableCommand {
 /// Asks the running daemon for a code and shows it (PairingDisplay: QR, code once, one instruction line).
 enum PairCodePrinter {
     static func show(home: Home, toStderr: Bool, pairCommand: String = "speakbridge pair") {
-        do {
-            let reply = try ControlClient.request(home: home, .object([("cmd", .string("pair"))]))
-            guard let code = reply["code"]?.stringValue else {
-                Console.error(reply["error"]?.stringValue ?? "the daemon did not issue a code")
-                return
-            }
-            let lifetime = reply["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime)
-            PairingDisplay.show(code: code, lifetime: lifetime, toStderr: toStderr, pairCommand: pairCommand)
+        do throws(ControlError) {
+            let reply = try ControlClient.ask(.pair(web: false), home: home, as: PairReply.self)
+            PairingDisplay.show(code: reply.code, lifetime: reply.lifetime, toStderr: toStderr, pairCommand: pairCommand)
         } catch {
             Console.error(error.message, hint: error.hint)
         }

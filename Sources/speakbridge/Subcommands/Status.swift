@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,52 +15,39 @@ struct Status: ParsableCommand {
     var json = false
 
     func run() throws {
-        let reply: JSONValue
-        do {
-            reply = try ControlClient.request(home: homeOptions.resolved, .object([("cmd", .string("status"))]))
+        let reply: StatusReply
+        do throws(ControlError) {
+            reply = try ControlClient.ask(.status, home: homeOptions.resolved)
         } catch {
-            throw CLIError(error)
+            throw CLIError(error.message, hint: error.hint)
         }
         if json {
-            Console.out(String(decoding: reply.encoded(), as: UTF8.self))
+            Console.out(String(decoding: reply.json.encoded(), as: UTF8.self))
             return
         }
-        func s(_ key: String) -> String {
-            switch reply[key] {
-            case .string(let v)?: return v
-            case .integer(let v)?: return String(v)
-            default: return "?"
-            }
+        var lines = ["desktop \(reply.id) (\(reply.name))", "listening on \(reply.host):\(reply.port)"]
+        if !reply.addresses.isEmpty {
+            lines.append("addresses: \(reply.addresses.joined(separator: ", "))")
         }
-        var lines = ["desktop \(s("id")) (\(s("name")))", "listening on \(s("host")):\(s("port"))"]
-        if let addrs = reply["addresses"]?.arrayValue?.compactMap(\.stringValue), !addrs.isEmpty {
-            lines.append("addresses: \(addrs.joined(separator: ", "))")
+        for sink in reply.sinks {
+            lines.append("sink \(sink.label): \(sink.problem.map { "waiting: \($0)" } ?? "ok")\(sink.queued > 0 ? " (\(sink.queued) queued)" : "")"
+                         + (sink.method.map { "; \($0)" } ?? ""))
         }
-        for sink in reply["sinks"]?.arrayValue ?? [] {
-            let label = sink["sink"]?.stringValue ?? "?"
-            let problem = sink["problem"]?.stringValue
-            let queued = sink["queued"]?.int64Value ?? 0
-            lines.append("sink \(label): \(problem.map { "waiting: \($0)" } ?? "ok")\(queued > 0 ? " (\(queued) queued)" : "")")
-        }
-        lines.append("mdns: \(reply["mdns"]?["state"]?.stringValue ?? "?")")
-        lines += WebStatusLines.lines(reply["web"])
-        lines.append("paired devices: \(reply["devices"]?.arrayValue?.count ?? 0), connections: \(s("authenticated"))")
+        lines.append("mdns: \(reply.mdns.state)")
+        lines += WebStatusLines.lines(reply.web)
+        lines.append("paired devices: \(reply.devices.count), connections: \(reply.authenticated)")
         // Devices by name with their ID (names need not be unique); a device that is no longer paired by ID only.
-        func who(_ item: JSONValue) -> String {
-            let id = item["device"]?.stringValue ?? "?"
-            let name = item["name"]?.stringValue ?? ""
-            return name.isEmpty ? id : "\"\(name)\" (\(id))"
+        func who(_ id: String, _ name: String) -> String {
+            name.isEmpty ? id : "\"\(name)\" (\(id))"
         }
-        for device in reply["connected"]?.arrayValue ?? [] {
-            lines.append("connected: \(who(device))")
+        for device in reply.connected {
+            lines.append("connected: \(who(device.device, device.name))")
         }
-        for session in reply["sessions"]?.arrayValue ?? [] {
-            lines.append("session \(session["session"]?.stringValue ?? "?") of \(who(session)): delivered \(session["delivered"]?.int64Value ?? 0)")
+        for session in reply.sessions {
+            lines.append("session \(session.session) of \(who(session.device, session.name)): delivered \(session.delivered)")
         }
-        if reply["closedNormally"] != nil {
-            lines.append("connections closed: \(s("closedNormally")) normally, \(s("closedOnError")) on an error, "
-                         + "\(s("rejected")) rejected; failed pairing attempts: \(s("pairingFailures"))")
-        }
+        lines.append("connections closed: \(reply.closedNormally) normally, \(reply.closedOnError) on an error, "
+                     + "\(reply.rejected) rejected; failed pairing attempts: \(reply.pairingFailures)")
         // Device and session names, sink problems: each line escaped, so none can span or forge lines.
         Console.out(lines.map(PeerText.escape).joined(separator: "\n"))
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SpeakBridgeControl
 import SpeakBridgeDaemon
 import SpeakBridgeProtocol
 
@@ -42,12 +43,10 @@ enum WebPairing {
 
 /// `status`'s lines about the browser route.
 enum WebStatusLines {
-    static func lines(_ web: JSONValue?) -> [String] {
+    static func lines(_ web: StatusReply.Web?) -> [String] {
         guard let web else { return [] }
-        guard web["enabled"]?.boolValue == true else {
-            return ["web page: off (\(web["reason"]?.stringValue ?? "?"))"]
-        }
-        return ["web page: \(web["url"]?.stringValue ?? "?") (pair a browser with `speakbridge pair --web`)",
-                "web certificate SHA-256: \(web["fingerprint"]?.stringValue ?? "?")"]
+        guard web.enabled else { return ["web page: off (\(web.reason ?? "?"))"] }
+        return ["web page: \(web.url ?? "?") (pair a browser with `speakbridge pair --web`)",
+                "web certificate SHA-256: \(web.fingerprint ?? "?")"]
     }
 }

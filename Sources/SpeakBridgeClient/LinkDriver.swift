@@ -1,0 +1,80 @@
+import Foundation
+import SpeakBridgeClientCore
+import SpeakBridgeProtocol
+import SpeakBridgeWebSocket
+
+/// `Candidate` lives in the core; clients of this module (the CLI, `ConfigExchange`) name it from here.
+public typealias Candidate = SpeakBridgeClientCore.Candidate
+
+/// The sockets of a client role: carries out a core's `dial`/`send`/`close` on libwebsockets and mDNS lookups,
+/// and hands back what happened as events on `queue`. It decides nothing (`LinkCore` does).
+///
+/// `@unchecked Sendable`: every mutable member is read and written on `queue` only (socket events come in through
+/// `queue.sync`, mDNS results through `queue.async`, and the owner calls in on `queue`); `client` is set once in
+/// `init` and is itself `Sendable`, which is all `shutdown` (called off the queue) touches.
+final class LinkDriver: @unchecked Sendable {
+    enum Event {
+        case opened(AttemptID)
+        case frame(AttemptID, [UInt8])
+        case closed(AttemptID, String)
+        case found([Candidate])
+    }
+
+    let queue: DispatchQueue
+    var client: WebSocketClient!
+    // Owned by `queue`: the owner's handler, the socket of each attempt and back, the mDNS browser.
+    var onEvent: (Event) -> Void = { _ in }
+    var sockets: [AttemptID: WebSocketConnectionID] = [:]
+    var attempts: [WebSocketConnectionID: AttemptID] = [:]
+    var finder: DesktopFinder?
+
+    init(queue: DispatchQueue) throws {
+        self.queue = queue
+        client = try WebSocketClient { [weak self] event in
+            guard let self else { return }
+            self.queue.sync { self.handle(event) }  // inline when idle: no extra wake-up per frame
+        }
+    }
+
+    /// Looks for the desktop by its ID over mDNS; what is found comes as `.found`. Must be called on `queue`.
+    func findDesktop(_ desktop: DeviceID) {
+        guard finder == nil else { return }
+        finder = DesktopFinder(desktop: desktop, queue: queue) { [weak self] found in self?.onEvent(.found(found)) }
+    }
+
+    var isBrowsing: Bool { finder?.isBrowsing == true }
+
+    func dial(_ id: AttemptID, _ candidate: Candidate, path: String) {
+        let socket = client.connect(host: candidate.host, port: candidate.port, path: path,
+                                    subprotocol: SpeakBridgeProtocol.subprotocol, timeout: LinkCore.dialTimeout)
+        sockets[id] = socket
+        attempts[socket] = id
+    }
+
+    func send(_ frame: [UInt8], on id: AttemptID) {
+        if let socket = sockets[id] { client.send(frame, on: socket) }
+    }
+
+    func close(_ id: AttemptID) {
+        if let socket = sockets[id] { client.close(socket) }
+    }
+
+    /// Stops mDNS (the core's `hangUp` closes the connections). Must be called on `queue`.
+    func stopFinding() { finder?.stop() }
+
+    /// Joins the socket thread: no event comes after it. Not on `queue`.
+    func shutdown() { client.shutdown() }
+
+    func handle(_ event: WebSocketEvent) {
+        switch event {
+        case .opened(let socket, _, _):
+            if let id = attempts[socket] { onEvent(.opened(id)) }
+        case .message(let socket, let bytes):
+            if let id = attempts[socket] { onEvent(.frame(id, bytes)) }
+        case .closed(let socket, let reason):
+            guard let id = attempts.removeValue(forKey: socket) else { return }
+            sockets[id] = nil
+            onEvent(.closed(id, reason))
+        }
+    }
+}

@@ -1,0 +1,353 @@
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeSupport
+
+/// The `send` role as a value: events in, actions out. No socket, no file, no thread, no clock: every event
+/// carries `now` (seconds on any monotonic scale), and `Sender` carries the actions out.
+///
+/// Flow:
+/// 1. `start` dials (see `LinkCore`: every candidate at once, the first to prove the desktop's key wins).
+/// 2. On each session: `resume`; the desktop's `delivered` drops what it has, `OutboxWindow` resends the rest in
+///    order and keeps at most `maxInFlight` unacknowledged. Lines the shell journaled come in as `appended`.
+/// 3. Acks (and `delivered`) are journaled (`ackJournal`) and drop chunks. A `held` notice is reported once per
+///    (sink, reason); the line stays journaled and the ack is still awaited.
+/// 4. A lost, refused or unreachable round is redialled after a backoff (0.2 s doubling to 5 s), on `tick`; a
+///    connection with no ack progress for `ackTimeout` is dropped and redialled.
+/// 5. Done when the input ended and every chunk is acknowledged: `bye`, exit 0.
+/// 6. Exit 75 when a chunk waited longer than the time limit (`Settings.timeout`, or `endedInputTimeout`
+///    after the input ended), 77 at once after `refusalLimit` refused rounds in a row.
+public struct ClientCore {
+    public struct Settings: Sendable {
+        public var desktopName: String
+        public var agent: String
+        /// See `SendOptions.timeout`: nil = the default rule, 0 = keep trying.
+        public var timeout: Double?
+        public var endedInputTimeout: Double
+        public var refusalLimit: Int
+        public var maxInFlight: Int
+        public var ackTimeout: Double
+
+        public init(desktopName: String, agent: String = "speakbridge-cli/0.1", timeout: Double?,
+                    endedInputTimeout: Double = ClientCore.defaultTimeout, refusalLimit: Int = ClientCore.refusalLimit,
+                    maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
+            self.desktopName = desktopName
+            self.agent = agent
+            self.timeout = timeout
+            self.endedInputTimeout = endedInputTimeout
+            self.refusalLimit = refusalLimit
+            self.maxInFlight = maxInFlight
+            self.ackTimeout = ackTimeout
+        }
+    }
+
+    public enum Event {
+        case start
+        /// mDNS found the desktop at these addresses.
+        case found([Candidate])
+        /// The connection of a `dial` opened.
+        case connected(AttemptID)
+        case frame(AttemptID, [UInt8])
+        /// A connection (or a dial that never opened) is gone.
+        case closed(AttemptID, reason: String)
+        /// Lines the shell journaled (sequence numbers ascending, above every earlier one).
+        case appended([Chunk])
+        case inputEnded
+        case tick
+        /// The shell hit a fatal error (it reported it): exit with this code.
+        case stop(Int32)
+    }
+
+    /// What the user is told (the shell renders it: a live line on a terminal, plain lines otherwise).
+    public enum Report: Equatable, Sendable {
+        case connected(String)
+        case waiting(String)
+        case info(String)
+        case warning(String)
+        case error(String, hint: String?)
+        case progress(queued: Int, delivered: UInt64)
+    }
+
+    public enum Action: Equatable {
+        case dial(AttemptID, Candidate, path: String)
+        case send(AttemptID, [UInt8])
+        case close(AttemptID)
+        /// Journal that the desktop has everything through this sequence number.
+        case ackJournal(through: UInt64)
+        case rememberAddress(Candidate)
+        case report(Report)
+        /// Make the journal durable (before an exit).
+        case syncJournal
+        case exit(Int32)
+    }
+
+    public static let defaultTimeout: Double = 30
+    /// Consecutive dial rounds in which the desktop took the connection and message 1 but closed it without
+    /// message 2 (no round reaching a session in between) before `send` decides the device was refused.
+    public static let refusalLimit = 3
+    /// At most this many distinct `held` notices are shown in one run (a desktop could vary the reason forever).
+    static let maxHeldNotices = 32
+
+    public let settings: Settings
+    public private(set) var link: LinkCore
+    public private(set) var window: OutboxWindow
+    /// Acknowledged before this run (for "acknowledged N line(s)").
+    public let startAcked: UInt64
+    public private(set) var exitCode: Int32?
+    var inputDone = false
+    var inputEndedAt: Double = 0
+    /// Consecutive dial rounds refused by the desktop (see `refusalLimit`).
+    var refusals = 0
+    var backoff = 0.2
+    var redialAt: Double?
+    var reportedUnreachable = false
+    /// (last sequence number of a batch read together, when read), ascending: for the time limit.
+    var waitingSince: [(seq: UInt64, at: Double)] = []
+    var heldShown = Set<HeldKey>()
+    /// When this run started, and the time of the latest event.
+    let startedAt: Double
+    var lastNow: Double
+
+    struct HeldKey: Hashable {
+        var sink: String
+        var reason: String
+    }
+
+    public init(settings: Settings, localStatic: X25519PrivateKey, desktopKey: X25519PublicKey, psk: SymmetricKey,
+                known: [Candidate], extra: [Candidate], session: String, pending: [Chunk], acked: UInt64, now: Double) {
+        self.settings = settings
+        link = LinkCore(intent: .session, firstMessage: .hello(agent: settings.agent), localStatic: localStatic,
+                        desktopKey: desktopKey, psk: psk, known: known, extra: extra)
+        window = OutboxWindow(session: session, pending: pending, acked: acked, maxInFlight: settings.maxInFlight,
+                              ackTimeout: settings.ackTimeout)
+        startAcked = acked
+        startedAt = now
+        lastNow = now
+        // Chunks of an earlier run wait from the start.
+        waitingSince = window.pending.last.map { [(seq: $0.seq, at: now)] } ?? []
+    }
+
+    /// Lines the desktop acknowledged in this run.
+    public var acknowledgedThisRun: UInt64 { window.acked - min(window.acked, startAcked) }
+
+    public mutating func handle(_ event: Event, now: Double) -> [Action] {
+        lastNow = now
+        switch event {
+        case .start:
+            return connect()
+        case .found(let list):
+            return linkActions(link.found(list), now: now)
+        case .connected(let id):
+            return linkActions(link.opened(id), now: now)
+        case .frame(let id, let bytes):
+            return linkActions(link.frame(id, bytes), now: now)
+        case .closed(let id, let reason):
+            return linkActions(link.closed(id, reason: reason), now: now)
+        case .appended(let chunks):
+            guard let last = chunks.last else { return [] }
+            waitingSince.append((seq: last.seq, at: now))
+            return transmit(window.append(contentsOf: chunks)) + checkDone()
+        case .inputEnded:
+            inputDone = true
+            inputEndedAt = now
+            return checkDone()
+        case .tick:
+            return tick(now: now)
+        case .stop(let code):
+            return finish(code)
+        }
+    }
+
+    /// Closes every connection (the shell calls it once the `bye` had a moment to leave).
+    public mutating func hangUp() -> [Action] { io(link.hangUp()) }
+
+    // MARK: - Connection
+
+    mutating func connect() -> [Action] {
+        guard exitCode == nil else { return [] }
+        redialAt = nil
+        return linkActions(link.connect(), now: lastNow)
+    }
+
+    /// Turns the link's outcomes into this role's behaviour.
+    mutating func linkActions(_ actions: [LinkCore.Action], now: Double) -> [Action] {
+        var out: [Action] = []
+        for action in actions {
+            guard exitCode == nil else { break }
+            switch action {
+            case .dial(let id, let c, let path): out.append(.dial(id, c, path: path))
+            case .send(let id, let bytes): out.append(.send(id, bytes))
+            case .close(let id): out.append(.close(id))
+            case .remember(let c): out.append(.rememberAddress(c))
+            case .established(let c, let moved):
+                if moved {
+                    out.append(.report(.info("desktop \"\(settings.desktopName)\" moved to \(c); switching")))
+                }
+                // Also after a move: what was in flight goes again after `resume`.
+                window.connectionLost()
+                backoff = 0.2
+                refusals = 0
+                reportedUnreachable = false
+                redialAt = nil
+                out.append(.report(.connected(c.description)))
+                out += transmit([.resume(session: window.session, delivered: nil)])
+            case .received(let message):
+                out += receive(message, now: now)
+            case .lost(let reason):
+                window.connectionLost()
+                out += scheduleReconnect("connection lost: \(reason)", now: now)
+            case .machineClosed(let reason, let chosen):
+                if chosen { out.append(.report(.warning("closing the connection: \(reason)"))) }
+            case .handshakeClosed:
+                break
+            case .exhausted(let reason, let refused):
+                refusals = refused ? refusals + 1 : 0
+                if refusals >= settings.refusalLimit {
+                    out += refusedExit()
+                } else {
+                    out += scheduleReconnect(refused ? "it did not accept this device" : reason, now: now)
+                }
+            case .paired:
+                break
+            }
+        }
+        return out
+    }
+
+    mutating func scheduleReconnect(_ reason: String, now: Double) -> [Action] {
+        reportedUnreachable = true
+        redialAt = now + backoff
+        backoff = min(backoff * 2, 5)
+        return [.report(.waiting(Self.shortReason(reason)))]
+    }
+
+    /// The desktop is reachable but refused the handshake `refusalLimit` times in a row: this device was revoked
+    /// there (or the desktop at that address is another one). Retrying cannot help; the lines stay on disk but are
+    /// not promised to anyone.
+    mutating func refusedExit() -> [Action] {
+        let kept = window.pendingCount
+        let at = link.refusedBy.map { " at \($0)" } ?? ""
+        let hint = "pair again with `speakbridge join CODE` (run `speakbridge pair` on the desktop for a code); "
+            + "if another desktop now has that address, give the right one with --address HOST:PORT"
+            + (kept > 0 ? "; the \(kept) queued line(s) are kept but not sent after a new pairing unless "
+               + "you say so: see `speakbridge outbox`" : "")
+        return [.report(.error("the desktop \"\(settings.desktopName)\"\(at) refused this device (revoked?)", hint: hint)),
+                .syncJournal] + finish(77)
+    }
+
+    // MARK: - Session
+
+    mutating func receive(_ message: Message, now: Double) -> [Action] {
+        switch message {
+        case let .resume(session, delivered) where session == window.session:
+            var out = acknowledge(delivered ?? 0, now: now, resume: true)
+            out += checkDone()
+            return out
+        case let .ack(session, seq) where session == window.session:
+            return acknowledge(seq, now: now, resume: false) + checkDone()
+        case .held(let notice):
+            return receive(notice)
+        case let .error(code, text, _):
+            return [.report(.warning("desktop reported \(code): \(text)"))]
+        case .bye:
+            return io(link.drop())
+        default:
+            return []
+        }
+    }
+
+    mutating func acknowledge(_ seq: UInt64, now: Double, resume: Bool) -> [Action] {
+        let before = window.acked
+        let messages = resume ? window.resumed(delivered: seq, now: now) : window.ack(seq, now: now)
+        var out: [Action] = window.acked > before ? [.ackJournal(through: window.acked)] : []
+        out += transmit(messages)
+        return out
+    }
+
+    /// `held`: a sink on the desktop has not taken line `seq` of a session. Told once per (sink, reason); nothing
+    /// else changes: the line stays journaled and its ack is still awaited (and timed).
+    mutating func receive(_ held: HeldNotice) -> [Action] {
+        guard held.session == window.session, heldShown.count < Self.maxHeldNotices,
+              heldShown.insert(HeldKey(sink: held.sink, reason: held.reason)).inserted else { return [] }
+        return [.report(.info(held.line))]
+    }
+
+    mutating func transmit(_ messages: [Message]) -> [Action] { io(link.send(messages)) }
+
+    /// The link's socket actions only (for commands whose outcomes come later as events).
+    func io(_ actions: [LinkCore.Action]) -> [Action] {
+        actions.compactMap { action in
+            switch action {
+            case .dial(let id, let c, let path): .dial(id, c, path: path)
+            case .send(let id, let bytes): .send(id, bytes)
+            case .close(let id): .close(id)
+            default: nil
+            }
+        }
+    }
+
+    mutating func checkDone() -> [Action] {
+        guard inputDone, window.isDrained, exitCode == nil else { return [] }
+        return [.syncJournal] + transmit([.bye]) + finish(0)
+    }
+
+    mutating func finish(_ code: Int32) -> [Action] {
+        guard exitCode == nil else { return [] }
+        exitCode = code
+        return [.exit(code)]
+    }
+
+    // MARK: - Timers
+
+    mutating func tick(now: Double) -> [Action] {
+        guard exitCode == nil else { return [] }
+        var out: [Action] = []
+        if let at = redialAt, now >= at { out += connect() }
+        if window.isStalled(now: now) {
+            out.append(.report(.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")))
+            out += io(link.drop())
+        }
+        if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
+            waitingSince.removeFirst(unacked)
+        } else {
+            waitingSince.removeAll()
+        }
+        if let limit = timeLimit(), let oldest = waitingSince.first, now - max(oldest.at, limit.from) > limit.seconds {
+            let seconds = limit.seconds == limit.seconds.rounded() ? String(Int(limit.seconds)) : String(limit.seconds)
+            out.append(.report(.error(
+                "\(window.pendingCount) chunk(s) not acknowledged after \(seconds) s"
+                    + (reportedUnreachable ? " (the desktop \"\(settings.desktopName)\" was not reachable)" : ""),
+                hint: "they stay in the outbox and go out with the next `speakbridge send` "
+                    + "(`speakbridge outbox` lists them; --timeout 0 keeps trying)")))
+            return out + [.syncJournal] + finish(75)
+        }
+        out.append(.report(.progress(queued: window.pendingCount, delivered: acknowledgedThisRun)))
+        return out
+    }
+
+    /// The timeout in force now and the earliest time it counts from (see `Settings.timeout`); nil = none.
+    func timeLimit() -> (seconds: Double, from: Double)? {
+        if let explicit = settings.timeout { return explicit > 0 ? (explicit, startedAt) : nil }
+        return inputDone ? (settings.endedInputTimeout, inputEndedAt) : nil
+    }
+
+    /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
+    public static func shortReason(_ reason: String) -> String {
+        var seen = Set<String>()
+        let parts = reason.split(separator: "; ", omittingEmptySubsequences: true).map(String.init)
+            .filter { seen.insert($0).inserted }
+        guard !parts.isEmpty else { return "no answer" }
+        return parts.suffix(3).joined(separator: "; ")
+    }
+}
+
+extension HeldNotice {
+    /// Longest sink name and reason shown (in Unicode scalars; longer ones are cut, with an ellipsis).
+    static let shownSinkScalars = 64
+    static let shownReasonScalars = 300
+
+    /// What `send` tells the user (after `speakbridge: `): the desktop's strings escaped and cut.
+    public var line: String {
+        "desktop holds line \(seq) at \(PeerText.escape(sink, limit: Self.shownSinkScalars)): "
+            + PeerText.escape(reason, limit: Self.shownReasonScalars)
+    }
+}

@@ -1,0 +1,284 @@
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+
+/// Dialing and the handshake of one client role (a session, or a pairing), as a value: which addresses are
+/// tried, in which order, which connection wins, when the desktop is unreachable and when it refused. No
+/// socket, no file, no clock: the shell carries out `dial`/`send`/`close` and feeds back what happened.
+///
+/// Flow: `connect` dials every candidate at once (mDNS results for the desktop's ID, the addresses that worked
+/// last, most recent first, then `--address`) → each attempt that opens gets its own Noise IKpsk1 handshake
+/// (`InitiatorMachine`) → the first whose reply proves the desktop's key is chosen and every other attempt
+/// closed → the address is remembered. So a dead address never delays a live one, and an address that answers
+/// with another key (another desktop got that IP, or a spoofed mDNS record) simply loses.
+/// While chosen, mDNS announcing the desktop elsewhere starts probes beside the live connection ("make before
+/// break"); a probe that proves the key takes over (`moved`), one that fails just closes.
+/// Nothing left to try and nothing chosen: `exhausted`, with `refused` when some attempt took message 1 and
+/// closed without an answer (the desktop does not know this device, or it is another desktop).
+public struct LinkCore {
+    public enum Action {
+        // Carried out by the shell.
+        case dial(AttemptID, Candidate, path: String)
+        case send(AttemptID, [UInt8])
+        case close(AttemptID)
+        // Outcomes, for the role that owns the link.
+        /// A session is up (again): the owner must send a transport message at once (`resume`, a config request).
+        case established(Candidate, moved: Bool)
+        case received(Message)
+        case paired(PairingResult, Candidate)
+        /// The chosen connection ended.
+        case lost(String)
+        /// An attempt not chosen closed while its handshake ran: it took message 1 and did not answer.
+        case handshakeClosed(Candidate, String)
+        /// The handshake machine gave up on a connection (`chosen`: the chosen one) and it is being closed.
+        case machineClosed(String, chosen: Bool)
+        /// Nothing is open or being tried, nothing is chosen: the reasons of the failures.
+        case exhausted(String, refused: Bool)
+        /// The desktop was reached at this address: to be saved (peers.json).
+        case remember(Candidate)
+    }
+
+    enum Phase {
+        case dialing
+        case handshaking(InitiatorMachine)
+        case chosen(InitiatorMachine)
+        /// The chosen connection that a probe replaced: closing, reports nothing.
+        case superseded
+    }
+
+    struct Attempt {
+        var candidate: Candidate
+        var phase: Phase
+        /// Dialed beside a chosen connection (`found` while chosen).
+        var probe: Bool
+        /// A `close` was asked for; its `closed` is still to come.
+        var closing = false
+    }
+
+    public let intent: ConnectionIntent
+    let firstMessage: Message
+    let localStatic: X25519PrivateKey
+    let desktopKey: X25519PublicKey
+    let psk: SymmetricKey
+    let extra: [Candidate]
+    /// Seconds the shell gives one TCP + WebSocket connect.
+    public static let dialTimeout = 5
+    /// How many of the desktop's addresses are remembered (as many as a pairing code carries).
+    public static let rememberedAddresses = PairingCode.maxAddresses
+    /// How many failure reasons are kept for `exhausted`.
+    static let keptFailures = 8
+
+    var attempts: [AttemptID: Attempt] = [:]
+    var lastID: UInt64 = 0
+    public private(set) var chosen: AttemptID?
+    var failures: [String] = []
+    var refused = false
+    /// The address whose connection last took message 1 and closed without an answer (for `send`'s error).
+    public private(set) var refusedBy: Candidate?
+    public private(set) var connectedTo: Candidate?
+    var mdns: [Candidate] = []
+    /// Where the desktop was reached before, most recent first.
+    public private(set) var known: [Candidate]
+
+    /// - Parameters:
+    ///   - psk: the per-pair psk (session) or the pairing code's secret (pair).
+    ///   - known: the addresses that worked last (session), or the code's (pair).
+    ///   - extra: `--address`, tried after the others.
+    public init(intent: ConnectionIntent, firstMessage: Message, localStatic: X25519PrivateKey,
+                desktopKey: X25519PublicKey, psk: SymmetricKey, known: [Candidate], extra: [Candidate]) {
+        self.intent = intent
+        self.firstMessage = firstMessage
+        self.localStatic = localStatic
+        self.desktopKey = desktopKey
+        self.psk = psk
+        self.known = known
+        self.extra = extra
+    }
+
+    public var isEstablished: Bool {
+        guard let chosen, case .chosen(let m)? = attempts[chosen]?.phase else { return false }
+        return m.isEstablished
+    }
+
+    /// Every address worth trying now, deduplicated, in order: mDNS, last known, `--address`.
+    public var candidates: [Candidate] {
+        var seen = Set<Candidate>()
+        return (mdns + known + extra).filter { seen.insert($0).inserted }
+    }
+
+    /// Where attempts are open or being made (for tests and reports).
+    public var attemptCount: Int { attempts.count }
+
+    // MARK: - Commands from the owner
+
+    /// Starts (or restarts) dialing, unless a connection is chosen.
+    public mutating func connect() -> [Action] {
+        guard chosen == nil else { return [] }
+        refused = false
+        return dial(candidates)
+    }
+
+    /// Encrypts and sends on the chosen, established session (nothing otherwise).
+    public mutating func send(_ messages: [Message]) -> [Action] {
+        guard !messages.isEmpty, let id = chosen, case .chosen(var m)? = attempts[id]?.phase, m.isEstablished
+        else { return [] }
+        var out: [Action] = []
+        for message in messages {
+            for case .send(let frame) in m.encryptAndSend(message) { out.append(.send(id, frame)) }
+        }
+        attempts[id]?.phase = .chosen(m)
+        return out
+    }
+
+    /// Closes the chosen connection (its `closed` then reports `lost`; a new `connect` may follow).
+    public mutating func drop() -> [Action] {
+        guard let chosen else { return [] }
+        return close(chosen)
+    }
+
+    /// Closes everything.
+    public mutating func hangUp() -> [Action] {
+        attempts.keys.sorted().flatMap { close($0) }
+    }
+
+    // MARK: - Events from the shell
+
+    /// mDNS found the desktop at these addresses.
+    public mutating func found(_ list: [Candidate]) -> [Action] {
+        mdns = list
+        if chosen == nil { return dial(list) }
+        // Announced at other addresses than the one we are connected to: it has probably moved, and a
+        // connection to a vanished address only fails when acks stall. Probe the new ones beside it.
+        if intent == .session, let current = connectedTo, !list.contains(current) { return probe(list) }
+        return []
+    }
+
+    public mutating func opened(_ id: AttemptID) -> [Action] {
+        guard var a = attempts[id], !a.closing, case .dialing = a.phase else { return [] }
+        if chosen != nil && !a.probe { return close(id) }
+        do {
+            var m = try InitiatorMachine(intent: intent, localStatic: localStatic, desktopKey: desktopKey, psk: psk,
+                                         firstMessage: firstMessage)
+            let first = try m.start()
+            a.phase = .handshaking(m)
+            attempts[id] = a
+            return [.send(id, first)]
+        } catch {
+            return close(id)
+        }
+    }
+
+    public mutating func frame(_ id: AttemptID, _ bytes: [UInt8]) -> [Action] {
+        guard let a = attempts[id], !a.closing else { return [] }
+        var m: InitiatorMachine
+        switch a.phase {
+        case .handshaking(let machine), .chosen(let machine): m = machine
+        case .dialing, .superseded: return []
+        }
+        let actions = m.receive(bytes)
+        if case .chosen = a.phase { attempts[id]?.phase = .chosen(m) } else { attempts[id]?.phase = .handshaking(m) }
+        var out: [Action] = []
+        for action in actions {
+            switch action {
+            case .send(let frame):
+                // Pairing: a send after message 2 means message 2 proved the code's desktop. Keep this one.
+                if intent == .pair && chosen != id { out += choose(id) }
+                out.append(.send(id, frame))
+            case .established:
+                var moved = false
+                if let old = chosen, old != id {
+                    // Only a probe may replace a chosen connection; the desktop drops duplicates after `resume`.
+                    guard a.probe else {
+                        out += close(id)
+                        continue
+                    }
+                    attempts[old]?.phase = .superseded
+                    moved = true
+                }
+                out += choose(id)
+                connectedTo = a.candidate
+                remember(a.candidate)
+                out.append(.remember(a.candidate))
+                out.append(.established(a.candidate, moved: moved))
+            case .received(let message):
+                if chosen == id { out.append(.received(message)) }
+            case .paired(let result):
+                out.append(.paired(result, a.candidate))
+            case .close(let reason):
+                out.append(.machineClosed(reason, chosen: chosen == id))
+                out += close(id)
+            }
+        }
+        return out
+    }
+
+    public mutating func closed(_ id: AttemptID, reason: String) -> [Action] {
+        guard let a = attempts.removeValue(forKey: id) else { return [] }
+        failures.append("\(a.candidate): \(reason)")
+        if failures.count > Self.keptFailures { failures.removeFirst(failures.count - Self.keptFailures) }
+        var out: [Action] = []
+        let wasChosen = chosen == id
+        if wasChosen {
+            chosen = nil
+            out.append(.lost(reason))
+        } else if case .handshaking = a.phase, chosen == nil {
+            refused = true  // it opened, took message 1, and closed without a verified answer
+            refusedBy = a.candidate
+            out.append(.handshakeClosed(a.candidate, reason))
+        }
+        if !wasChosen && chosen == nil && attempts.isEmpty {
+            out.append(.exhausted(failures.joined(separator: "; "), refused: refused))
+        }
+        return out
+    }
+
+    // MARK: - Inside
+
+    mutating func dial(_ list: [Candidate]) -> [Action] {
+        guard chosen == nil else { return [] }
+        let busy = Set(attempts.values.map(\.candidate))
+        let fresh = list.filter { !busy.contains($0) }
+        if fresh.isEmpty && attempts.isEmpty {
+            return [.exhausted(list.isEmpty ? "no address known" : failures.joined(separator: "; "), refused: refused)]
+        }
+        return fresh.map { start($0, probe: false) }
+    }
+
+    mutating func probe(_ list: [Candidate]) -> [Action] {
+        let busy = Set(attempts.values.map(\.candidate))
+        return list.filter { !busy.contains($0) }.map { start($0, probe: true) }
+    }
+
+    mutating func start(_ candidate: Candidate, probe: Bool) -> Action {
+        lastID += 1
+        let id = AttemptID(lastID)
+        attempts[id] = Attempt(candidate: candidate, phase: .dialing, probe: probe)
+        return .dial(id, candidate, path: intent.path)
+    }
+
+    /// Keeps `id`, closes every other attempt.
+    mutating func choose(_ id: AttemptID) -> [Action] {
+        chosen = id
+        if case .handshaking(let m)? = attempts[id]?.phase { attempts[id]?.phase = .chosen(m) }
+        var out: [Action] = []
+        for other in attempts.keys.sorted() where other != id {
+            attempts[other]?.probe = false
+            out += close(other)
+        }
+        return out
+    }
+
+    mutating func close(_ id: AttemptID) -> [Action] {
+        guard let a = attempts[id], !a.closing else { return [] }
+        attempts[id]?.closing = true
+        return [.close(id)]
+    }
+
+    /// Most recent first; the oldest are forgotten, so a desktop that changes address often does not leave an
+    /// ever longer list of dead addresses to dial. (The same rule as the shell's peers.json update.)
+    mutating func remember(_ c: Candidate) {
+        let hosts = [c.host] + known.map(\.host).filter { $0 != c.host }
+        var seen = Set<String>()
+        known = hosts.filter { seen.insert($0).inserted }.prefix(Self.rememberedAddresses)
+            .map { Candidate(host: $0, port: c.port, source: "last known") }
+    }
+}

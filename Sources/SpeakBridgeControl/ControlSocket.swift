@@ -1,0 +1,249 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+
+/// The local control channel between the CLI and the running daemon: a Unix stream socket `run/control.sock`
+/// (mode 0600, in a 0700 directory). One request per connection: the client writes one JSON object and a
+/// newline (`ControlRequest`), the daemon answers one JSON object and a newline (`ControlReply`), then closes.
+///
+/// Trust: whoever can replace `control.sock` can show the user their own pairing code and swallow `revoke`. So
+/// the server binds only in a directory that passes `PrivatePath.checkDirectory` and removes a stale socket only
+/// if it is a socket of ours; the client (`ControlClient`) checks the directory, that the path is a socket it
+/// owns (lstat), and after connecting that the listening process runs as the same user (SO_PEERCRED).
+// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; the other fields are set once in init.
+public final class ControlServer: @unchecked Sendable {
+    public typealias Handler = @Sendable (JSONValue) -> JSONValue
+    struct HandlerBox: Sendable { let handle: Handler }
+
+    let path: String
+    let listenFD: Int32
+    let handler: HandlerBox
+    let stopped = NSLock()
+    var isStopped = false
+
+    /// Answers each well-formed request with `handler`'s reply; anything else with a `ControlFailure`.
+    public convenience init(path: String, typed handler: @escaping @Sendable (ControlRequest) -> ControlReply) throws(StoreError) {
+        try self.init(path: path) { json in
+            do throws(ControlFailure) {
+                return handler(try ControlRequest(json: json)).json
+            } catch {
+                return error.json
+            }
+        }
+    }
+
+    /// Answers each request (any JSON) with `handler`'s JSON.
+    public init(path: String, handler: @escaping Handler) throws(StoreError) {
+        self.path = path
+        self.handler = HandlerBox(handle: handler)
+        var addr = try ControlClient.address(path)
+        try PrivatePath.checkDirectory(ControlClient.directory(of: path))
+        // A socket file left by a killed daemon: remove it only if it is our socket and nobody answers on it.
+        switch try ControlClient.inspect(path) {
+        case .absent:
+            break
+        case .ourSocket:
+            if ControlClient.isAlive(path: path) {
+                throw StoreError("another speakbridge daemon is already running for this home (\(path))",
+                                 hint: "stop it first, or use a different --home")
+            }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
+        let old = umask(0o177)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(old)
+        guard rc == 0, listen(fd, 16) == 0 else {
+            let code = errno
+            close(fd)
+            throw .io("listen on", path, errno: code)
+        }
+        chmod(path, 0o600)
+        listenFD = fd
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "sb-control"
+        thread.start()
+    }
+
+    public func stop() {
+        let first = stopped.withLock { () -> Bool in
+            defer { isStopped = true }
+            return !isStopped
+        }
+        guard first else { return }
+        shutdown(listenFD, Int32(SHUT_RDWR))
+        unlink(path)
+    }
+
+    func acceptLoop() {
+        while true {
+            let client = accept(listenFD, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                if stopped.withLock({ isStopped }) { close(listenFD); return }
+                usleep(10_000)
+                continue
+            }
+            let handler = self.handler
+            Thread.detachNewThread {
+                ControlClient.setTimeout(client, seconds: 5)
+                defer { close(client) }
+                guard let line = ControlClient.readLine(client) else { return }  // a liveness probe, or gone
+                guard let request = try? JSONValue.parse(line) else {
+                    ControlClient.sendAll(client, ControlFailure("malformed request").json.encoded() + [0x0A])
+                    return
+                }
+                ControlClient.sendAll(client, handler.handle(request).encoded() + [0x0A])
+            }
+        }
+    }
+}
+
+public enum ControlClient {
+    /// Asks the daemon of `home` and decodes its answer as `Reply`: a transport problem throws
+    /// `ControlError.transport` (with `noDaemon` set when none runs), a refusal `ControlError.refused`.
+    public static func ask<Reply: ControlReplyDecodable>(_ request: ControlRequest, home: Home, timeout: Int = 10,
+                                                        as: Reply.Type = Reply.self) throws(ControlError) -> Reply {
+        let json: JSONValue
+        do {
+            json = try Self.request(home: home, request.json, timeout: timeout)
+        } catch {
+            throw .transport(error)
+        }
+        do {
+            return try Reply(json: json)
+        } catch {
+            throw .refused(error)
+        }
+    }
+
+    /// Sends one request to the daemon of `home` and returns its answer. Talks only to a daemon of this user:
+    /// the runtime directory must be private, `control.sock` a socket we own, and its listener our uid.
+    public static func request(home: Home, _ request: JSONValue, timeout: Int = 10) throws(StoreError) -> JSONValue {
+        let path = home.controlSocket
+        var noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
+                                  hint: "start it with `speakbridge serve` (same --home)")
+        noDaemon.noDaemon = true
+        var addr = try address(path)
+        var info = stat()
+        if lstat(directory(of: path), &info) != 0 && errno == ENOENT { throw noDaemon }
+        try PrivatePath.checkDirectory(directory(of: path))
+        guard case .ourSocket = try inspect(path) else { throw noDaemon }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
+        defer { close(fd) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw noDaemon }
+        try checkPeer(fd, path: path)
+        setTimeout(fd, seconds: timeout)
+        sendAll(fd, request.encoded() + [0x0A])
+        guard let line = readLine(fd), let reply = try? JSONValue.parse(line, maxDepth: 16, maxBytes: 1 << 22) else {
+            throw StoreError("the daemon did not answer on \(path)", hint: "check the daemon's log")
+        }
+        return reply
+    }
+
+    enum Existing { case absent, ourSocket }
+
+    /// What is at the socket path, examined without following a symlink: nothing, or a socket this user owns.
+    /// Anything else is an error that says what is wrong.
+    static func inspect(_ path: String) throws(StoreError) -> Existing {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return .absent }
+            throw .io("inspect", path, errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            throw StoreError("\(path) is not a socket", hint: "remove it (`rm \(path)`); the daemon creates its own socket")
+        }
+        guard info.st_uid == geteuid() else {
+            throw PrivatePath.ownedByOther(path, uid: info.st_uid, what: "is a socket")
+        }
+        return .ourSocket
+    }
+
+    /// The process listening on a connected socket must run as this very user: closes the gap between the
+    /// lstat checks and connect(2), and catches a listener that is not ours whatever the file system says.
+    static func checkPeer(_ fd: Int32, path: String) throws(StoreError) {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (three 32-bit fields) is hidden behind _GNU_SOURCE in
+        // the Glibc module, so it is read as three UInt32s; getsockopt reports how many bytes it wrote.
+        var cred: [UInt32] = [0, 0, 0]
+        var size = socklen_t(12)
+        let rc = cred.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &size) }
+        guard rc == 0, size == 12 else { throw .io("identify the daemon on", path, errno: errno) }
+        let (pid, uid) = (Int32(bitPattern: cred[0]), cred[1])
+        guard uid == geteuid() else {
+            throw StoreError("the process listening on \(path) runs as another user (uid \(uid), pid \(pid))",
+                             hint: "do not trust what it says; stop it, remove the socket and start `speakbridge serve` yourself")
+        }
+    }
+
+    static func directory(of path: String) -> String {
+        let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return dir.isEmpty ? "/" : dir
+    }
+
+    public static func isAlive(path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0, var addr = try? address(path) else { return false }
+        defer { close(fd) }
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+    }
+
+    static func address(_ path: String) throws(StoreError) -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard bytes.count < capacity else {
+            throw StoreError("the control socket path is \(bytes.count) bytes, longer than the \(capacity - 1) a Unix "
+                             + "socket allows: \(path)",
+                             hint: "use a shorter --home, or set XDG_RUNTIME_DIR to a short private directory")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    /// Writes on a socket without raising SIGPIPE if the peer has gone (MSG_NOSIGNAL).
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    static func setTimeout(_ fd: Int32, seconds: Int) {
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    static func readLine(_ fd: Int32) -> [UInt8]? {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while out.count < 1 << 22 {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            out += buffer[0..<n]
+            if let nl = out.firstIndex(of: 0x0A) { return Array(out[..<nl]) }
+        }
+        return out.isEmpty ? nil : out
+    }
+}

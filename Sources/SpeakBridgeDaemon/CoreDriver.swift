@@ -1,0 +1,187 @@
+import Foundation
+import SpeakBridgeDesktopCore
+import SpeakBridgeProtocol
+import SpeakBridgeStore
+import SpeakBridgeSupport
+import SpeakBridgeWebSocket
+import SpeakBridgeSupport
+
+/// Runs the `DesktopCore` on one serial queue and carries out its actions.
+///
+/// Threads: `queue` (sb-core) owns the core and everything below marked "on `queue`"; the lws thread enters it
+/// with `sync` (so transport events are handled in order, usually right on the lws thread), everyone else with
+/// `async` (`post`). Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
+/// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
+/// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
+/// or for D-Bus.
+// `@unchecked Sendable` is sound: `core` and `server` are read and written only on `queue` (dispatch
+// preconditions check it in debug builds); the other stored properties are immutable and themselves thread-safe
+// (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
+final class CoreDriver: @unchecked Sendable {
+    let queue = DispatchQueue(label: "sb-core")
+    let effects = DispatchQueue(label: "sb-effects")
+    let configCalls = DispatchQueue(label: "sb-config")
+    /// On `queue`.
+    private var core: DesktopCore
+    /// On `queue`; set by `attach` before the first transport event is handled.
+    private var server: WebSocketServer?
+    private var ticker: DispatchSourceTimer?
+    let pipeline: DeliveryPipeline
+    let progress: ProgressLog
+    let peers: PeerStore
+    let configHandler: (any PeerConfigHandler)?
+
+    init(core: DesktopCore, pipeline: DeliveryPipeline, progress: ProgressLog, peers: PeerStore,
+         configHandler: (any PeerConfigHandler)?) {
+        self.core = core
+        self.pipeline = pipeline
+        self.progress = progress
+        self.peers = peers
+        self.configHandler = configHandler
+    }
+
+    /// Creates the transport on `queue`, so an event it reports at once waits until it is stored here; starts the
+    /// clock that lets a pairing code expire on time (its secret is wiped then, not at the next attempt).
+    func attach(_ make: () throws -> WebSocketServer) throws -> WebSocketServer {
+        let server = try queue.sync {
+            let s = try make()
+            self.server = s
+            return s
+        }
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + 1, repeating: 1)
+        timer.setEventHandler { [weak self] in self?.dispatch(.tick) }
+        timer.resume()
+        ticker = timer
+        return server
+    }
+
+    func stopTicking() { ticker?.cancel() }
+
+    func restore(live: [SessionLevel], retired: [SessionLevel]) {
+        queue.sync { perform(core.restore(live: live, retired: retired)) }
+    }
+
+    /// An lws event (on the lws thread).
+    func transport(_ event: WebSocketEvent) {
+        queue.sync {
+            switch event {
+            case let .opened(id, path, remote):
+                // The cipher the subprotocol chose and the listener it came through (the browser route's TLS port).
+                let route = server.map { WebFront.route(for: id, on: $0) } ?? .native
+                dispatch(.connected(ConnectionID(id.rawValue), path: path, remote: remote, route: route))
+            case let .message(id, bytes):
+                dispatch(.frame(ConnectionID(id.rawValue), bytes))
+            case let .closed(id, _):
+                dispatch(.closed(ConnectionID(id.rawValue)))
+            }
+        }
+    }
+
+    /// An event from any other thread: handled later, in order, on `queue`.
+    func post(_ event: DesktopEvent) {
+        queue.async { self.dispatch(event) }
+    }
+
+    /// Runs `read` on the core, on `queue` (for `status`: a snapshot, no actions).
+    func read<T>(_ read: (DesktopCore) -> T) -> T {
+        queue.sync { read(core) }
+    }
+
+    /// Handles an event now and waits until its actions are carried out (control requests).
+    func send(_ event: DesktopEvent) {
+        queue.sync { dispatch(event) }
+    }
+
+    /// On `queue`.
+    private func dispatch(_ event: DesktopEvent) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        perform(core.handle(event, now: Date().timeIntervalSince1970))
+    }
+
+    /// On `queue`: carries out the core's actions, in order.
+    private func perform(_ actions: [DesktopAction]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for action in actions {
+            switch action {
+            case let .send(id, frame):
+                server?.send(frame, to: Self.transportID(id))
+            case let .close(id, reason):
+                let (code, text) = reason.closeCode
+                server?.close(Self.transportID(id), code: code, reason: text)
+            case .markAuthenticated(let id):
+                server?.markAuthenticated(Self.transportID(id))
+            case .pauseReading(let id):
+                server?.pauseReceiving(Self.transportID(id))
+            case .resumeReading(let id):
+                server?.resumeReceiving(Self.transportID(id))
+            case let .submit(id, device, session, chunks):
+                // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
+                // the next frame of this connection can be read.
+                let pressure = pipeline.submit(device: device, session: session, chunks: chunks,
+                                               name: core.name(of: device))
+                if pressure == .pause { dispatch(.pressure(id, device, pressure)) }
+            case let .retire(device, retirement):
+                retire(device, retirement)
+            case .forgetDelivery(let device):
+                forget(device)
+            case let .persistPeer(id, outcome, name, kind, agent):
+                persist(id, outcome, name: name, kind: kind, agent: agent)
+            case .touchPeer(let key):
+                effects.async { [peers] in try? peers.update(key: key) { $0.lastSeen = Date() } }
+            case let .configOpened(id, device, name):
+                guard let handler = configHandler else { continue }
+                configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
+            case let .configRequest(id, device, name, type, body):
+                guard let handler = configHandler else { continue }
+                configCalls.async { [self] in
+                    post(.configReplies(id, handler.handle(from: device, name: name, type: type, body: body)))
+                }
+            case .log(let line):
+                Self.log(line)
+            }
+        }
+    }
+
+    static func transportID(_ id: ConnectionID) -> WebSocketConnectionID { WebSocketConnectionID(rawValue: id.rawValue) }
+
+    static func log(_ line: LogLine) {
+        switch line.level {
+        case .debug: Console.debug(line.message)
+        case .info: Console.info(line.message)
+        case .warning: Console.warning(line.message)
+        case .error: Console.error(line.message, hint: line.hint)
+        }
+    }
+
+    /// Saves a confirmed pairing (an fsynced write of peers.json) on `effects`; the core sends `paired` once it
+    /// hears it is saved.
+    private func persist(_ id: ConnectionID, _ outcome: PairingOutcome, name: String, kind: DeviceKind, agent: String?) {
+        effects.async { [self] in
+            do throws(StoreError) {
+                try peers.upsert(Peer(name: name, publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client,
+                                      kind: kind, agent: agent))
+                post(.pairingSaved(id, outcome, kind: kind))
+            } catch {
+                post(.pairingNotSaved(id, outcome, message: error.description, hint: error.hint))
+            }
+        }
+    }
+
+    /// Drops a retired session's state outside the ledger: its pipeline levels and its per-sink progress (one
+    /// line in the progress log records the retirement with its ack level instead). On `queue`, not `effects`:
+    /// it is one write(2) without fsync, and it must be in the log before any later chunk of that session is.
+    private func retire(_ device: DeviceID, _ retirement: SessionLedger.Retirement) {
+        do {
+            try pipeline.retire(.init(device: device, session: retirement.session), delivered: retirement.delivered)
+        } catch {
+            // Not fatal: the session stays live in the log, which only means more state after a restart.
+            Console.warning("cannot record a retired session: \(error.description)")
+        }
+    }
+
+    /// A revoked device's delivery state goes (pipeline levels, progress log: one write(2), as for `retire`).
+    private func forget(_ device: DeviceID) {
+        pipeline.forget(device)  // its levels and its progress in the log
+    }
+}

@@ -1,0 +1,221 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+public import SpeakBridgeProtocol
+public import SpeakBridgeStore
+
+/// The desktop's durable delivery progress: for each (sink, device, session), the last sequence number that sink
+/// has been handed — recorded right before the write for class-(a) sinks, right after it for class (b); class-(c)
+/// sinks keep their own (`DeliveryClass`) — and for each retired (device, session), its ack level. An append-only log of JSON lines, replayed
+/// in order on open (the last line for a key wins):
+/// - `["sink","DEVICE-ID","session",seq]`: that sink's progress (makes the session live again if it was retired);
+/// - `["","DEVICE-ID","session",seq]`: the session was retired at ack level `seq` (its sink lines are dropped);
+/// - `["","DEVICE-ID","",0]`: the device was revoked (everything of it is dropped).
+/// `record` is one write(2) (survives the process being killed at once); `sync` is the fsync that makes everything
+/// recorded so far survive a power cut, and the desktop acks only after it.
+///
+/// Compaction (on open, and in `sync` once 8 MiB were appended) is O(entries) and never holds the lock while it
+/// writes: the state is copied under the lock, written to a new file outside it while records keep going to the
+/// old file and to a small in-memory tail, then the tail is appended and the new file renamed in place under the
+/// lock.
+public final class ProgressLog: @unchecked Sendable {
+    public struct Key: Hashable, Sendable {
+        public var sink: String
+        public var device: DeviceID
+        public var session: String
+    }
+
+    /// device → session → sink → seq.
+    typealias Live = [DeviceID: [String: [String: UInt64]]]
+    /// device → session → ack level.
+    typealias Retired = [DeviceID: [String: UInt64]]
+
+    let path: String
+    // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held.
+    let lock = NSLock()
+    var fd: Int32
+    var live: Live = [:]
+    var retired: Retired = [:]
+    var appendedBytes = 0
+    /// Lines recorded while a compaction writes its snapshot; nil when none runs.
+    var tail: [UInt8]?
+    /// Guarded by `lock`; a test lowers it.
+    var compactAfterBytes = 8 << 20
+
+    public init(path: String) throws(StoreError) {
+        self.path = path
+        (live, retired) = try Self.load(path)
+        try FileIO.atomicWrite(path, Self.snapshot(live, retired))
+        fd = try FileIO.openAppend(path)
+    }
+
+    deinit { close(fd) }
+
+    public func progress(sink: String, device: DeviceID, session: String) -> UInt64? {
+        lock.withLock { live[device]?[session]?[sink] }
+    }
+
+    /// Every live (sink, device, session) with its recorded progress.
+    public func entries() -> [Key: UInt64] {
+        let copy = lock.withLock { live }
+        var out: [Key: UInt64] = [:]
+        for (device, sessions) in copy {
+            for (session, sinks) in sessions {
+                for (sink, seq) in sinks { out[Key(sink: sink, device: device, session: session)] = seq }
+            }
+        }
+        return out
+    }
+
+    /// Every retired (device, session) with its ack level.
+    public func retiredEntries() -> [DeviceID: [String: UInt64]] { lock.withLock { retired } }
+
+    public func record(sink: String, device: DeviceID, session: String, seq: UInt64) throws(StoreError) {
+        guard !sink.isEmpty else { return }  // the empty label marks retirements
+        let line = Self.line(sink, device, session, seq)
+        lock.lock()
+        defer { lock.unlock() }
+        try append(line)
+        live[device, default: [:]][session, default: [:]][sink] = seq
+        Self.unretire(&retired, device, session)
+    }
+
+    static func unretire(_ retired: inout Retired, _ device: DeviceID, _ session: String) {
+        guard retired[device]?[session] != nil else { return }
+        retired[device]?[session] = nil
+        if retired[device]?.isEmpty == true { retired[device] = nil }
+    }
+
+    /// The session was retired with ack level `delivered`: its per-sink progress is replaced by that level.
+    public func retire(device: DeviceID, session: String, delivered: UInt64) throws(StoreError) {
+        let line = Self.line("", device, session, delivered)
+        lock.lock()
+        defer { lock.unlock() }
+        try append(line)
+        live[device]?[session] = nil
+        if live[device]?.isEmpty == true { live[device] = nil }
+        retired[device, default: [:]][session] = delivered
+    }
+
+    /// Forgets a device (after revocation): one appended line, dropped at the next compaction.
+    public func forget(device: DeviceID) throws(StoreError) {
+        let line = Self.line("", device, "", 0)
+        lock.lock()
+        defer { lock.unlock() }
+        try append(line)
+        live[device] = nil
+        retired[device] = nil
+    }
+
+    /// Caller holds `lock`.
+    func append(_ line: [UInt8]) throws(StoreError) {
+        try FileIO.writeAll(fd, line, path: path)
+        appendedBytes += line.count
+        tail? += line
+    }
+
+    /// Makes every record so far durable; compacts the log when it has grown. The fsync runs on a duplicate of
+    /// the descriptor without holding the lock, so sinks keep recording (and writing) while the disk catches up.
+    /// At most one compaction runs at a time (a non-nil `tail` marks it); a concurrent call just fsyncs.
+    public func sync() throws(StoreError) {
+        lock.lock()
+        if appendedBytes > compactAfterBytes && tail == nil {
+            let state = (live, retired)
+            tail = []
+            lock.unlock()
+            if compact(state) { return }
+            lock.lock()
+        }
+        let handle = dup(fd)
+        lock.unlock()
+        guard handle >= 0 else { throw .io("sync", path, errno: errno) }
+        defer { close(handle) }
+        guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
+    }
+
+    /// Writes `state` to a new file (outside the lock), then under the lock appends what was recorded meanwhile
+    /// and renames it over the log. The new file is fsynced before the rename (a power cut leaves the old log or
+    /// a complete new one) and again after (the tail). False when it failed: the old log stays, nothing lost.
+    func compact(_ state: (Live, Retired)) -> Bool {
+        let temp = path + ".compact"
+        let bytes = Self.snapshot(state.0, state.1)
+        unlink(temp)
+        // O_EXCL|O_NOFOLLOW: never write through a planted file or link.
+        let newFD = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        var ok = newFD >= 0
+        if ok {
+            do throws(StoreError) { try FileIO.writeAll(newFD, bytes, path: temp) } catch { ok = false }
+            ok = ok && fsync(newFD) == 0
+        }
+        lock.lock()
+        let pending = tail ?? []
+        tail = nil
+        if ok {
+            do throws(StoreError) { try FileIO.writeAll(newFD, pending, path: temp) } catch { ok = false }
+            ok = ok && rename(temp, path) == 0
+        }
+        guard ok else {
+            appendedBytes = 0  // try again after as many bytes more, not on every sync
+            lock.unlock()
+            if newFD >= 0 { close(newFD) }
+            unlink(temp)
+            return false
+        }
+        let oldFD = fd
+        fd = newFD
+        appendedBytes = pending.count
+        lock.unlock()
+        close(oldFD)
+        let synced = fsync(newFD) == 0
+        FileIO.syncDirectory(of: path)
+        return synced
+    }
+
+    static func line(_ sink: String, _ device: DeviceID, _ session: String, _ seq: UInt64) -> [UInt8] {
+        JSONValue.array([.string(sink), .string(device.description), .string(session),
+                         .integer(Int64(clamping: seq))]).encoded() + [0x0A]
+    }
+
+    /// O(entries), no sorting: retired lines first, so that a live line for the same session (there is none in a
+    /// consistent state) would win on replay.
+    static func snapshot(_ live: Live, _ retired: Retired) -> [UInt8] {
+        var out: [UInt8] = []
+        for (device, sessions) in retired {
+            for (session, seq) in sessions { out += line("", device, session, seq) }
+        }
+        for (device, sessions) in live {
+            for (session, sinks) in sessions {
+                for (sink, seq) in sinks { out += line(sink, device, session, seq) }
+            }
+        }
+        return out
+    }
+
+    static func load(_ path: String) throws(StoreError) -> (Live, Retired) {
+        guard let bytes = try FileIO.read(path) else { return ([:], [:]) }
+        var live: Live = [:]
+        var retired: Retired = [:]
+        var devices: [String: DeviceID] = [:]  // parsed once per device, not once per line
+        // A torn last line (killed mid-write) is ignored: it was never acknowledged.
+        for line in bytes.split(separator: 0x0A) {
+            guard let v = try? JSONValue.parse(Array(line)), let a = v.arrayValue, a.count == 4,
+                  let sink = a[0].stringValue, let text = a[1].stringValue,
+                  let dev = devices[text] ?? (try? DeviceID(parsing: text)), let session = a[2].stringValue, let seq = a[3].int64Value, seq >= 0 else { continue }
+            devices[text] = dev
+            switch (sink.isEmpty, session.isEmpty) {
+            case (false, _):
+                live[dev, default: [:]][session, default: [:]][sink] = UInt64(seq)
+                unretire(&retired, dev, session)
+            case (true, false):
+                live[dev]?[session] = nil
+                retired[dev, default: [:]][session] = UInt64(seq)
+            case (true, true):
+                live[dev] = nil
+                retired[dev] = nil
+            }
+        }
+        for (dev, sessions) in live where sessions.isEmpty { live[dev] = nil }
+        return (live, retired)
+    }
+}

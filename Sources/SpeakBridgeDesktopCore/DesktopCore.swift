@@ -1,0 +1,315 @@
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+
+/// The backlog lookups the core needs from the delivery pipeline. Lookups only: they change nothing.
+public protocol BacklogGauge {
+    /// At or above the hard limit: no message of this device is accepted now.
+    func isOverflowing(_ device: DeviceID) -> Bool
+    /// Over the high-water mark and not yet drained.
+    func isThrottled(_ device: DeviceID) -> Bool
+    /// Handed to the sinks, not yet taken by every sink (for the log).
+    func undelivered(_ device: DeviceID) -> BacklogMeter.Level
+}
+
+/// The desktop, as a value: events in, actions out. It owns every connection's `ResponderMachine`, the
+/// per-device `SessionLedger`s (the one place exactly-once is decided), the pairing code, the paired devices'
+/// psks, the connection→device map, paused connections and the counters. It never touches a socket, a file, a
+/// thread or a clock: time comes in with each event (`now`, seconds since 1970), and the shell carries out the
+/// actions.
+///
+/// Flow of one chunk: `.frame` → the connection's machine decrypts it → `.deliver` → backlog check (`.close`
+/// with `.overloaded` at the hard limit) → the ledger drops duplicates → `.submit` of the new chunks → (the
+/// pipeline writes them to every sink and makes that durable) → `.durable` → the ledger moves the ack level →
+/// `ack` on every established connection of that device.
+/// Pairing: message 1 under the code's secret consumes the code; a confirmed pairing is `.persistPeer`ed and
+/// `paired` goes out only after `.pairingSaved` (`.pairingNotSaved` closes with 1011, as before).
+/// Browser route: `.connected` brings the connection's `ConnectionRoute` (its machine runs the cipher the
+/// subprotocol chose; a pairing on it is saved with its kind); a `browser` device's `config-*` messages get
+/// `unknown-type` here, never a `.configRequest`.
+public struct DesktopCore {
+    public struct Configuration {
+        public var localStatic: X25519PrivateKey
+        public var localName: String
+        /// Whether a config module answers `config-*` messages (else they get `unknown-type`).
+        public var takesConfig: Bool
+
+        public init(localStatic: X25519PrivateKey, localName: String, takesConfig: Bool) {
+            self.localStatic = localStatic
+            self.localName = localName
+            self.takesConfig = takesConfig
+        }
+    }
+
+    struct Connection {
+        var machine: ResponderMachine
+        /// Cipher and kind of the transport it came over (a pairing on it is saved with this kind).
+        var route: ConnectionRoute
+        var device: DeviceID?
+        /// A confirmed pairing waiting to be saved: the frames (`paired`) that go out once it is.
+        var unsavedPairing: [[UInt8]]?
+    }
+
+    struct HeldKey: Hashable {
+        var device: DeviceID
+        var session: String
+        var sink: String
+    }
+
+    let configuration: Configuration
+    let backlog: any BacklogGauge
+    var clients: PairedClients
+
+    /// The name a paired device gave itself (for sinks that show it), nil when unknown.
+    public func name(of device: DeviceID) -> String? { clients.name(of: device) }
+    var code = PairingCodeState()
+    var connections: [ConnectionID: Connection] = [:]
+    var ledgers: [DeviceID: SessionLedger] = [:]
+    /// Connections not being read because their device is over the high-water mark.
+    var paused: [DeviceID: Set<ConnectionID>] = [:]
+    /// The last `held` sent per (device, session, sink): sent again only when it changes.
+    var heldSent: [HeldKey: HeldNotice] = [:]
+    public internal(set) var stats = DesktopStats()
+    var now: Double = 0
+
+    public init(configuration: Configuration, clients: [PairedClient], backlog: any BacklogGauge,
+                maxPairingFailures: Int = SpeakBridgeProtocol.pairingMaxFailures) {
+        self.configuration = configuration
+        self.clients = PairedClients(clients)
+        self.backlog = backlog
+        code = PairingCodeState(maxFailures: maxPairingFailures)
+    }
+
+    /// Seeds the ledgers from durable state (after a restart): live sessions at their ack level, retired ones;
+    /// sessions beyond the live bound are retired now (the returned `.retire` actions).
+    public mutating func restore(live: [SessionLevel], retired: [SessionLevel]) -> [DesktopAction] {
+        for level in live {
+            ledgers[level.device, default: SessionLedger()].restore(session: level.session, delivered: level.seq)
+        }
+        for level in retired {
+            ledgers[level.device, default: SessionLedger()].restoreRetired(session: level.session, delivered: level.seq)
+        }
+        var actions: [DesktopAction] = []
+        for device in Array(ledgers.keys) {
+            for retirement in ledgers[device]!.trim() { actions.append(.retire(device, retirement)) }
+        }
+        return actions
+    }
+
+    // MARK: - Events
+
+    public mutating func handle(_ event: DesktopEvent, now: Double) -> [DesktopAction] {
+        self.now = max(self.now, now)
+        code.expire(at: self.now)
+        switch event {
+        case let .connected(id, path, remote, route):
+            return connected(id, path: path, remote: remote, route: route)
+        case let .frame(id, bytes):
+            return frame(id, bytes)
+        case .closed(let id):
+            guard let connection = connections.removeValue(forKey: id) else { return [] }
+            if let device = connection.device { paused[device]?.remove(id) }
+            return [.log(LogLine(.debug, "connection \(id) closed" + (connection.device.map { " (device \($0))" } ?? "")))]
+        case .tick:
+            return []
+        case let .pressure(id, device, pressure):
+            return self.pressure(id, device, pressure)
+        case .durable(let levels):
+            return durable(levels)
+        case .drained(let devices):
+            return drained(devices)
+        case let .sinkHeld(sink, reason, levels):
+            return held(sink: sink, reason: reason, levels)
+        case let .pairingSaved(id, outcome, kind):
+            return pairingSaved(id, outcome, kind: kind)
+        case let .pairingNotSaved(id, outcome, message, hint):
+            var actions: [DesktopAction] = [
+                .log(LogLine(.error, "pairing with \(outcome.deviceID) could not be saved: \(message)", hint: hint)),
+            ]
+            if connections[id] != nil { actions += close(id, .failed(.cannotSavePairing(message))) }
+            return actions
+        case let .configReplies(id, messages):
+            return send(messages, on: id)
+        case let .pairingCodeIssued(secret, expiry):
+            code.issue(secret: secret, expiry: expiry)
+            return []
+        case .revoked(let device):
+            return revoke(device)
+        }
+    }
+
+    /// What `status` shows of the core.
+    public var status: DesktopStatus {
+        var sessions: [DesktopStatus.Session] = []
+        for (device, ledger) in ledgers {
+            let name = clients.name(of: device) ?? ""
+            for (session, entry) in ledger.allSessions {
+                sessions.append(.init(device: device, name: name, session: session, delivered: entry.delivered))
+            }
+        }
+        var perDevice: [DeviceID: Int] = [:]
+        for connection in connections.values {
+            if let device = connection.device { perDevice[device, default: 0] += 1 }
+        }
+        let connected = perDevice.sorted { $0.key.description < $1.key.description }
+            .map { DesktopStatus.Connected(device: $0.key, name: clients.name(of: $0.key) ?? "", connections: $0.value) }
+        return DesktopStatus(connections: connections.count, authenticated: perDevice.values.reduce(0, +),
+                             connected: connected, sessions: sessions, stats: stats,
+                             pairingActive: code.isActive(at: now))
+    }
+
+    /// The ack level of (device, session): live, retired or 0.
+    public func delivered(_ device: DeviceID, _ session: String) -> UInt64 {
+        ledgers[device]?.delivered(session) ?? 0
+    }
+
+    // MARK: - Connections
+
+    mutating func connected(_ id: ConnectionID, path: String, remote: String,
+                            route: ConnectionRoute) -> [DesktopAction] {
+        var actions: [DesktopAction] = [.log(LogLine(.debug, "connection \(id) opened from \(remote) for \(path)"))]
+        guard let intent = ConnectionIntent(path: path) else {
+            stats.count(.rejected(.unknownPath))
+            return actions + [.close(id, .rejected(.unknownPath))]
+        }
+        if intent == .pair && !code.isActive(at: now) {
+            actions.append(.log(LogLine(.warning, "pairing attempt from \(remote) while no pairing code is active; refused")))
+            stats.count(.rejected(.noPairingCode))
+            return actions + [.close(id, .rejected(.noPairingCode))]
+        }
+        // The cipher the subprotocol chose (AESGCM for browsers): a message 1 under the other cipher fails.
+        connections[id] = Connection(machine: ResponderMachine(intent: intent, context: inertContext(), cipher: route.cipher),
+                                     route: route)
+        return actions
+    }
+
+    /// What a machine keeps between frames: nothing to look up (each frame brings its own `context()`), so no
+    /// connection holds on to an old copy of the ledgers or the psks.
+    func inertContext() -> ResponderContext {
+        ResponderContext(localStatic: configuration.localStatic, localName: configuration.localName,
+                         pairingSecret: { nil }, sessionPSK: { _ in nil }, delivered: { _, _ in 0 })
+    }
+
+    /// A snapshot of what the machines may look up, for one frame: nothing of it stays in a machine, so the
+    /// ledgers are not shared (and not copied) when they change next.
+    func context() -> ResponderContext {
+        let secret = code.active?.secret
+        let clients = self.clients
+        let ledgers = self.ledgers
+        return ResponderContext(
+            localStatic: configuration.localStatic, localName: configuration.localName,
+            pairingSecret: { secret },
+            sessionPSK: { clients.psk(for: $0) },
+            delivered: { device, session in ledgers[device]?.delivered(session) ?? 0 })
+    }
+
+    mutating func frame(_ id: ConnectionID, _ bytes: [UInt8]) -> [DesktopAction] {
+        guard var connection = connections[id] else { return [] }
+        let actions = connection.machine.receive(bytes, with: context())
+        connections[id] = connection
+        return perform(actions, on: id)
+    }
+
+    /// Closes `id` (counted once here) and forgets it.
+    mutating func close(_ id: ConnectionID, _ reason: CloseReason) -> [DesktopAction] {
+        guard let connection = connections.removeValue(forKey: id) else { return [] }
+        if let device = connection.device { paused[device]?.remove(id) }
+        stats.count(reason)
+        return [.log(LogLine(.info, "connection closed: \(reason)")), .close(id, reason)]
+    }
+
+    /// Carries out what a machine asked for, in order.
+    mutating func perform(_ machineActions: [ResponderMachine.Action], on id: ConnectionID) -> [DesktopAction] {
+        var out: [DesktopAction] = []
+        var holdingForSave = false
+        for action in machineActions {
+            guard connections[id] != nil else { break }
+            switch action {
+            case .send(let frame):
+                if holdingForSave {
+                    connections[id]!.unsavedPairing!.append(frame)
+                } else {
+                    out.append(.send(id, frame))
+                }
+            case let .authenticated(device, key):
+                // The first transport message decrypted (not merely message 1, which a replay repeats).
+                connections[id]!.device = device
+                out.append(.markAuthenticated(id))
+                out.append(.touchPeer(key))
+                if configuration.takesConfig && clients.kind(of: device) != .browser {
+                    out.append(.configOpened(id, device, name: clients.name(of: device) ?? ""))
+                }
+            case .consumePairingCode:
+                code.consume()
+            case .pairingAttemptFailed:
+                if code.failed() {
+                    out.append(.log(LogLine(.warning, "pairing code revoked after \(code.maxFailures) failed attempts; run `speakbridge pair` for a new one")))
+                }
+            case .pairingConfirmed(let outcome):
+                holdingForSave = true
+                connections[id]!.unsavedPairing = []
+                let route = connections[id]!.route
+                out.append(.persistPeer(id, outcome, name: Self.storedName(outcome), kind: route.kind,
+                                        agent: route.kind == .browser ? route.agent : nil))
+            case let .deliver(device, session, chunks):
+                out += deliver(device: device, session: session, chunks: chunks, on: id)
+            case let .config(device, type, body):
+                if clients.kind(of: device) == .browser {
+                    // A browser device sends dictation only (SECURITY.md): it may not pull or push config.
+                    out += send([.error(code: .unknownType, message: "config transfer is off for browser devices",
+                                        expected: nil)], on: id)
+                } else if configuration.takesConfig {
+                    out.append(.configRequest(id, device, name: clients.name(of: device) ?? "", type: type, body: body))
+                } else {
+                    out += send([.error(code: .unknownType, message: "this desktop does not take config messages",
+                                        expected: nil)], on: id)
+                }
+            case .close(let reason):
+                out += close(id, reason)
+            }
+        }
+        return out
+    }
+
+    /// Encrypts and sends `messages` on an open connection (nothing when it is gone).
+    mutating func send(_ messages: [Message], on id: ConnectionID) -> [DesktopAction] {
+        var out: [DesktopAction] = []
+        for message in messages {
+            guard var connection = connections[id] else { break }
+            let actions = connection.machine.encryptAndSend(message)
+            connections[id] = connection
+            out += perform(actions, on: id)
+        }
+        return out
+    }
+
+    /// The name a pairing is saved under.
+    static func storedName(_ outcome: PairingOutcome) -> String {
+        outcome.peerName.isEmpty ? "device" : outcome.peerName
+    }
+
+    mutating func pairingSaved(_ id: ConnectionID, _ outcome: PairingOutcome, kind: DeviceKind) -> [DesktopAction] {
+        clients.insert(PairedClient(publicKey: outcome.peerKey, name: Self.storedName(outcome), psk: outcome.sessionKey,
+                                    kind: kind))
+        var out: [DesktopAction] = [.log(LogLine(.info, "paired with \"\(outcome.peerName)\" (\(outcome.deviceID))"))]
+        if let frames = connections[id]?.unsavedPairing {
+            connections[id]!.unsavedPairing = nil
+            out += frames.map { .send(id, $0) }
+        }
+        return out
+    }
+
+    /// Closes every live connection of a revoked device and drops its delivery state: a revoked device keeps
+    /// nothing here.
+    mutating func revoke(_ device: DeviceID) -> [DesktopAction] {
+        clients.remove(device)
+        var out: [DesktopAction] = []
+        for (id, connection) in connections.sorted(by: { $0.key < $1.key }) where connection.device == device {
+            out += close(id, .rejected(.revoked(device)))
+        }
+        paused[device] = nil
+        ledgers[device] = nil
+        heldSent = heldSent.filter { $0.key.device != device }
+        out.append(.forgetDelivery(device))
+        return out
+    }
+}

@@ -1,0 +1,107 @@
+/// Why the desktop closes a connection: one value per close, from which come the WebSocket close code the client
+/// sees, the line in the desktop's log and the one counter `status` adds it to.
+///
+/// What a client sees is only the close code (and its short text): 1000 for everything a handshake or a session
+/// decided (a `bye`, a refused or failed handshake — never with a hint why —, a broken session), 1008 for a policy
+/// refusal outside the handshake (unknown path, a pairing connection while no code is active, a connected device
+/// revoked), 1011 when a pairing could not be saved, 1013 when the device's undelivered backlog is at the hard
+/// limit.
+public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
+    /// The device said `bye`: a normal end.
+    case bye(DeviceID)
+    /// Refused: the connection never was, or no longer is, a session the desktop wants.
+    case rejected(Rejection)
+    /// A pairing handshake with a wrong or stale code (counts against the code).
+    case pairingFailed(String)
+    /// The session broke, or the desktop could not go on.
+    case failed(Failure)
+
+    public enum Rejection: Sendable, Equatable {
+        /// The WebSocket path names neither pairing nor a session.
+        case unknownPath
+        /// A pairing connection opened while no pairing code is active.
+        case noPairingCode
+        /// Pairing message 1 arrived after the code was used up, replaced or expired.
+        case pairingCodeGone
+        /// Message 1 names a key that is not paired (never, or revoked).
+        case unknownDevice
+        /// The device was revoked between its message 1 and its first transport message.
+        case revokedDuringHandshake(DeviceID)
+        /// The device was revoked while connected.
+        case revoked(DeviceID)
+        /// Message 1 or a pairing confirmation did not verify.
+        case handshakeFailed(String)
+        /// Message 2 sent, but the first transport message did not decrypt (a replayed message 1).
+        case replayedHandshake
+        /// A message that is not valid at this point of a handshake.
+        case protocolViolation(String)
+    }
+
+    public enum Failure: Sendable, Equatable {
+        /// The device sent `error` (well-formed: its code and text; malformed: `.malformed` and why).
+        case peerError(DeviceID, ProtocolErrorCode, String)
+        /// A transport message of an established session did not decrypt.
+        case undecryptable(DeviceID)
+        /// The device's undelivered backlog is at the hard limit: it resends after reconnecting.
+        case overloaded(DeviceID)
+        /// The pairing was confirmed but could not be saved.
+        case cannotSavePairing(String)
+        /// Encryption or a handshake step failed on the desktop's side.
+        case internalError(String)
+    }
+
+    /// The one `status` counter a close adds to.
+    public enum Tally: Sendable, Equatable {
+        case normal, rejected, pairingFailure, error
+    }
+
+    public var tally: Tally {
+        switch self {
+        case .bye: return .normal
+        case .rejected: return .rejected
+        case .pairingFailed: return .pairingFailure
+        case .failed: return .error
+        }
+    }
+
+    /// The WebSocket close code and text the client receives.
+    public var closeCode: (code: UInt16, text: String) {
+        switch self {
+        case .rejected(.unknownPath): return (1008, "unknown path")
+        case .rejected(.noPairingCode): return (1008, "no pairing code active")
+        case .rejected(.revoked): return (1008, "revoked")
+        case .failed(.overloaded): return (1013, "too much undelivered; try again later")
+        case .failed(.cannotSavePairing): return (1011, "cannot save pairing")
+        default: return (1000, "")
+        }
+    }
+
+    /// For the local log (escaped by the logger: peer text may be in it); never contains secrets.
+    public var description: String {
+        switch self {
+        case .bye(let device): return "\(device) said bye"
+        case .pairingFailed(let why): return "pairing handshake failed (\(why)): wrong or stale code"
+        case .rejected(let rejection):
+            switch rejection {
+            case .unknownPath: return "unknown path"
+            case .noPairingCode: return "pairing attempt while no pairing code is active"
+            case .pairingCodeGone: return "pairing attempt while no pairing code is active"
+            case .revokedDuringHandshake(let device): return "session refused: \(device) was revoked during the handshake"
+            case .unknownDevice: return "session refused: unknown or revoked device"
+            case .revoked(let device): return "\(device) was revoked"
+            case .handshakeFailed(let why): return "handshake failed: \(why)"
+            case .replayedHandshake:
+                return "session refused: the first transport message did not decrypt (replayed message 1?)"
+            case .protocolViolation(let why): return why
+            }
+        case .failed(let failure):
+            switch failure {
+            case let .peerError(device, code, text): return "\(device) reported error \(code): \(text.prefix(200))"
+            case .undecryptable(let device): return "undecryptable transport message from \(device)"
+            case .overloaded(let device): return "\(device): too much undelivered; refused until it drains"
+            case .cannotSavePairing(let why): return "pairing could not be saved: \(why)"
+            case .internalError(let why): return why
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+internal import Glibc
+internal import SpeakBridgeSupport
+
+/// One way of turning text into key presses in the user's session (see `TypeSink` for the choice).
+protocol Typist: Sendable {
+    /// What the method is and why it was chosen, for `status` and the start-up log.
+    var method: String { get }
+    /// Whether `focusedWindow()` can see which window has the focus (X11 yes, Wayland no).
+    var tracksFocus: Bool { get }
+    /// Checks that typing can work now; throws the reason and what to do.
+    func probe() throws(SinkError)
+    /// The window that has the keyboard focus, nil when none (only meaningful when `tracksFocus`).
+    func focusedWindow() throws(SinkError) -> FocusedWindow?
+    /// Whether the top-level window `id` still exists.
+    func windowExists(_ id: UInt) -> Bool
+    /// Types `keys` (`\n` is Enter) at the focus, from its scalar number `skipping` on. With `window` (only when
+    /// `tracksFocus`), stops early when that window loses the focus and returns how many scalars are typed by
+    /// then; nil when all are.
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int?
+    func close()
+}
+
+/// X11: in-process XTEST with keysym remapping (`XKeyboard`).
+final class X11Typist: Typist {
+    private let keyboard: XKeyboard
+    private let spare = Locked<Int?>(nil)
+
+    init(display: String) throws(SinkError) {
+        keyboard = try XKeyboard(displayName: display)
+    }
+
+    var method: String {
+        let count = spare.withLock { $0 }
+        let remap = count.map { $0 > 0 ? "characters outside the keyboard layout bound to \($0) spare keycodes"
+                                       : "no spare keycode: only characters of the keyboard layout" }
+        return "XTEST on X11 \(keyboard.displayName) (" + (remap ?? "keysym remapping for characters outside the layout")
+            + "; focus-safe)"
+    }
+
+    var tracksFocus: Bool { true }
+
+    func probe() throws(SinkError) {
+        let count = try keyboard.probe()
+        spare.withLock { $0 = count }
+        _ = try keyboard.focusedWindow()
+    }
+
+    func focusedWindow() throws(SinkError) -> FocusedWindow? { try keyboard.focusedWindow() }
+
+    func windowExists(_ id: UInt) -> Bool { keyboard.windowExists(id) }
+
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        try keyboard.type(keys, skipping: skipping, in: window)
+    }
+
+    func close() { keyboard.close() }
+}
+
+/// Wayland through a command-line tool: wtype (the wlroots virtual-keyboard protocol) or ydotool (/dev/uinput).
+///
+/// wtype makes a new virtual keyboard per run, and the first keys of a run can be lost (sway 1.7 + foot: 4 of 20
+/// runs). Why, from foot's protocol log (WAYLAND_DEBUG=1): where the virtual keyboard is the seat's only keyboard
+/// (a headless seat; a machine without a physical keyboard), each run makes the seat gain the keyboard capability
+/// and lose it again at exit. The client then binds a new wl_keyboard, asynchronously; a key pressed before that
+/// binding exists reaches the client only as "already held" in `wl_keyboard.enter`, which clients rightly ignore,
+/// followed by its release — the character is gone. wtype's own roundtrip after uploading its keymap syncs with
+/// the compositor, not with the client, so it cannot prevent this. A pause before the first key (`wtype -s`) gives
+/// the client time to bind: 0 lost in 3 × 7 runs (and 0 in 30 more) with `settle`. Enter is pressed with
+/// `-k Return` between lines, because wtype reads every argument after `--` as text.
+///
+/// ydotool (Debian 12: 0.1.8) types through a virtual evdev device with a US layout: it cannot type characters
+/// outside ASCII, so texts with them are refused (held) with a hint instead of being typed wrong.
+final class ToolTypist: Typist {
+    enum Tool: String, Sendable { case wtype, ydotool }
+
+    let tool: Tool
+    private let path: String
+    private let environment: [String: String]
+    /// Where the compositor says which window has the focus (sway's IPC); nil elsewhere.
+    private let focus: SwayFocus?
+    static let settle = 120  // milliseconds before wtype's first key
+
+    init(tool: Tool, path: String, environment: [String: String]) {
+        self.tool = tool
+        self.path = path
+        self.environment = environment
+        focus = SwayFocus(environment: environment)
+    }
+
+    var method: String {
+        let focusNote = focus == nil ? "no focus tracking: this compositor offers no focus query"
+                                     : "focus-safe through sway's IPC"
+        switch tool {
+        case .wtype:
+            return "wtype on Wayland \(environment["WAYLAND_DISPLAY"] ?? "") (virtual-keyboard protocol; \(Self.settle) ms "
+                + "settle before the first key; \(focusNote))"
+        case .ydotool:
+            return "ydotool through /dev/uinput (US layout: ASCII only; \(focusNote))"
+        }
+    }
+
+    var tracksFocus: Bool { focus != nil }
+
+    func focusedWindow() throws(SinkError) -> FocusedWindow? { try focus?.focused() }
+
+    func windowExists(_ id: UInt) -> Bool { focus?.exists(id) ?? true }
+
+    /// wtype: one run that only sleeps (it connects, binds the seat and the virtual-keyboard manager, makes a
+    /// keyboard, types nothing); on sway, one focus query. ydotool: /dev/uinput must be writable.
+    func probe() throws(SinkError) {
+        switch tool {
+        case .wtype:
+            do {
+                try ToolRunner.run(path, ["-s", "1"], input: nil, environment: environment, timeout: .seconds(5))
+            } catch {
+                throw Self.wtypeProblem(error, environment: environment)
+            }
+            _ = try focus?.focused()
+        case .ydotool:
+            guard access("/dev/uinput", W_OK) == 0 else {
+                throw SinkError(message: "ydotool cannot type: /dev/uinput is missing or not writable by this user",
+                                hint: "load the uinput module and give your user access to /dev/uinput, or use --sink clipboard")
+            }
+        }
+    }
+
+    /// The probe's failure in the user's terms: a compositor without the protocol is named.
+    static func wtypeProblem(_ failure: ToolRunner.Failure, environment: [String: String]) -> SinkError {
+        let display = environment["WAYLAND_DISPLAY"] ?? ""
+        if failure.stderr.contains("virtual keyboard protocol") {
+            let desktop = environment["XDG_CURRENT_DESKTOP"].flatMap { $0.isEmpty ? nil : $0 } ?? "the compositor at \(display)"
+            let portal = ["GNOME", "KDE"].contains { desktop.uppercased().contains($0) }
+                ? " (GNOME and KDE allow typing only through the RemoteDesktop portal, which speakbridge does not use)" : ""
+            return SinkError(message: "\(desktop) has no virtual-keyboard protocol, so wtype cannot type\(portal)",
+                             hint: "use --sink clipboard (or ydotool with a writable /dev/uinput)")
+        }
+        return SinkError(message: "wtype cannot type on Wayland display \(display): " + failure.message(tool: "wtype"),
+                         hint: "check that the compositor at WAYLAND_DISPLAY=\(display) is running")
+    }
+
+    func arguments(typing keys: String) -> [[String]] { runs(typing: keys).map(\.arguments) }
+
+    /// The tool runs that type `keys`, each with how many of its scalars the run types.
+    func runs(typing keys: String) -> [(arguments: [String], scalars: Int)] {
+        switch tool {
+        case .ydotool:
+            return [(["type", "--", keys], keys.unicodeScalars.count)]
+        case .wtype:
+            // One run per line; Enter before every line but the first, and after the last when the text ends in one.
+            var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let enterAtEnd = lines.count > 1 && lines.last == ""
+            if enterAtEnd { lines.removeLast() }
+            var runs: [(arguments: [String], scalars: Int)] = []
+            for (index, line) in lines.enumerated() {
+                var run = ["-s", "\(Self.settle)"]
+                if index > 0 { run += ["-k", "Return"] }
+                if !line.isEmpty { run += ["--", line] }
+                if run.count > 2 { runs.append((run, line.unicodeScalars.count + (index > 0 ? 1 : 0))) }
+            }
+            if enterAtEnd { runs.append((["-s", "\(Self.settle)", "-k", "Return"], 1)) }
+            return runs
+        }
+    }
+
+    /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
+    /// cannot be stopped midway.
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
+        if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
+            throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
+                            hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
+        }
+        var typed = skipping
+        for (index, run) in runs(typing: keys).enumerated() {
+            if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
+            let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
+            do {
+                try ToolRunner.run(path, run.arguments, input: nil, environment: environment, timeout: timeout)
+            } catch {
+                throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
+            }
+            typed += run.scalars
+        }
+        return nil
+    }
+
+    private var failureHint: String {
+        switch tool {
+        case .wtype: "wtype needs a compositor with the virtual-keyboard protocol (sway, Hyprland, river…); use --sink clipboard elsewhere"
+        case .ydotool: "make sure /dev/uinput is writable by this user"
+        }
+    }
+
+    func close() {}
+}

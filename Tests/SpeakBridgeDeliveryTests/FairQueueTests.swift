@@ -1,0 +1,42 @@
+import Testing
+@testable import SpeakBridgeDelivery
+
+/// One device's backlog never sits in front of another device's line.
+@Suite("Fair sink queue")
+struct FairQueueTests {
+    func take(_ q: inout FairQueue<String, Int>, limit: Int = 3, partial: Int? = nil) -> (String, [Int])? {
+        guard let (key, items) = q.next(limit: limit, budget: .max, weight: { _ in 1 }) else { return nil }
+        q.consume(key, taken: partial ?? items.count, of: items.count)
+        return (key, Array(items.prefix(partial ?? items.count)))
+    }
+
+    @Test func keysAreServedRoundRobinAndInOrderWithinAKey() {
+        var q = FairQueue<String, Int>()
+        q.append("flood", Array(1...10))
+        q.append("other", [100])
+        #expect(take(&q)! == ("flood", [1, 2, 3]))
+        #expect(take(&q)! == ("other", [100]))  // next, not after all of flood's backlog
+        #expect(take(&q)! == ("flood", [4, 5, 6]))
+        #expect(q.count == 4)
+    }
+
+    @Test func aPartlyTakenBatchStaysInFront() {
+        var q = FairQueue<String, Int>()
+        q.append("a", [1, 2, 3, 4])
+        q.append("b", [9])
+        #expect(take(&q, partial: 1)! == ("a", [1]))
+        #expect(take(&q)! == ("a", [2, 3, 4]))  // the sink may hold half of 2: a goes on first
+        #expect(take(&q)! == ("b", [9]))
+        #expect(q.isEmpty)
+        #expect(take(&q) == nil)
+    }
+
+    @Test func theBudgetBoundsABatchButAlwaysTakesOne() {
+        var q = FairQueue<String, Int>()
+        q.append("a", [5_000, 10, 10])
+        let first = q.next(limit: 10, budget: 100, weight: { $0 })
+        #expect(first?.items == [5_000])
+        q.consume("a", taken: 1, of: 1)
+        #expect(q.next(limit: 10, budget: 100, weight: { $0 })?.items == [10, 10])
+    }
+}

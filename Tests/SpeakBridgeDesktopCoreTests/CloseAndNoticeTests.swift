@@ -1,0 +1,126 @@
+import SpeakBridgeCrypto
+import SpeakBridgeSupport
+@testable import SpeakBridgeDesktopCore
+@testable import SpeakBridgeProtocol
+import Testing
+import SpeakBridgeSupport
+
+@Suite("Desktop core: closes, counters, errors, held, config")
+struct CloseAndNoticeTests {
+    @Test("five sends that end with bye are five normal closes, no rejection; an unknown device is one rejection")
+    func byeIsNotARejection() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        for i in 1...5 {
+            var s = try phone.open(&desk, first: .chunk(session: "s", Chunk(seq: UInt64(i), text: "line \(i)")))
+            desk.run(.durable([SessionLevel(device: phone.id, session: "s", seq: UInt64(i))]))
+            s.send(.bye, to: &desk)
+            #expect(desk.closes[s.id] == .bye(phone.id))
+            #expect(desk.closes[s.id]?.closeCode.code == 1000)
+        }
+        #expect(desk.core.stats.closedNormally == 5)
+        #expect(desk.core.stats.rejected == 0 && desk.core.stats.closedOnError == 0 && desk.core.stats.pairingFailures == 0)
+        #expect(desk.core.status.connections == 0)
+        // A stranger: refused at message 1, counted once as rejected.
+        var stranger = Phone.paired()
+        stranger.psk = SymmetricKey.random()
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "127.0.0.1"))
+        var m = try InitiatorMachine(intent: .session, localStatic: stranger.key, desktopKey: Desk.publicKey,
+                                     psk: stranger.psk!, firstMessage: .hello(agent: "t"))
+        desk.run(.frame(c, try m.start()))
+        desk.run(.closed(c))  // the transport reports the close it carried out: not counted again
+        #expect(desk.core.stats.rejected == 1 && desk.core.stats.closedNormally == 5)
+    }
+
+    @Test("an unknown path is refused with 1008 and counted as a rejection")
+    func unknownPath() {
+        var desk = Desk()
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: "/other", remote: "127.0.0.1"))
+        #expect(desk.closes[c] == .rejected(.unknownPath))
+        #expect(desk.closes[c]?.closeCode.code == 1008)
+        #expect(desk.core.stats.rejected == 1)
+    }
+
+    @Test("a client's error closes the session, well-formed or malformed; other malformed messages are answered")
+    func clientErrors() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var s = try phone.open(&desk)
+        _ = s.received(from: &desk)
+        try s.sendRaw(#"{"type":"chunk","session":"s"}"#, to: &desk)
+        guard case .error(.malformed, _, _)? = s.received(from: &desk).first else { Issue.record("no malformed reply"); return }
+        #expect(desk.closes[s.id] == nil)
+        for raw in [#"{"type":"error"}"#, #"{"type":"error","code":7}"#, #"{"type":"error","code":"x","message":[]}"#] {
+            var t = try phone.open(&desk)
+            _ = t.received(from: &desk)
+            try t.sendRaw(raw, to: &desk)
+            guard case .failed(.peerError(phone.id, .malformed, _))? = desk.closes[t.id] else {
+                Issue.record("\(raw): \(String(describing: desk.closes[t.id]))"); return
+            }
+            #expect(t.received(from: &desk).isEmpty, "\(raw) was answered instead of closing")
+        }
+        var u = try phone.open(&desk)
+        u.send(.error(code: .other("from-the-future"), message: "bye for now", expected: nil), to: &desk)
+        #expect(desk.closes[u.id] == .failed(.peerError(phone.id, .other("from-the-future"), "bye for now")))
+        #expect(desk.logs.contains { $0.message.contains("reported error from-the-future: bye for now") })
+        #expect(desk.core.stats.closedOnError == 4 && desk.core.stats.rejected == 0)
+    }
+
+    @Test("held: each established connection of the device is told once per change, sanitized; others are not")
+    func held() throws {
+        let phone = Phone.paired()
+        let other = Phone.paired()
+        var desk = Desk(clients: [phone.client, other.client])
+        var a = try phone.open(&desk)
+        var b = try phone.open(&desk)
+        var o = try other.open(&desk)
+        _ = a.received(from: &desk); _ = b.received(from: &desk); _ = o.received(from: &desk)
+        let reason = "xclip: Can't open display :57\n\u{1B}[2J" + String(repeating: "é", count: 400)
+        let levels = [SessionLevel(device: phone.id, session: "s", seq: 12)]
+        desk.run(.sinkHeld(sink: "clipboard", reason: reason, levels))
+        let got = a.received(from: &desk)
+        guard case .held(let notice)? = got.first, got.count == 1 else { Issue.record("\(got)"); return }
+        #expect(notice.session == "s" && notice.seq == 12 && notice.sink == "clipboard")
+        #expect(notice.reason.hasPrefix("xclip: Can't open display :57 [2J"))
+        #expect(notice.reason.utf8.count <= HeldNotice.maxReasonBytes)
+        #expect(!notice.reason.unicodeScalars.contains(where: PeerText.needsEscape))
+        #expect(b.received(from: &desk) == [.held(notice)])
+        #expect(o.received(from: &desk).isEmpty)
+        // The same again: nothing; a new reason or a new position: told again.
+        desk.run(.sinkHeld(sink: "clipboard", reason: reason, levels))
+        #expect(a.received(from: &desk).isEmpty)
+        desk.run(.sinkHeld(sink: "clipboard", reason: "xclip: killed", levels))
+        #expect(a.received(from: &desk).count == 1)
+        // A hold at a later chunk is news too.
+        desk.run(.sinkHeld(sink: "clipboard", reason: "xclip: killed", [SessionLevel(device: phone.id, session: "s", seq: 13)]))
+        #expect(a.received(from: &desk).map(\.type) == ["held"])
+    }
+
+    @Test("config: asked of the config module on session open and per message, answered encrypted; without it unknown-type")
+    func config() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client], takesConfig: true)
+        var s = try phone.open(&desk)
+        guard case .configOpened(s.id, phone.id, "phone")? = desk.configAsks.first else { Issue.record("\(desk.configAsks)"); return }
+        s.send(.config(type: "config-pull", body: .object([("batch", .string("b1"))])), to: &desk)
+        guard case .configRequest(s.id, phone.id, "phone", "config-pull", _)? = desk.configAsks.last else {
+            Issue.record("\(desk.configAsks)"); return
+        }
+        _ = s.received(from: &desk)
+        desk.run(.configReplies(s.id, [.config(type: "config-result", body: .object([("batch", .string("b1"))]))]))
+        #expect(s.received(from: &desk).map(\.type) == ["config-result"])
+        // A reply for a connection that is gone is dropped.
+        desk.run(.closed(s.id))
+        desk.run(.configReplies(s.id, [.config(type: "config-result", body: .object([]))]))
+        #expect(desk.frames[s.id, default: []].isEmpty)
+
+        var plain = Desk(clients: [phone.client])
+        var t = try phone.open(&plain)
+        _ = t.received(from: &plain)
+        t.send(.config(type: "config-pull", body: .object([])), to: &plain)
+        guard case .error(.unknownType, _, _)? = t.received(from: &plain).first else { Issue.record("no unknown-type"); return }
+        #expect(plain.configAsks.isEmpty)
+    }
+}

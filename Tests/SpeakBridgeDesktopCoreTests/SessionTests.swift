@@ -1,0 +1,172 @@
+import SpeakBridgeCrypto
+@testable import SpeakBridgeDesktopCore
+@testable import SpeakBridgeProtocol
+import Testing
+
+@Suite("Desktop core: sessions and delivery")
+struct SessionTests {
+    func level(_ phone: Phone, _ session: String, _ seq: UInt64) -> SessionLevel {
+        SessionLevel(device: phone.id, session: session, seq: seq)
+    }
+
+    @Test("resume answers the restored ack level; an unknown session is 0; resume alone creates no state")
+    func resume() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        _ = desk.core.restore(live: [level(phone, "s", 7)], retired: [level(phone, "old", 3)])
+        var session = try phone.open(&desk)
+        #expect(desk.authenticated == [session.id])
+        #expect(desk.touched == [phone.key.publicKey])
+        session.send(.resume(session: "old", delivered: nil), to: &desk)
+        session.send(.resume(session: "new", delivered: nil), to: &desk)
+        #expect(session.received(from: &desk) == [.resume(session: "s", delivered: 7), .resume(session: "old", delivered: 3),
+                                                  .resume(session: "new", delivered: 0)])
+        #expect(desk.core.status.sessions.map(\.session) == ["s"])
+    }
+
+    @Test("chunks are submitted once; acks come only when durable, on every connection of the device")
+    func deliverAndAck() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var a = try phone.open(&desk)
+        var b = try phone.open(&desk)
+        _ = a.received(from: &desk)
+        _ = b.received(from: &desk)
+        a.send(.chunks(session: "s", [Chunk(seq: 1, text: "one"), Chunk(seq: 2, text: "two")]), to: &desk)
+        #expect(desk.submitted.count == 1 && desk.submitted[0].chunks.map(\.seq) == [1, 2])
+        #expect(a.received(from: &desk).isEmpty, "no ack before the chunks are durable")
+        desk.run(.durable([level(phone, "s", 2)]))
+        #expect(a.received(from: &desk) == [.ack(session: "s", seq: 2)])
+        #expect(b.received(from: &desk) == [.ack(session: "s", seq: 2)])
+        #expect(desk.core.stats.chunksDelivered == 2)
+        // A durable level that does not move anything sends nothing.
+        desk.run(.durable([level(phone, "s", 2)]))
+        #expect(a.received(from: &desk).isEmpty)
+    }
+
+    @Test("a resend is dropped, not delivered twice; when all of it is durable it is acked at once")
+    func duplicates() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var s = try phone.open(&desk)
+        _ = s.received(from: &desk)
+        s.send(.chunks(session: "s", [Chunk(seq: 1, text: "a"), Chunk(seq: 2, text: "b"), Chunk(seq: 3, text: "c")]), to: &desk)
+        desk.run(.durable([level(phone, "s", 3)]))
+        _ = s.received(from: &desk)
+        s.send(.chunks(session: "s", [Chunk(seq: 2, text: "b"), Chunk(seq: 3, text: "c")]), to: &desk)
+        #expect(desk.submitted.count == 1)
+        #expect(s.received(from: &desk) == [.ack(session: "s", seq: 3)])
+        #expect(desk.core.stats.duplicatesDropped == 2)
+        // Half new, half old: only the new part goes on.
+        s.send(.chunks(session: "s", [Chunk(seq: 3, text: "c"), Chunk(seq: 4, text: "d")]), to: &desk)
+        #expect(desk.submitted.last?.chunks.map(\.seq) == [4])
+    }
+
+    @Test("the 65th session with every other in flight is refused with too-many-sessions; nothing of it accepted")
+    func tooManySessions() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var s = try phone.open(&desk)
+        _ = s.received(from: &desk)
+        for i in 0..<SessionLedger.defaultMaxLive {
+            s.send(.chunk(session: "s\(i)", Chunk(seq: 1, text: "x")), to: &desk)
+        }
+        #expect(s.received(from: &desk).isEmpty)
+        s.send(.chunk(session: "extra", Chunk(seq: 1, text: "x")), to: &desk)
+        guard case .error(let code, _, _)? = s.received(from: &desk).first else { Issue.record("no refusal"); return }
+        #expect(code == .tooManySessions)
+        #expect(desk.submitted.count == SessionLedger.defaultMaxLive)
+        #expect(desk.closes.isEmpty, "a refused session does not close the connection")
+        // Once one session is durable it can be retired, and the new session is taken.
+        desk.run(.durable([level(phone, "s0", 1)]))
+        _ = s.received(from: &desk)
+        s.send(.chunk(session: "extra", Chunk(seq: 1, text: "x")), to: &desk)
+        #expect(desk.retired.map(\.1.session) == ["s0"])
+        #expect(desk.submitted.last?.session == "extra")
+    }
+
+    @Test("backlog: over the high-water mark reading pauses, drained it resumes, at the hard limit 1013")
+    func backpressure() throws {
+        let phone = Phone.paired()
+        let limits = BacklogMeter.Limits(highChunks: 2, highBytes: 1 << 20, lowChunks: 1, lowBytes: 1 << 20,
+                                         hardChunks: 4, hardBytes: 1 << 20)
+        var desk = Desk(clients: [phone.client], limits: limits)
+        var s = try phone.open(&desk)
+        s.send(.chunks(session: "s", (1...3).map { Chunk(seq: $0, text: "x") }), to: &desk)
+        #expect(desk.pausedReading == [s.id])
+        #expect(desk.logs.contains { $0.message.contains("3 chunks (3 bytes) not yet in every sink; reading paused") })
+        desk.sinkTook(phone.id, chunks: 2, bytes: 2)
+        #expect(desk.resumedReading == [s.id])
+        // Frames read before the pause took effect pile up to the hard limit: the next message is refused.
+        s.send(.chunks(session: "s", (4...6).map { Chunk(seq: $0, text: "x") }), to: &desk)
+        s.send(.chunk(session: "s", Chunk(seq: 7, text: "x")), to: &desk)
+        let reason = try #require(desk.closes[s.id])
+        #expect(reason == .failed(.overloaded(phone.id)) && reason.closeCode.code == 1013)
+        #expect(desk.submitted.last?.chunks.last?.seq == 6, "the refused chunk is not accepted")
+        // Its resend after a reconnect (once drained) is accepted: nothing was lost.
+        desk.sinkTook(phone.id, chunks: 4, bytes: 4)
+        var again = try phone.open(&desk, first: .chunk(session: "s", Chunk(seq: 7, text: "x")))
+        #expect(desk.submitted.last?.chunks.map(\.seq) == [7])
+        _ = again.received(from: &desk)
+    }
+
+    @Test("revoke closes the device's connections (1008) and forgets its delivery state; it cannot come back")
+    func revoke() throws {
+        let phone = Phone.paired()
+        let other = Phone.paired()
+        var desk = Desk(clients: [phone.client, other.client])
+        var s = try phone.open(&desk)
+        let o = try other.open(&desk)
+        s.send(.chunk(session: "s", Chunk(seq: 1, text: "x")), to: &desk)
+        desk.run(.revoked(phone.id))
+        #expect(desk.closes[s.id] == .rejected(.revoked(phone.id)))
+        #expect(desk.closes[s.id]?.closeCode.code == 1008 && desk.closes[s.id]?.closeCode.text == "revoked")
+        #expect(desk.closes[o.id] == nil)
+        #expect(desk.forgotten == [phone.id])
+        #expect(!desk.core.status.sessions.contains { $0.device == phone.id })
+        #expect(desk.core.status.authenticated == 1)
+        // A durable level arriving late moves nothing and acks nothing.
+        desk.run(.durable([level(phone, "s", 1)]))
+        #expect(desk.core.stats.chunksDelivered == 0)
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "127.0.0.1"))
+        var m = try InitiatorMachine(intent: .session, localStatic: phone.key, desktopKey: Desk.publicKey,
+                                     psk: try #require(phone.psk), firstMessage: .hello(agent: "t"))
+        desk.run(.frame(c, try m.start()))
+        #expect(desk.closes[c] == .rejected(.unknownDevice))
+    }
+
+    @Test("revoked between message 1 and the first transport message: refused, never authenticated")
+    func revokedDuringHandshake() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "127.0.0.1"))
+        var m = try InitiatorMachine(intent: .session, localStatic: phone.key, desktopKey: Desk.publicKey,
+                                     psk: try #require(phone.psk), firstMessage: .hello(agent: "t"))
+        desk.run(.frame(c, try m.start()))
+        for frame in desk.take(c) { _ = m.receive(frame) }
+        desk.run(.revoked(phone.id))
+        for frame in Phone.sends(m.encryptAndSend(.resume(session: "s", delivered: nil))) { desk.run(.frame(c, frame)) }
+        #expect(desk.closes[c] == .rejected(.revokedDuringHandshake(phone.id)))
+        #expect(desk.closes[c]?.closeCode.code == 1000, "a handshake refusal gives no hint")
+        #expect(desk.authenticated.isEmpty)
+    }
+
+    @Test("a replayed message 1 gets message 2 and nothing else; what follows closes it as a replay")
+    func replay() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var m = try InitiatorMachine(intent: .session, localStatic: phone.key, desktopKey: Desk.publicKey,
+                                     psk: try #require(phone.psk), firstMessage: .hello(agent: "t"))
+        let message1 = try m.start()
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "127.0.0.1"))
+        desk.run(.frame(c, message1))
+        #expect(desk.take(c).count == 1)
+        desk.run(.frame(c, Array(repeating: 0x41, count: 48)))
+        #expect(desk.closes[c] == .rejected(.replayedHandshake))
+        #expect(desk.authenticated.isEmpty && desk.touched.isEmpty)
+        #expect(desk.core.stats.rejected == 1)
+    }
+}
