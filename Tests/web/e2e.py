@@ -11,12 +11,16 @@ WebSocket. The one double is the speech recognizer (fake_speech.js).
   4. kill -9 the daemon mid-stream and restart it → exactly once
   5. dictation through SpeechRecognition: interim words greyed, each final result one chunk (with lang, start,
      end); config-pull refused
+  5c. the FIFO's reader goes away: the sink holds the next line (the daemon's `held` after a second without a
+     reader) → the page marks it held with the sink's reason; a reader again → it is delivered, once
   6. the used code again (fresh browser) → a clear message; an expired code → a clear message
   7. devices revoke → the page says revoked and sends nothing more
-With SCREENSHOTS=1 it also writes docs/web-pairing.png, web-dictating.png, web-code-used.png, web-revoked.png.
+With SCREENSHOTS=1 it also writes docs/web-pairing.png, web-dictating.png, web-held.png, web-code-used.png,
+web-revoked.png.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -51,20 +55,51 @@ def wait(what, predicate, timeout=20.0):
 
 
 class FifoReader:
-    """Reads the FIFO sink's lines; reopens it when the daemon (the writer) goes away."""
+    """Reads the FIFO sink's lines; reopens it when the daemon (the writer) goes away. `hold()` closes the read
+    end and keeps it closed (the sink then has no reader) until `release()`."""
 
     def __init__(self, path):
         self.path = path
         self.lines = []
         self.lock = threading.Lock()
+        self.is_open = threading.Event()  # set while the read end is open
+        self.holding = threading.Event()
         threading.Thread(target=self.run, daemon=True).start()
 
     def run(self):
+        pending = b''
         while True:
-            with open(self.path, 'r', encoding='utf-8') as f:
-                for line in f:
+            while self.holding.is_set():
+                time.sleep(0.05)
+            # O_NONBLOCK: the open does not wait for a writer, and reading can stop for hold() between lines.
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            except FileNotFoundError:
+                return  # the test is over: its directory is gone
+            self.is_open.set()
+            try:
+                while not self.holding.is_set():
+                    ready, _, _ = select.select([fd], [], [], 0.05)
+                    if not ready:
+                        continue
+                    data = os.read(fd, 65536)
+                    if not data:  # no writer (the daemon is gone or not started yet): open again
+                        time.sleep(0.05)
+                        break
+                    pending += data
+                    *complete, pending = pending.split(b'\n')
                     with self.lock:
-                        self.lines.append(line.rstrip('\n'))
+                        self.lines += [line.decode('utf-8') for line in complete]
+            finally:
+                os.close(fd)
+                self.is_open.clear()
+
+    def hold(self):
+        self.holding.set()
+        wait('the FIFO reader closed', lambda: not self.is_open.is_set(), timeout=5)
+
+    def release(self):
+        self.holding.clear()
 
     def snapshot(self):
         with self.lock:
@@ -286,6 +321,25 @@ def main():
             })().catch((e) => done({ exception: String(e) }));''')
         assert reply.get('type') == 'error' and reply.get('code') == 'unknown-type', reply
         print('e2e.py: ok: a browser device cannot pull config:', reply.get('message'))
+
+        # 5c. a sink that holds: the FIFO's reader goes away (every earlier line was read, so none is lost with
+        # it); the next line waits in the daemon, which tells the page after a second (`held`, with the sink's
+        # reason); a reader again → the line is delivered, once
+        desktop.reader.hold()
+        type_lines(driver, ['held until a reader comes back'])
+        held = wait('the page marks the line held with the reason', lambda: driver.execute_script('''
+            const item = [...document.querySelectorAll('#sb-log li')].pop();
+            const reason = item && item.querySelector('.reason');
+            return item && item.dataset.state === 'held' && reason ? reason.textContent : null;'''), timeout=15)
+        assert held.startswith('fifo:') and 'no reader on FIFO' in held, held
+        assert len(desktop.reader.snapshot()) == len(expected), 'a line arrived while the FIFO had no reader'
+        shot(driver, 'web-held.png')
+        desktop.reader.release()
+        expected.append('held until a reader comes back')
+        expect_exactly_once(desktop, expected, 'a line held by the sink, then delivered')
+        wait('the held line turns delivered',
+             lambda: states(driver)[-1] == ['held until a reader comes back', 'delivered'])
+        print('e2e.py: ok: a held line is marked held with the reason, then delivered once:', held[:60])
 
         # 6. the used code in a fresh browser; an expired code
         other = chromium(spki=spki, profile=os.path.join(tmp, 'other-phone'), inject=FAKE_SPEECH)
