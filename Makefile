@@ -15,10 +15,10 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 # Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, libX11/libXtst for typing
 # on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests, avahi and iproute2 for
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
-DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
+DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev libssl-dev pkg-config
 DEB_RUN   = xclip libx11-6 libxtst6
 DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
-            dpkg-dev man-db systemd zsh fish
+            dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -63,6 +63,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory fuzz-short
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
 	bash Tests/python/smoke-examples.sh
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/web/run.sh
 	SCRATCH=$(SCRATCH) bash Tests/packaging/run.sh
 	@$(MAKE) --no-print-directory netns
 

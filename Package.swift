@@ -38,6 +38,8 @@ let package = Package(
                        pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
                        pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", providers: [.apt(["libssl-dev"])]),
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
         // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
@@ -56,6 +58,7 @@ let package = Package(
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
+        .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
@@ -87,7 +90,7 @@ let package = Package(
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
             "SpeakBridgeSinks", "SpeakBridgeDiscovery", "SpeakBridgeDesktopCore", "SpeakBridgeControl", "SpeakBridgeSupport",
-            "SpeakBridgeDelivery",
+            "SpeakBridgeDelivery", "SpeakBridgeTLS",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeClientCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
@@ -153,6 +156,7 @@ let package = Package(
             "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
+        .testTarget(name: "SpeakBridgeTLSTests", dependencies: ["SpeakBridgeTLS", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",

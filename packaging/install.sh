@@ -76,6 +76,8 @@ do_install() {
     put 0644 "$root/Examples/editors/vim/plugin/speakbridge.vim" "$VIMDIR/plugin/speakbridge.vim"
     put 0644 "$root/Examples/editors/nvim/lua/speakbridge.lua" "$NVIMDIR/lua/speakbridge.lua"
     put 0644 "$root/Examples/editors/emacs/speakbridge.el" "$EMACSDIR/speakbridge.el"
+    # The browser page, where `serve` looks for it: <bindir>/../share/speakbridge/web (WebFront.swift).
+    for f in "$root"/Web/*; do put 0644 "$f" "$(dirname "$BINDIR")/share/speakbridge/web/$(basename "$f")"; done
 
     if [ -n "$MANIFEST" ]; then
         # A reinstall keeps the directories an earlier install created (they are ours, though they exist now).

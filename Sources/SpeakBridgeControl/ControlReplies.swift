@@ -55,6 +55,49 @@ public struct StatusReply: Sendable, Equatable {
         }
     }
 
+    /// The browser route (`web` in `status --json`): on with its page and certificate, or off and why.
+    public struct Web: Sendable, Equatable {
+        public var enabled: Bool
+        /// Off: why ("disabled (--no-web)", no AES-NI, its port taken, …).
+        public var reason: String?
+        /// On: the page a phone opens (https://ADDRESS:PORT/), its port, the certificate's SHA-256 fingerprint
+        /// (colon-separated hex, as browsers show it), the base64 SHA-256 of its public key (for
+        /// `--ignore-certificate-errors-spki-list`) and the addresses it names.
+        public var url: String?
+        public var port: Int64?
+        public var fingerprint: String?
+        public var spki: String?
+        public var addresses: [String]
+
+        public init(enabled: Bool, reason: String? = nil, url: String? = nil, port: Int64? = nil,
+                    fingerprint: String? = nil, spki: String? = nil, addresses: [String] = []) {
+            self.enabled = enabled
+            self.reason = reason
+            self.url = url
+            self.port = port
+            self.fingerprint = fingerprint
+            self.spki = spki
+            self.addresses = addresses
+        }
+
+        public static func off(_ reason: String) -> Web { Web(enabled: false, reason: reason) }
+
+        public var json: JSONValue {
+            guard enabled else { return .object([("enabled", .bool(false)), ("reason", .string(reason ?? "?"))]) }
+            return .object([
+                ("enabled", .bool(true)), ("url", .string(url ?? "")), ("port", .integer(port ?? 0)),
+                ("fingerprint", .string(fingerprint ?? "")), ("spki", .string(spki ?? "")),
+                ("addresses", .array(addresses.map { .string($0) })),
+            ])
+        }
+
+        public init(json j: JSONValue) {
+            self.init(enabled: j["enabled"]?.boolValue ?? false, reason: j["reason"]?.stringValue,
+                      url: j["url"]?.stringValue, port: j["port"]?.int64Value, fingerprint: j["fingerprint"]?.stringValue,
+                      spki: j["spki"]?.stringValue, addresses: j["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        }
+    }
+
     public var id: String
     public var name: String
     public var pid: Int64
@@ -76,11 +119,15 @@ public struct StatusReply: Sendable, Equatable {
     public var rejected: Int64
     public var pairingFailures: Int64
     public var mdns: MDNS
+    /// nil from a daemon without the browser route (no `web` member).
+    public var web: Web?
 
     public init(id: String, name: String, pid: Int64, host: String, port: Int64, addresses: [String], uptime: Int64,
                 pairing: Bool, sinks: [Sink], devices: [DeviceEntry], connections: Int64, authenticated: Int64,
                 connected: [Connected], sessions: [Session], chunksDelivered: Int64, duplicatesDropped: Int64,
-                closedNormally: Int64, closedOnError: Int64, rejected: Int64, pairingFailures: Int64, mdns: MDNS) {
+                closedNormally: Int64, closedOnError: Int64, rejected: Int64, pairingFailures: Int64, mdns: MDNS,
+                web: Web? = nil) {
+        self.web = web
         self.id = id
         self.name = name
         self.pid = pid
@@ -131,7 +178,7 @@ public struct StatusReply: Sendable, Equatable {
             ("closedNormally", .integer(closedNormally)), ("closedOnError", .integer(closedOnError)),
             ("rejected", .integer(rejected)), ("pairingFailures", .integer(pairingFailures)),
             ("mdns", .object(mdns)),
-        ])
+        ] + (web.map { [("web", $0.json)] } ?? []))
     }
 
     public init(json j: JSONValue) throws(ControlFailure) {
@@ -160,7 +207,8 @@ public struct StatusReply: Sendable, Equatable {
             closedNormally: int(j["closedNormally"]), closedOnError: int(j["closedOnError"]),
             rejected: int(j["rejected"]), pairingFailures: int(j["pairingFailures"]),
             mdns: MDNS(enabled: m?["enabled"]?.boolValue ?? false, state: m?["state"]?.stringValue ?? "?",
-                       active: m?["active"]?.boolValue, name: m?["name"]?.stringValue))
+                       active: m?["active"]?.boolValue, name: m?["name"]?.stringValue),
+            web: j["web"].map(Web.init(json:)))
     }
 }
 
@@ -170,6 +218,10 @@ public struct DeviceEntry: Sendable, Equatable {
     public var id: String
     public var name: String
     public var role: String
+    /// `native` or `browser` (nil from a daemon that predates kinds: no member).
+    public var kind: String?
+    /// Browser devices: the user agent in short.
+    public var agent: String?
     public var pairedAt: Int64
     public var lastSeen: Int64?
     /// Desktops only (from the files): addresses that worked.
@@ -178,7 +230,9 @@ public struct DeviceEntry: Sendable, Equatable {
     public var delivered: [(session: String, seq: Int64)]?
 
     public init(id: String, name: String, role: String, pairedAt: Int64, lastSeen: Int64?, addresses: [String] = [],
-                delivered: [(session: String, seq: Int64)]? = nil) {
+                delivered: [(session: String, seq: Int64)]? = nil, kind: String? = nil, agent: String? = nil) {
+        self.kind = kind
+        self.agent = agent
         self.id = id
         self.name = name
         self.role = role
@@ -191,9 +245,11 @@ public struct DeviceEntry: Sendable, Equatable {
     public static func == (a: DeviceEntry, b: DeviceEntry) -> Bool { a.json == b.json }
 
     public var json: JSONValue {
-        var m: [(String, JSONValue)] = [("id", .string(id)), ("name", .string(name)), ("role", .string(role)),
-                                        ("pairedAt", .integer(pairedAt))]
+        var m: [(String, JSONValue)] = [("id", .string(id)), ("name", .string(name)), ("role", .string(role))]
+        if let kind { m.append(("kind", .string(kind))) }
+        m.append(("pairedAt", .integer(pairedAt)))
         if let lastSeen { m.append(("lastSeen", .integer(lastSeen))) }
+        if let agent { m.append(("agent", .string(agent))) }
         if !addresses.isEmpty { m.append(("addresses", .array(addresses.map { .string($0) }))) }
         if let delivered { m.append(("delivered", .object(delivered.map { ($0.session, .integer($0.seq)) }))) }
         return .object(m)
@@ -207,7 +263,8 @@ public struct DeviceEntry: Sendable, Equatable {
         }
         self.init(id: id, name: json["name"]?.stringValue ?? "", role: json["role"]?.stringValue ?? "",
                   pairedAt: json["pairedAt"]?.int64Value ?? 0, lastSeen: json["lastSeen"]?.int64Value,
-                  addresses: json["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [], delivered: delivered)
+                  addresses: json["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [], delivered: delivered,
+                  kind: json["kind"]?.stringValue, agent: json["agent"]?.stringValue)
     }
 }
 
@@ -223,28 +280,52 @@ public struct DevicesReply: Sendable, Equatable {
     }
 }
 
-/// The answer to `pair`: the code (its text form), when it expires, its lifetime in seconds, the desktop's ID.
+/// The answer to `pair`: the code (its text form), when it expires, its lifetime in seconds, the desktop's ID;
+/// for `pair` with `web`, also the page to open.
 public struct PairReply: Sendable, Equatable {
+    /// `pair --web`: wire members `url` (the page with the code in its fragment), `webCode` (that code: no
+    /// addresses, the page dials its own origin) and `fingerprint` (the web certificate's SHA-256).
+    public struct Web: Sendable, Equatable {
+        public var url: String
+        public var code: String
+        public var fingerprint: String
+        public init(url: String, code: String, fingerprint: String) {
+            self.url = url
+            self.code = code
+            self.fingerprint = fingerprint
+        }
+    }
+
     public var code: String
     public var expires: Int64
     public var lifetime: Int64
     public var id: String
-    public init(code: String, expires: Int64, lifetime: Int64, id: String) {
+    public var web: Web?
+    public init(code: String, expires: Int64, lifetime: Int64, id: String, web: Web? = nil) {
         self.code = code
         self.expires = expires
         self.lifetime = lifetime
         self.id = id
+        self.web = web
     }
     public var json: JSONValue {
-        success([("code", .string(code)), ("expires", .integer(expires)), ("lifetime", .integer(lifetime)),
-                 ("id", .string(id))])
+        var members: [(String, JSONValue)] = [("code", .string(code)), ("expires", .integer(expires)),
+                                              ("lifetime", .integer(lifetime)), ("id", .string(id))]
+        if let web {
+            members += [("url", .string(web.url)), ("webCode", .string(web.code)), ("fingerprint", .string(web.fingerprint))]
+        }
+        return success(members)
     }
     public init(json: JSONValue) throws(ControlFailure) {
         if let failure = ControlFailure(json: json) { throw failure }
         guard let code = json["code"]?.stringValue else { throw ControlFailure("the daemon did not issue a code") }
+        var web: Web?
+        if let url = json["url"]?.stringValue {
+            web = Web(url: url, code: json["webCode"]?.stringValue ?? code, fingerprint: json["fingerprint"]?.stringValue ?? "")
+        }
         self.init(code: code, expires: json["expires"]?.int64Value ?? 0,
                   lifetime: json["lifetime"]?.int64Value ?? Int64(SpeakBridgeProtocol.pairingCodeLifetime),
-                  id: json["id"]?.stringValue ?? "")
+                  id: json["id"]?.stringValue ?? "", web: web)
     }
 }
 

@@ -2,12 +2,14 @@ import SpeakBridgeProtocol
 
 /// What the CLI asks the running daemon, one request per connection on the control socket.
 ///
-/// Wire: one JSON object and a newline, `{"cmd":"status"}`, `{"cmd":"pair"}`, `{"cmd":"devices"}`,
+/// Wire: one JSON object and a newline, `{"cmd":"status"}`, `{"cmd":"pair"}` (`{"cmd":"pair","web":true}` for
+/// the browser route's page URL too), `{"cmd":"devices"}`,
 /// `{"cmd":"revoke","id":"…"}`, `{"cmd":"type-here"}`. Answers: `{"ok":true,…}` (the members of the request's reply type) or
 /// `{"ok":false,"error":"…","hint":"…"}` (`ControlFailure`).
 public enum ControlRequest: Sendable, Equatable {
     case status
-    case pair
+    /// `web`: also the URL of the desktop's page with the code in its fragment (`speakbridge pair --web`).
+    case pair(web: Bool)
     case devices
     /// A device ID, an unambiguous ID prefix, or a name.
     case revoke(String)
@@ -17,7 +19,8 @@ public enum ControlRequest: Sendable, Equatable {
     public var json: JSONValue {
         switch self {
         case .status: return .object([("cmd", .string("status"))])
-        case .pair: return .object([("cmd", .string("pair"))])
+        case .pair(let web):
+            return .object([("cmd", .string("pair"))] + (web ? [("web", .bool(true))] : []))
         case .devices: return .object([("cmd", .string("devices"))])
         case .revoke(let id): return .object([("cmd", .string("revoke")), ("id", .string(id))])
         case .typeHere: return .object([("cmd", .string("type-here"))])
@@ -28,7 +31,7 @@ public enum ControlRequest: Sendable, Equatable {
     public init(json: JSONValue) throws(ControlFailure) {
         switch json["cmd"]?.stringValue {
         case "status": self = .status
-        case "pair": self = .pair
+        case "pair": self = .pair(web: json["web"]?.boolValue == true)
         case "devices": self = .devices
         case "revoke":
             guard let id = json["id"]?.stringValue else { throw ControlFailure("revoke needs an id") }

@@ -89,7 +89,9 @@ final class CoreDriver: @unchecked Sendable {
         queue.sync {
             switch event {
             case let .opened(id, path, remote):
-                dispatch(.connected(ConnectionID(id.rawValue), path: path, remote: remote))
+                // The cipher the subprotocol chose and the listener it came through (the browser route's TLS port).
+                let route = server.map { WebFront.route(for: id, on: $0) } ?? .native
+                dispatch(.connected(ConnectionID(id.rawValue), path: path, remote: remote, route: route))
             case let .message(id, bytes):
                 Trace.mark("recv")
                 dispatch(.frame(ConnectionID(id.rawValue), bytes))
@@ -156,8 +158,8 @@ final class CoreDriver: @unchecked Sendable {
                 retire(device, retirement)
             case .forgetDelivery(let device):
                 forget(device)
-            case let .persistPeer(id, outcome, name):
-                persist(id, outcome, name: name)
+            case let .persistPeer(id, outcome, name, kind, agent):
+                persist(id, outcome, name: name, kind: kind, agent: agent)
             case .touchPeer(let key):
                 effects.async { [peers] in try? peers.update(key: key) { $0.lastSeen = Date() } }
             case let .configOpened(id, device, name):
@@ -187,11 +189,12 @@ final class CoreDriver: @unchecked Sendable {
 
     /// Saves a confirmed pairing (an fsynced write of peers.json) on `effects`; the core sends `paired` once it
     /// hears it is saved.
-    private func persist(_ id: ConnectionID, _ outcome: PairingOutcome, name: String) {
+    private func persist(_ id: ConnectionID, _ outcome: PairingOutcome, name: String, kind: DeviceKind, agent: String?) {
         effects.async { [self] in
             do throws(StoreError) {
-                try peers.upsert(Peer(name: name, publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client))
-                post(.pairingSaved(id, outcome))
+                try peers.upsert(Peer(name: name, publicKey: outcome.peerKey, psk: outcome.sessionKey, role: .client,
+                                      kind: kind, agent: agent))
+                post(.pairingSaved(id, outcome, kind: kind))
             } catch {
                 post(.pairingNotSaved(id, outcome, message: error.description, hint: error.hint))
             }

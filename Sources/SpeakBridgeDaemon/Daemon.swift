@@ -15,7 +15,8 @@ import SpeakBridgeSupport
 /// 1. Load the identity and paired devices, open the progress log, start the sinks (`DeliveryPipeline`), and
 ///    seed a `DesktopCore` with the paired devices and the durable ack levels; it lives in a `CoreDriver`, on
 ///    that driver's serial queue (`sb-core`).
-/// 2. Listen for WebSockets (lws thread). Each event goes to the driver with `sync` (run right on the lws thread
+/// 2. Listen for WebSockets (lws thread): the native ws:// port and, when it can be offered, the browser route's
+///    HTTPS/WSS port (WebFront; each connection's cipher and kind reach the core with its `connected` event). Each event goes to the driver with `sync` (run right on the lws thread
 ///    when the queue is idle): the core's actions there are only non-blocking hand-ins — to lws (send, close,
 ///    pause), to the pipeline (submit) and one-line appends to the progress log.
 /// 3. Blocking work — peers.json writes (fsynced; `sb-effects`) and the config handler (synchronous libsecret
@@ -37,6 +38,8 @@ public final class Daemon: @unchecked Sendable {
     var server: WebSocketServer!
     var control: ControlServer!
     var discovery: DiscoveryService?
+    /// The browser route (on, or off with a reason); set once in init.
+    var web: WebFront!
 
     public init(options: DaemonOptions) throws {
         self.options = options
@@ -49,7 +52,7 @@ public final class Daemon: @unchecked Sendable {
         }
         let name = options.name ?? "SpeakBridge \(identity.deviceID.compact.prefix(4))"
         let clients = peers.all.filter { $0.role == .client }
-            .map { PairedClient(publicKey: $0.publicKey, name: $0.name, psk: $0.psk) }
+            .map { PairedClient(publicKey: $0.publicKey, name: $0.name, psk: $0.psk, kind: $0.kind) }
         let box = DriverBox()
         pipeline = DeliveryPipeline(sinks: sinks, progress: progress, onDurable: { advanced in
             let levels = advanced.map { SessionLevel(device: $0.0.device, session: $0.0.session, seq: $0.1) }
@@ -88,10 +91,15 @@ public final class Daemon: @unchecked Sendable {
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
         config.maxUnauthenticatedPerAddress = SpeakBridgeProtocol.maxUnauthenticatedPerAddress
+        let prepared = WebFront.prepare(options, identity: identity, config: &config)
         let driver = self.driver
+        var web = prepared
         server = try driver.attach {
-            try WebSocketServer(configuration: config) { event in driver.transport(event) }
+            let (server, front) = try prepared.startServer(config) { event in driver.transport(event) }
+            web = front
+            return server
         }
+        self.web = web
         control = try ControlServer(path: options.home.controlSocket, typed: { [weak self] request in
             self?.answer(request) ?? .failure(ControlFailure("daemon is shutting down"))
         })

@@ -14,7 +14,7 @@ extension Daemon {
     func answer(_ request: ControlRequest) -> ControlReply {
         switch request {
         case .status: return .status(status())
-        case .pair: return pair()
+        case .pair(let web): return pair(web: web)
         case .devices: return .devices(DevicesReply(devices: devices()))
         case .revoke(let text): return revoke(text)
         case .typeHere: return typeHere()
@@ -49,12 +49,14 @@ extension Daemon {
             duplicatesDropped: Self.clamp(core.stats.duplicatesDropped),
             closedNormally: Self.clamp(core.stats.closedNormally), closedOnError: Self.clamp(core.stats.closedOnError),
             rejected: Self.clamp(core.stats.rejected), pairingFailures: Self.clamp(core.stats.pairingFailures),
-            mdns: mdns)
+            mdns: mdns, web: web.status(host: options.host, server: server))
     }
 
     static func clamp(_ v: UInt64) -> Int64 { v > UInt64(Int64.max) ? .max : Int64(v) }
 
-    func pair() -> ControlReply {
+    /// `web`: also the page's URL with the code in its fragment (refused when the browser route is off).
+    func pair(web wanted: Bool = false) -> ControlReply {
+        if wanted, let refusal = web.pairingRefusal(server: server) { return .failure(refusal) }
         do {
             let addresses = NetworkAddresses.forListening(host: options.host)
             let secret = SymmetricKey.random()
@@ -65,7 +67,8 @@ extension Daemon {
             driver.send(.pairingCodeIssued(secret, expiry: expiry))
             Console.info("pairing code issued, valid for \(options.pairingLifetime) s")
             return .pair(PairReply(code: code.encoded(), expires: Int64(code.expiry),
-                                   lifetime: Int64(options.pairingLifetime), id: identity.deviceID.description))
+                                   lifetime: Int64(options.pairingLifetime), id: identity.deviceID.description,
+                                   web: wanted ? web.pairing(code: code.encoded(), host: options.host, server: server) : nil))
         } catch {
             return .failure(ControlFailure("cannot issue a pairing code: \(error)"))
         }
@@ -80,7 +83,8 @@ extension Daemon {
             return DeviceEntry(id: peer.id.description, name: peer.name, role: peer.role.rawValue,
                                pairedAt: Int64(peer.pairedAt.timeIntervalSince1970),
                                lastSeen: peer.lastSeen.map { Int64($0.timeIntervalSince1970) },
-                               delivered: delivered.sorted { $0.key < $1.key }.map { ($0.key, Self.clamp($0.value)) })
+                               delivered: delivered.sorted { $0.key < $1.key }.map { ($0.key, Self.clamp($0.value)) },
+                               kind: peer.kind.rawValue, agent: peer.agent)
         }
     }
 

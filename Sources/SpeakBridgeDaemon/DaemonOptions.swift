@@ -17,6 +17,8 @@ public struct DaemonOptions: Sendable {
     public var pairingLifetime: Int
     /// Handles `config-*` messages (config transfer); nil answers them with an error.
     public var configHandler: (any PeerConfigHandler)?
+    /// The browser route (WebFront.swift).
+    public var web = WebFrontOptions()
 
     public init(home: Home, host: String, port: Int, sinks: [SinkSpec], raw: Bool, name: String?, mdns: Bool,
                 pairingLifetime: Int = SpeakBridgeProtocol.pairingCodeLifetime) {

@@ -23,6 +23,9 @@ public protocol BacklogGauge {
 /// `ack` on every established connection of that device.
 /// Pairing: message 1 under the code's secret consumes the code; a confirmed pairing is `.persistPeer`ed and
 /// `paired` goes out only after `.pairingSaved` (`.pairingNotSaved` closes with 1011, as before).
+/// Browser route: `.connected` brings the connection's `ConnectionRoute` (its machine runs the cipher the
+/// subprotocol chose; a pairing on it is saved with its kind); a `browser` device's `config-*` messages get
+/// `unknown-type` here, never a `.configRequest`.
 public struct DesktopCore {
     public struct Configuration {
         public var localStatic: X25519PrivateKey
@@ -39,6 +42,8 @@ public struct DesktopCore {
 
     struct Connection {
         var machine: ResponderMachine
+        /// Cipher and kind of the transport it came over (a pairing on it is saved with this kind).
+        var route: ConnectionRoute
         var device: DeviceID?
         /// A confirmed pairing waiting to be saved: the frames (`paired`) that go out once it is.
         var unsavedPairing: [[UInt8]]?
@@ -100,8 +105,8 @@ public struct DesktopCore {
         self.now = max(self.now, now)
         code.expire(at: self.now)
         switch event {
-        case let .connected(id, path, remote):
-            return connected(id, path: path, remote: remote)
+        case let .connected(id, path, remote, route):
+            return connected(id, path: path, remote: remote, route: route)
         case let .frame(id, bytes):
             return frame(id, bytes)
         case .closed(let id):
@@ -118,8 +123,8 @@ public struct DesktopCore {
             return drained(devices)
         case let .sinkHeld(sink, reason, levels):
             return held(sink: sink, reason: reason, levels)
-        case let .pairingSaved(id, outcome):
-            return pairingSaved(id, outcome)
+        case let .pairingSaved(id, outcome, kind):
+            return pairingSaved(id, outcome, kind: kind)
         case let .pairingNotSaved(id, outcome, message, hint):
             var actions: [DesktopAction] = [
                 .log(LogLine(.error, "pairing with \(outcome.deviceID) could not be saved: \(message)", hint: hint)),
@@ -163,7 +168,8 @@ public struct DesktopCore {
 
     // MARK: - Connections
 
-    mutating func connected(_ id: ConnectionID, path: String, remote: String) -> [DesktopAction] {
+    mutating func connected(_ id: ConnectionID, path: String, remote: String,
+                            route: ConnectionRoute) -> [DesktopAction] {
         var actions: [DesktopAction] = [.log(LogLine(.debug, "connection \(id) opened from \(remote) for \(path)"))]
         guard let intent = ConnectionIntent(path: path) else {
             stats.count(.rejected(.unknownPath))
@@ -174,7 +180,9 @@ public struct DesktopCore {
             stats.count(.rejected(.noPairingCode))
             return actions + [.close(id, .rejected(.noPairingCode))]
         }
-        connections[id] = Connection(machine: ResponderMachine(intent: intent, context: inertContext()))
+        // The cipher the subprotocol chose (AESGCM for browsers): a message 1 under the other cipher fails.
+        connections[id] = Connection(machine: ResponderMachine(intent: intent, context: inertContext(), cipher: route.cipher),
+                                     route: route)
         return actions
     }
 
@@ -231,7 +239,7 @@ public struct DesktopCore {
                 connections[id]!.device = device
                 out.append(.markAuthenticated(id))
                 out.append(.touchPeer(key))
-                if configuration.takesConfig {
+                if configuration.takesConfig && clients.kind(of: device) != .browser {
                     out.append(.configOpened(id, device, name: clients.name(of: device) ?? ""))
                 }
             case .consumePairingCode:
@@ -243,11 +251,17 @@ public struct DesktopCore {
             case .pairingConfirmed(let outcome):
                 holdingForSave = true
                 connections[id]!.unsavedPairing = []
-                out.append(.persistPeer(id, outcome, name: Self.storedName(outcome)))
+                let route = connections[id]!.route
+                out.append(.persistPeer(id, outcome, name: Self.storedName(outcome), kind: route.kind,
+                                        agent: route.kind == .browser ? route.agent : nil))
             case let .deliver(device, session, chunks):
                 out += deliver(device: device, session: session, chunks: chunks, on: id)
             case let .config(device, type, body):
-                if configuration.takesConfig {
+                if clients.kind(of: device) == .browser {
+                    // A browser device sends dictation only (SECURITY.md): it may not pull or push config.
+                    out += send([.error(code: .unknownType, message: "config transfer is off for browser devices",
+                                        expected: nil)], on: id)
+                } else if configuration.takesConfig {
                     out.append(.configRequest(id, device, name: clients.name(of: device) ?? "", type: type, body: body))
                 } else {
                     out += send([.error(code: .unknownType, message: "this desktop does not take config messages",
@@ -277,8 +291,9 @@ public struct DesktopCore {
         outcome.peerName.isEmpty ? "device" : outcome.peerName
     }
 
-    mutating func pairingSaved(_ id: ConnectionID, _ outcome: PairingOutcome) -> [DesktopAction] {
-        clients.insert(PairedClient(publicKey: outcome.peerKey, name: Self.storedName(outcome), psk: outcome.sessionKey))
+    mutating func pairingSaved(_ id: ConnectionID, _ outcome: PairingOutcome, kind: DeviceKind) -> [DesktopAction] {
+        clients.insert(PairedClient(publicKey: outcome.peerKey, name: Self.storedName(outcome), psk: outcome.sessionKey,
+                                    kind: kind))
         var out: [DesktopAction] = [.log(LogLine(.info, "paired with \"\(outcome.peerName)\" (\(outcome.deviceID))"))]
         if let frames = connections[id]?.unsavedPairing {
             connections[id]!.unsavedPairing = nil

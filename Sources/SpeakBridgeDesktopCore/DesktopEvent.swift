@@ -3,8 +3,9 @@ import SpeakBridgeProtocol
 
 /// What happens to the desktop: the shell turns transport, pipeline, effect and control events into these.
 public enum DesktopEvent: Sendable {
-    /// The WebSocket upgrade on `path` was accepted from `remote` (an address, for the log only).
-    case connected(ConnectionID, path: String, remote: String)
+    /// The WebSocket upgrade on `path` was accepted from `remote` (an address, for the log only); `route` says
+    /// which cipher the subprotocol chose and whether it came through the browser route.
+    case connected(ConnectionID, path: String, remote: String, route: ConnectionRoute = .native)
     /// One complete WebSocket message.
     case frame(ConnectionID, [UInt8])
     /// The connection is gone (closed by either side).
@@ -20,8 +21,9 @@ public enum DesktopEvent: Sendable {
     case drained([DeviceID])
     /// `sink` holds these sessions from `seq` on (the first chunk it has not taken), and says why.
     case sinkHeld(sink: String, reason: String, [SessionLevel])
-    /// The result of `.persistPeer`: the pairing of that connection is saved, or it could not be.
-    case pairingSaved(ConnectionID, PairingOutcome)
+    /// The result of `.persistPeer`: the pairing of that connection is saved (as a device of `kind`), or it
+    /// could not be.
+    case pairingSaved(ConnectionID, PairingOutcome, kind: DeviceKind = .native)
     case pairingNotSaved(ConnectionID, PairingOutcome, message: String, hint: String?)
     /// What the config module answered a `.configOpened` or `.configRequest` of this connection.
     case configReplies(ConnectionID, [Message])
@@ -45,8 +47,9 @@ public enum DesktopAction: Sendable {
     case retire(DeviceID, SessionLedger.Retirement)
     /// A revoked device: drop all its delivery state.
     case forgetDelivery(DeviceID)
-    /// Save this pairing (answer with `.pairingSaved` or `.pairingNotSaved`); `name` is what to store.
-    case persistPeer(ConnectionID, PairingOutcome, name: String)
+    /// Save this pairing (answer with `.pairingSaved` or `.pairingNotSaved`); `name`, `kind` and `agent` are
+    /// what to store (`kind`/`agent` from the connection's `ConnectionRoute`).
+    case persistPeer(ConnectionID, PairingOutcome, name: String, kind: DeviceKind, agent: String?)
     /// The device opened a session: record when it was last seen (failure is not fatal).
     case touchPeer(X25519PublicKey)
     /// Config transfer: ask the config module (answer with `.configReplies`).

@@ -7,13 +7,16 @@ public struct PairedClient: Sendable {
     public var name: String
     /// In self-wiping storage.
     public var psk: SymmetricKey
+    /// `browser` devices send dictation only: their config messages are refused.
+    public var kind: DeviceKind
 
     public var id: DeviceID { KeySchedule.deviceID(of: publicKey) }
 
-    public init(publicKey: X25519PublicKey, name: String, psk: SymmetricKey) {
+    public init(publicKey: X25519PublicKey, name: String, psk: SymmetricKey, kind: DeviceKind = .native) {
         self.publicKey = publicKey
         self.name = name
         self.psk = psk
+        self.kind = kind
     }
 }
 
@@ -30,6 +33,9 @@ public struct PairedClients: Sendable {
     public func psk(for key: X25519PublicKey) -> SymmetricKey? { byKey[key]?.psk }
 
     public func name(of device: DeviceID) -> String? { keyOf[device].flatMap { byKey[$0]?.name } }
+
+    /// nil for a device that is not paired (any more).
+    public func kind(of device: DeviceID) -> DeviceKind? { keyOf[device].flatMap { byKey[$0]?.kind } }
 
     public var count: Int { byKey.count }
 

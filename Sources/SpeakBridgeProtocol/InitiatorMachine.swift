@@ -45,14 +45,15 @@ public struct InitiatorMachine {
     /// - Parameters:
     ///   - psk: the pairing secret (pairing) or the per-pair psk (session).
     ///   - localEphemeral: for test vectors only.
+    ///   - cipher: the Noise cipher; AESGCM is what a browser speaks (subprotocol `speakbridge.v1.aesgcm`).
     public init(intent: ConnectionIntent, localStatic: X25519PrivateKey, desktopKey: X25519PublicKey,
                 psk: SymmetricKey, firstMessage: Message,
-                localEphemeral: X25519PrivateKey? = nil) throws {
+                localEphemeral: X25519PrivateKey? = nil, cipher: NoiseCipher = .chaChaPoly) throws {
         self.intent = intent
         self.firstMessage = firstMessage
         self.pairingSecret = intent == .pair ? psk : nil
         self.desktopKey = desktopKey
-        state = .idle(try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .initiator,
+        state = .idle(try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, cipher: cipher, role: .initiator,
                                           prologue: intent.prologue, localStatic: localStatic,
                                           remoteStatic: desktopKey, psk: psk, localEphemeral: localEphemeral))
     }

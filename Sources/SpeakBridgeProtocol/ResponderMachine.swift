@@ -80,10 +80,13 @@ public struct ResponderMachine {
     public let intent: ConnectionIntent
     var context: ResponderContext
     var state: State
+    /// The Noise cipher functions, chosen by the WebSocket subprotocol (AESGCM for browsers).
+    public let cipher: NoiseCipher
 
-    public init(intent: ConnectionIntent, context: ResponderContext) {
+    public init(intent: ConnectionIntent, context: ResponderContext, cipher: NoiseCipher = .chaChaPoly) {
         self.intent = intent
         self.context = context
+        self.cipher = cipher
         self.state = .awaitingHello(nil)
     }
 
@@ -185,7 +188,7 @@ public struct ResponderMachine {
         var handshake: HandshakeState
         let payload: [UInt8]
         do {
-            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
+            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, cipher: cipher, role: .responder,
                                            prologue: ConnectionIntent.pair.prologue,
                                            localStatic: context.localStatic, psk: psk)
             payload = try handshake.readMessage(frame)
@@ -218,7 +221,7 @@ public struct ResponderMachine {
         let lookup = context.sessionPSK
         var used: SymmetricKey?
         do {
-            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, role: .responder,
+            handshake = try HandshakeState(pattern: SpeakBridgeProtocol.noisePattern, cipher: cipher, role: .responder,
                                            prologue: ConnectionIntent.session.prologue,
                                            localStatic: context.localStatic)
             payload = try handshake.readMessage(frame, pskResolver: { key in

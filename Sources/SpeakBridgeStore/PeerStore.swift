@@ -7,6 +7,8 @@ import SpeakBridgeSupport
 /// Not Equatable on purpose: comparing peers would compare their psks; compare `id` instead.
 public struct Peer: Sendable {
     public enum Role: String, Sendable { case client, desktop }
+    /// `native` or `browser` (DeviceKind, in SpeakBridgeProtocol, which the desktop core uses too).
+    public typealias Kind = DeviceKind
 
     public var name: String
     public var publicKey: X25519PublicKey
@@ -18,11 +20,17 @@ public struct Peer: Sendable {
     /// Desktops only: addresses that worked, most recent first, and the port.
     public var addresses: [String]
     public var port: Int
+    public var kind: Kind
+    /// Browser devices: the user agent in short ("Chrome 156 on Android"), for `devices`.
+    public var agent: String?
 
     public var id: DeviceID { KeySchedule.deviceID(of: publicKey) }
 
     public init(name: String, publicKey: X25519PublicKey, psk: SymmetricKey, role: Role, pairedAt: Date = Date(),
-                lastSeen: Date? = nil, addresses: [String] = [], port: Int = 0) {
+                lastSeen: Date? = nil, addresses: [String] = [], port: Int = 0, kind: Kind = .native,
+                agent: String? = nil) {
+        self.kind = kind
+        self.agent = agent
         self.name = name
         self.publicKey = publicKey
         self.psk = psk
@@ -127,6 +135,8 @@ public final class PeerStore: @unchecked Sendable {
             if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
             if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
             if p.port != 0 { m.append(("port", .integer(Int64(p.port)))) }
+            if p.kind != .native { m.append(("kind", .string(p.kind.rawValue))) }
+            if let agent = p.agent { m.append(("agent", .string(agent))) }
             return JSONValue.object(m).encoded()
         }
         let head = Array(#"{"version":1,"peers":["#.utf8), pskKey = Array(#","psk":""#.utf8)
@@ -160,14 +170,16 @@ public final class PeerStore: @unchecked Sendable {
                   let keyBytes = item["publicKey"]?.stringValue.flatMap(Hex.decode),
                   let key = try? X25519PublicKey(rawRepresentation: keyBytes),
                   let psk = item["psk"]?.stringValue.flatMap(SymmetricKey.init(hex:)),
-                  let paired = item["pairedAt"]?.int64Value
+                  let paired = item["pairedAt"]?.int64Value,
+                  // Absent (files written before kinds existed): native. An unknown kind is refused, not guessed.
+                  let kind = item["kind"].map({ $0.stringValue.flatMap(Peer.Kind.init(rawValue:)) }) ?? .native
             else { throw bad }
             peers.append(Peer(
                 name: name, publicKey: key, psk: psk, role: role,
                 pairedAt: Date(timeIntervalSince1970: Double(paired)),
                 lastSeen: item["lastSeen"]?.int64Value.map { Date(timeIntervalSince1970: Double($0)) },
                 addresses: item["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-                port: Int(item["port"]?.int64Value ?? 0)))
+                port: Int(item["port"]?.int64Value ?? 0), kind: kind, agent: item["agent"]?.stringValue))
         }
         return peers
     }

@@ -99,7 +99,15 @@ extension ServiceLoop {
             finish(wsi, reason: "connection lost")
             return 0
         case LWS_CALLBACK_HTTP:
-            // Plain HTTP is not served: only WebSocket upgrades.
+            // Plain HTTP is not served (only WebSocket upgrades), except the TLS listener's file mount, which lws
+            // answers itself; it calls here for a file the mount does not have: a 404 there, a hang-up elsewhere.
+            if lws_is_ssl(wsi) != 0 {
+                _ = lws_return_http_status(wsi, 404, nil)
+            }
+            return -1
+        case LWS_CALLBACK_HTTP_FILE_COMPLETION:
+            // One file per connection: closing frees its unauthenticated slot at once instead of holding it
+            // until the handshake deadline (a page load opens several connections from one address).
             return -1
         default:
             return lws_callback_http_dummy(wsi, reason, user, input, length)
@@ -206,6 +214,7 @@ extension ServiceLoop {
     /// Drops every record of a connection (the wsi is left to the caller).
     private func forget(_ connection: Connection) {
         connections[connection.id] = nil
+        if !connection.isClient { connectionInfo.withLock { $0[connection.id] = nil } }
         admission.remove(connection.id)
         if connection.deadline != nil {
             rescheduleDeadlineTimer()

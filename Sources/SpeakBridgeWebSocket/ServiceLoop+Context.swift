@@ -34,6 +34,10 @@ extension ServiceLoop {
             }
             // Without this lws "succeeds" with no listener when it cannot bind (notes §2).
             info.options |= UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
+            if configuration.secure != nil {
+                // OpenSSL is initialised once per context; only the TLS vhost gets a certificate.
+                info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+            }
             // Bounds the HTTP part of the upgrade too.
             info.timeout_secs = UInt32(configuration.handshakeTimeout)
             policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)
@@ -46,16 +50,22 @@ extension ServiceLoop {
             policy.pointee.secs_since_valid_hangup = UInt16(configuration.hangupAfter)
         }
 
-        // Two entries: ours and the zeroed terminator lws requires.
-        let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
-        protocols[0].name = UnsafePointer(keep(protocolName))
-        protocols[0].callback = lwsProtocolCallback
-        protocols[0].per_session_data_size = 0
-        // Bytes per RECEIVE callback: what lws buffers before the size check sees a frame.
-        protocols[0].rx_buffer_size = rxBufferSize
-        // Without this a send() is capped at rx_buffer_size and lws copies the rest aside.
-        protocols[0].tx_packet_size = 128 * 1024
+        // One entry per accepted subprotocol (lws picks the first one the client offered and echoes its name),
+        // all with our callback, and the zeroed terminator lws requires.
+        var names = [protocolName]
+        if case let .server(configuration) = role { names += configuration.extraSubprotocols }
+        let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: names.count + 1)
+        protocols.initialize(repeating: lws_protocols(), count: names.count + 1)
+        protocolCount = names.count + 1
+        for (index, name) in names.enumerated() {
+            protocols[index].name = UnsafePointer(keep(name))
+            protocols[index].callback = lwsProtocolCallback
+            protocols[index].per_session_data_size = 0
+            // Bytes per RECEIVE callback: what lws buffers before the size check sees a frame.
+            protocols[index].rx_buffer_size = rxBufferSize
+            // Without this a send() is capped at rx_buffer_size and lws copies the rest aside.
+            protocols[index].tx_packet_size = 128 * 1024
+        }
         self.protocols = protocols
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -70,10 +80,19 @@ extension ServiceLoop {
                 return .failure(.contextCreationFailed(detail))
             }
         }
-        guard case .server = role else {
+        guard case let .server(configuration) = role else {
             return .success((context, 0))
         }
         let port = Int(lws_get_vhost_listen_port(lws_get_vhost_by_name(context, "default")))
+        if let secure = configuration.secure {
+            switch createSecureVhost(context, secure, host: configuration.host, configuration: configuration) {
+            case let .success(securePort):
+                self.securePort.store(securePort, ordering: .releasing)
+            case let .failure(error):
+                lws_context_destroy(context)
+                return .failure(error)
+            }
+        }
         return .success((context, port))
     }
 
@@ -93,16 +112,18 @@ extension ServiceLoop {
     }
 
     /// A C copy of `text` that lives until the context is destroyed.
-    private func keep(_ text: String) -> UnsafeMutablePointer<CChar> {
+    func keep(_ text: String) -> UnsafeMutablePointer<CChar> {
         let copy = strdup(text)!
         cStrings.append(copy)
         return copy
     }
 
     func releaseContextMemory() {
-        protocols?.deinitialize(count: 2)
+        protocols?.deinitialize(count: protocolCount)
         protocols?.deallocate()
         protocols = nil
+        protocolCount = 0
+        releaseSecureMemory()
         retryPolicy?.deinitialize(count: 1)
         retryPolicy?.deallocate()
         retryPolicy = nil

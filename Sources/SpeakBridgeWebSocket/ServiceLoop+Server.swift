@@ -86,7 +86,8 @@ extension ServiceLoop {
         }
         guard let offered = header(wsi, WSI_TOKEN_PROTOCOL) else { return 400 }
         let names = offered.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
-        return names.contains(configuration.subprotocol) ? nil : 400
+        let accepted = [configuration.subprotocol] + configuration.extraSubprotocols
+        return names.contains(where: accepted.contains) ? nil : 400
     }
 
     /// Step 5: the WebSocket is up; tell the application.
@@ -95,6 +96,7 @@ extension ServiceLoop {
         connection.isEstablished = true
         connection.isAnnounced = true
         connection.path = header(wsi, WSI_TOKEN_GET_URI) ?? ""
+        recordInfo(connection.id, wsi)
         emit(.opened(connection.id, path: connection.path, remoteAddress: peerAddress(wsi)))
         return true
     }

@@ -91,6 +91,11 @@ final class ServiceLoop: @unchecked Sendable {
     private let servicePthread = Atomic<UInt>(0)
     /// The service thread's kernel thread id, for tests that read /proc.
     let serviceTID = Atomic<Int32>(0)
+    /// The TLS listener's port once bound (0: none). Written once on the service thread before `start` returns.
+    let securePort = Atomic<Int>(0)
+    /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
+    /// (written on the service thread before `.opened`, removed when the connection is forgotten).
+    let connectionInfo = Locked<[WebSocketConnectionID: WebSocketConnectionInfo]>([:])
     /// The thread handle until someone joins (or detaches) it.
     private let joinHandle = Locked<pthread_t?>(nil)
     private let startup = Locked<Result<Int, WebSocketError>?>(nil)
@@ -107,6 +112,12 @@ final class ServiceLoop: @unchecked Sendable {
     var stopDeadline: UInt64 = 0
     /// Memory lws keeps pointers to for the context's lifetime (C-LIBRARY-NOTES §1 pitfall 12).
     var protocols: UnsafeMutablePointer<lws_protocols>?
+    /// Entries in `protocols`, the zeroed terminator included.
+    var protocolCount = 0
+    /// The TLS vhost's file mount and header list (ServiceLoop+Secure.swift).
+    var mount: UnsafeMutablePointer<lws_http_mount>?
+    var headerOptions: UnsafeMutablePointer<lws_protocol_vhost_options>?
+    var headerOptionCount = 0
     var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.

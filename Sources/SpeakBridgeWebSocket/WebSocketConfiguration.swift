@@ -11,6 +11,10 @@ public struct WebSocketServerConfiguration: Sendable {
     public var port: Int = 0
     /// The WebSocket subprotocol a client must offer (Sec-WebSocket-Protocol).
     public var subprotocol: String = "speakbridge.v1"
+    /// Further subprotocols accepted besides `subprotocol` (the server echoes the first offered one it knows).
+    public var extraSubprotocols: [String] = []
+    /// A second, TLS listener (HTTPS static files and WSS) on its own port; nil for none.
+    public var secure: SecureListenerConfiguration?
     /// Request paths accepted at the HTTP upgrade; any other path is refused.
     public var allowedPaths: Set<String> = ["/speakbridge.v1/pair", "/speakbridge.v1/session"]
     /// Largest accepted message in bytes. A frame whose header announces more (together with
@@ -52,6 +56,11 @@ public struct WebSocketServerConfiguration: Sendable {
         guard isToken(subprotocol) else {
             throw .invalidConfiguration("subprotocol \"\(subprotocol)\" must be a non-empty ASCII token")
         }
+        guard extraSubprotocols.allSatisfy(isToken), !extraSubprotocols.contains(subprotocol),
+              Set(extraSubprotocols).count == extraSubprotocols.count else {
+            throw .invalidConfiguration("extraSubprotocols must be distinct tokens other than subprotocol")
+        }
+        try secure?.validate()
         guard !allowedPaths.isEmpty, allowedPaths.allSatisfy({ $0.hasPrefix("/") }) else {
             throw .invalidConfiguration("allowedPaths must be non-empty paths starting with \"/\"")
         }

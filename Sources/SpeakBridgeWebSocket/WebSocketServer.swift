@@ -81,6 +81,17 @@ public final class WebSocketServer: Sendable {
         loop.shutdown()
     }
 
+    /// The TLS listener's port (the ephemeral one if its configuration said 0), or nil without one.
+    public var securePort: Int? {
+        let port = loop.securePort.load(ordering: .acquiring)
+        return port == 0 ? nil : port
+    }
+
+    /// Subprotocol, listener and user agent of an open connection (nil once it is closed).
+    public func info(of connection: WebSocketConnectionID) -> WebSocketConnectionInfo? {
+        loop.connectionInfo.withLock { $0[connection] }
+    }
+
     /// The kernel thread id of the service thread, for tests.
     package var serviceThreadID: Int32 {
         loop.serviceTID.load(ordering: .relaxed)

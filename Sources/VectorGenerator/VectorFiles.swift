@@ -9,6 +9,7 @@ enum VectorFiles {
             ("handshakes.json", PrettyJSON.render(try HandshakeVectors.document())),
             ("frames.json", PrettyJSON.render(try FrameVectors.document())),
             ("config.json", PrettyJSON.render(try ConfigVectors.document())),
+            ("handshakes-aesgcm.json", PrettyJSON.render(try AESGCMHandshakeVectors.document())),
         ]
     }
 

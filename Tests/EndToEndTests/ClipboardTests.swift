@@ -57,23 +57,38 @@ struct SinkProbeTests {
     }
 }
 
-/// A private Xvfb on a free display number; stopped by PID.
+/// A private Xvfb on a display number it chose itself; stopped by PID.
 final class XServer {
     let process = Process()
     let display: String
 
+    /// `Xvfb -displayfd` picks a free display number itself and announces it: no guessing, so suites that start
+    /// servers at the same time (they run in parallel) never race for one number.
     init() throws {
-        var number = 90 + Int(getpid() % 100)
-        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
-            number += 1
-        }
-        display = ":\(number)"
         process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
-        process.arguments = [display, "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
-        process.standardOutput = FileHandle.nullDevice
+        process.arguments = ["-displayfd", "1", "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+        let announced = Pipe()
+        process.standardOutput = announced
         process.standardError = FileHandle.nullDevice
         try process.run()
-        try Harness.wait("Xvfb \(display)") { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") }
+        let fd = announced.fileHandleForReading.fileDescriptor
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(20)
+        while !bytes.contains(0x0A), Date() < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 100) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 16)
+            let n = Glibc.read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        let number = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !number.isEmpty, number.allSatisfy(\.isNumber) else {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw HarnessError("Xvfb did not announce a display (got \(number.debugDescription))")
+        }
+        display = ":\(number)"
     }
 
     func read(_ selection: String) -> String? {

@@ -13,45 +13,17 @@ import Testing
                 && FileManager.default.isExecutableFile(atPath: "/usr/bin/xdotool"),
                 "Xvfb, xterm or xdotool is not installed (make test installs them)"))
 struct FocusHoldTests {
-    /// An xterm whose keyboard input is recorded in `dir/NAME.typed`; returns its process and window ID.
-    func xterm(_ name: String, dir: String, display: String) throws -> (Process, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/xterm")
-        p.arguments = ["-u8", "-T", name, "-e", "/bin/sh", "-c",
-                       "printf %s \"$WINDOWID\" > \(dir)/\(name).tmp && mv \(dir)/\(name).tmp \(dir)/\(name).id; "
-                       + "stty -icanon -echo min 1 time 0; exec cat > \(dir)/\(name).typed"]
-        p.environment = ["DISPLAY": display, "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": dir]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        try Harness.wait("the xterm \(name)") { FileManager.default.fileExists(atPath: "\(dir)/\(name).typed") }
-        return (p, try String(contentsOfFile: "\(dir)/\(name).id", encoding: .utf8))
-    }
-
-    func focus(_ window: String, display: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/xdotool")
-        p.arguments = ["windowfocus", "--sync", window]
-        p.environment = ["DISPLAY": display]
-        try p.run()
-        p.waitUntilExit()
-    }
-
-    func typed(_ name: String, _ dir: String) -> String {
-        (try? String(contentsOfFile: "\(dir)/\(name).typed", encoding: .utf8)) ?? ""
-    }
-
     @Test("focus moves away: the line is held, send prints why, status says so; type --here types it in the new window")
     func heldUntilTypeHere() throws {
         let x = try XServer()
         defer { x.stop() }
         let dir = Harness.tempDir("focus")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let (editor, editorID) = try xterm("editor", dir: dir, display: x.display)
+        let (editor, editorID) = try RecordingXterm.start("editor", dir: dir, display: x.display)
         defer { kill(editor.processIdentifier, SIGKILL); editor.waitUntilExit() }
-        let (other, otherID) = try xterm("other", dir: dir, display: x.display)
+        let (other, otherID) = try RecordingXterm.start("other", dir: dir, display: x.display)
         defer { kill(other.processIdentifier, SIGKILL); other.waitUntilExit() }
-        try focus(editorID, display: x.display)
+        try RecordingXterm.focus(editorID, display: x.display)
 
         let pair = Pair()
         defer { pair.stop() }
@@ -62,25 +34,25 @@ struct FocusHoldTests {
         let send = try Proc(["send"], home: pair.phoneHome, stdin: pipe.fileHandleForReading, label: "send")
         defer { send.kill9() }
         try pipe.fileHandleForWriting.write(contentsOf: Data("first\n".utf8))
-        try Harness.wait("the first line in the editor") { typed("editor", dir) == "first" }
+        try Harness.wait("the first line in the editor") { RecordingXterm.typed("editor", dir) == "first" }
 
-        try focus(otherID, display: x.display)
+        try RecordingXterm.focus(otherID, display: x.display)
         try pipe.fileHandleForWriting.write(contentsOf: Data("second\n".utf8))
         try pipe.fileHandleForWriting.close()
         try Harness.wait("send to print the desktop's held notice") { send.stderr.contains("desktop holds line 2 at type") }
         #expect(send.stderr.contains("focus moved"), "\(send.stderr)")
         let status = try run(["status"], home: pair.desktopHome).stdout
         #expect(status.contains("focus moved"), "\(status)")
-        #expect(typed("other", dir).isEmpty, "typed into the window the session did not start in")
+        #expect(RecordingXterm.typed("other", dir).isEmpty, "typed into the window the session did not start in")
         #expect(send.process.isRunning, "send gave up on a held line")
 
         let here = try run(["type", "--here"], home: pair.desktopHome)
         #expect(here.status == 0, "\(here.stderr)")
         try Harness.wait("the held line in the window focused now") {
-            typed("other", dir).trimmingCharacters(in: .whitespaces) == "second"
+            RecordingXterm.typed("other", dir).trimmingCharacters(in: .whitespaces) == "second"
         }
         #expect(try send.wait(timeout: 30).status == 0)
-        #expect(typed("editor", dir) == "first")
+        #expect(RecordingXterm.typed("editor", dir) == "first")
     }
 
     @Test("type --here against a daemon without a typing sink: an error and a hint")

@@ -18,24 +18,9 @@ struct TypeTests {
         defer { xvfb.stop() }
         let dir = Harness.tempDir("xterm")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let xterm = Process()
-        xterm.executableURL = URL(fileURLWithPath: "/usr/bin/xterm")
-        xterm.arguments = ["-u8", "-T", "dictation", "-e", "/bin/sh", "-c",
-                           "printf %s \"$WINDOWID\" > \(dir)/id.tmp && mv \(dir)/id.tmp \(dir)/id; "
-                           + "stty -icanon -echo min 1 time 0; exec cat > \(dir)/typed"]
-        xterm.environment = ["DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": dir]
-        xterm.standardOutput = FileHandle.nullDevice
-        xterm.standardError = FileHandle.nullDevice
-        try xterm.run()
+        let (xterm, id) = try RecordingXterm.start("typed", dir: dir, display: xvfb.display)
         defer { kill(xterm.processIdentifier, SIGKILL); xterm.waitUntilExit() }
-        try Harness.wait("the xterm") { FileManager.default.fileExists(atPath: "\(dir)/typed") }
-        let id = try String(contentsOfFile: "\(dir)/id", encoding: .utf8)
-        let focus = Process()
-        focus.executableURL = URL(fileURLWithPath: "/usr/bin/xdotool")
-        focus.arguments = ["windowfocus", "--sync", id]
-        focus.environment = ["DISPLAY": xvfb.display]
-        try focus.run()
-        focus.waitUntilExit()
+        try RecordingXterm.focus(id, display: xvfb.display)
 
         let pair = Pair()
         defer { pair.stop() }
@@ -50,7 +35,7 @@ struct TypeTests {
         var got = ""
         let deadline = Date().addingTimeInterval(10)
         while got != expected, Date() < deadline {
-            got = (try? String(contentsOfFile: "\(dir)/typed", encoding: .utf8)) ?? ""
+            got = RecordingXterm.typed("typed", dir)
             usleep(20_000)
         }
         #expect(got == expected)

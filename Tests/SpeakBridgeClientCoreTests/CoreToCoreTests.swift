@@ -62,7 +62,7 @@ struct CoreToCoreTests {
                 case let .submit(_, device, session, chunks):
                     written += chunks
                     if let last = chunks.last { notDurable.append(SessionLevel(device: device, session: session, seq: last.seq)) }
-                case let .persistPeer(cid, outcome, _):
+                case let .persistPeer(cid, outcome, _, _, _):
                     work.append { self.desktop(.pairingSaved(cid, outcome)) }
                 default:
                     break

@@ -6,7 +6,7 @@ import Testing
 struct ControlMessagesTests {
     @Test("requests keep their wire form and decode back; an unknown command or a revoke without id is refused")
     func requests() throws {
-        for (request, wire) in [(ControlRequest.status, #"{"cmd":"status"}"#), (.pair, #"{"cmd":"pair"}"#),
+        for (request, wire) in [(ControlRequest.status, #"{"cmd":"status"}"#), (.pair(web: false), #"{"cmd":"pair"}"#),
                                 (.devices, #"{"cmd":"devices"}"#), (.revoke("AB12"), #"{"cmd":"revoke","id":"AB12"}"#),
                                 (.typeHere, #"{"cmd":"type-here"}"#)] {
             #expect(String(decoding: request.json.encoded(), as: UTF8.self) == wire)

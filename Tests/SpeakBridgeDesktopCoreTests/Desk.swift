@@ -27,7 +27,7 @@ struct Desk {
     var pausedReading: [ConnectionID] = []
     var resumedReading: [ConnectionID] = []
     var authenticated: [ConnectionID] = []
-    var persisted: [(ConnectionID, PairingOutcome, String)] = []
+    var persisted: [(ConnectionID, PairingOutcome, String, DeviceKind, String?)] = []
     var touched: [X25519PublicKey] = []
     var configAsks: [DesktopAction] = []
     var retired: [(DeviceID, SessionLedger.Retirement)] = []
@@ -68,7 +68,7 @@ struct Desk {
                 }
             case let .retire(device, r): retired.append((device, r))
             case .forgetDelivery(let device): forgotten.append(device)
-            case let .persistPeer(id, outcome, name): persisted.append((id, outcome, name))
+            case let .persistPeer(id, outcome, name, kind, agent): persisted.append((id, outcome, name, kind, agent))
             case .touchPeer(let key): touched.append(key)
             case .configOpened, .configRequest: configAsks.append(action)
             case .log(let line): logs.append(line)

@@ -13,7 +13,7 @@ struct PairingTests {
         var (machine, c) = try phone.startPairing(&desk, secret: secret, name: "pixel")
         #expect(desk.frames[c, default: []].isEmpty, "paired went out before the pairing was saved")
         #expect(!desk.core.status.pairingActive, "the code is single use")
-        let (id, outcome, name) = try #require(desk.persisted.first)
+        let (id, outcome, name, _, _) = try #require(desk.persisted.first)
         #expect(id == c && name == "pixel" && outcome.deviceID == phone.id)
         desk.run(.pairingSaved(c, outcome))
         var result: PairingResult?
@@ -34,7 +34,7 @@ struct PairingTests {
         let secret = desk.issueCode()
         let phone = Phone()
         let (_, c) = try phone.startPairing(&desk, secret: secret)
-        let (_, outcome, _) = try #require(desk.persisted.first)
+        let (_, outcome, _, _, _) = try #require(desk.persisted.first)
         desk.run(.pairingNotSaved(c, outcome, message: "disk full", hint: nil))
         #expect(desk.frames[c, default: []].isEmpty)
         let reason = try #require(desk.closes[c])

@@ -39,6 +39,9 @@ struct Devices: ParsableCommand {
             for d in devices {
                 let seen = d.lastSeen.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
                 var line = "\(d.id)  \(d.role)  \"\(d.name)\"  last seen \(seen)"
+                if d.kind == DeviceKind.browser.rawValue {
+                    line += "  browser" + (d.agent.map { " (\($0))" } ?? "")
+                }
                 if let sessions = d.delivered, !sessions.isEmpty {
                     line += "  delivered " + sessions.map { "\($0.session):\($0.seq)" }.joined(separator: " ")
                 }
@@ -89,7 +92,8 @@ struct Devices: ParsableCommand {
 /// A device as `devices --json` shows it (from the files).
 func deviceEntry(_ p: Peer) -> DeviceEntry {
     DeviceEntry(id: p.id.description, name: p.name, role: p.role.rawValue, pairedAt: Int64(p.pairedAt.timeIntervalSince1970),
-                lastSeen: p.lastSeen.map { Int64($0.timeIntervalSince1970) }, addresses: p.addresses)
+                lastSeen: p.lastSeen.map { Int64($0.timeIntervalSince1970) }, addresses: p.addresses,
+                kind: p.kind.rawValue, agent: p.agent)
 }
 
 /// Several devices match what the user typed (two named "vm"): the error that asks for the ID.

@@ -18,13 +18,33 @@ struct Pair: ParsableCommand {
         discussion: "The phone then dials that address (and finds the desktop over mDNS if it moved)."))
     var compact = false
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Show the QR of the desktop's web page instead (https://ADDRESS:PORT/#CODE): any phone's camera opens it, "
+            + "and the browser pairs and dictates. With --json: {\"url\":…,\"code\":…,…}."))
+    var web = false
+
     func run() throws {
         let home = homeOptions.resolved
         let reply: PairReply
         do throws(ControlError) {
-            reply = try ControlClient.ask(.pair, home: home)
+            reply = try ControlClient.ask(.pair(web: web), home: home)
         } catch {
             throw CLIError(error.message, hint: error.hint)
+        }
+        if web {
+            guard let page = reply.web else {
+                throw CLIError("the daemon did not give a web address", hint: "update the daemon and restart it")
+            }
+            if json {
+                Console.out(String(decoding: JSONValue.object([
+                    ("url", .string(page.url)), ("code", .string(page.code)), ("expires", .integer(reply.expires)),
+                    ("id", .string(reply.id)), ("fingerprint", .string(page.fingerprint)),
+                ]).encoded(), as: UTF8.self))
+                return
+            }
+            PairingDisplay.showWeb(url: page.url, qrText: WebPairing.qrText(page.url), lifetime: reply.lifetime,
+                                   fingerprint: page.fingerprint)
+            return
         }
         let issued = reply.code
         let code = compact ? (PairingDisplay.compacted(issued) ?? issued) : issued

@@ -46,6 +46,25 @@ enum PairingDisplay {
         }
     }
 
+    /// `pair --web`: the QR of the page's URL, the URL once, the fingerprint to compare, one instruction line.
+    static func showWeb(url: String, qrText: String, lifetime: Int64, fingerprint: String) {
+        let terminal = TerminalSize.current(descriptors: [1, 2]) ?? .classic
+        let instructions = "scan the QR with the phone's camera and open the page (single use, \(duration(lifetime)))"
+        switch try? PairingScreen.plan(code: qrText, instructionLength: instructions.count + 13, terminal: terminal,
+                                       colored: true) {
+        case .qr(let qr)?:
+            Console.out(String(qr.dropLast()) + "\n" + url)
+        case .tooSmall(let required)?:
+            Console.out(url)
+            Console.info("the QR is not shown: it needs a \(required) terminal, this one is \(terminal); enlarge the "
+                         + "window or zoom out (Ctrl+-) and run the command again, or open the address above")
+        case nil:
+            Console.out(url)
+        }
+        Console.info(instructions)
+        Console.info("the browser warns about the self-signed certificate: its SHA-256 fingerprint must be \(fingerprint)")
+    }
+
     /// The same code with only its first address (the desktop does not check the addresses: they only tell the
     /// client where to dial); nil if the code has one address or none, or does not parse.
     static func compacted(_ code: String) -> String? {

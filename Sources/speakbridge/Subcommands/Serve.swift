@@ -39,6 +39,8 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How long a pairing code stays valid.", valueName: "SECONDS"))
     var pairingLifetime: Int = SpeakBridgeProtocol.pairingCodeLifetime
 
+    @OptionGroup var webOptions: WebServeOptions
+
     func validate() throws {
         guard (1...3_600).contains(pairingLifetime) else {
             throw ValidationError("--pairing-lifetime must be between 1 and 3600 seconds")
@@ -70,6 +72,7 @@ struct Serve: ParsableCommand {
             var options = DaemonOptions(home: home, host: host, port: port, sinks: specs, raw: raw,
                                         name: name, mdns: !noMDNS, pairingLifetime: pairingLifetime)
             options.configHandler = try ConfigPeerHandler(home: home)
+            options.web = webOptions.resolved
             daemon = try Daemon(options: options)
         } catch let error as ConfigError {
             throw CLIError(error.message, hint: error.hint)
@@ -95,7 +98,8 @@ struct Serve: ParsableCommand {
                 PairCodePrinter.show(home: home, toStderr: true, pairCommand: pairCommand)
             } else {
                 Console.info("no paired device yet; the pairing code is shown on a terminal only, never in a log")
-                Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine")
+                Console.info("hint: to pair a device, run `\(pairCommand)` in a terminal on this machine"
+                             + " (`\(pairCommand) --web` for a phone's browser, no app needed)")
             }
         }
         SystemdNotify.send("READY=1\nSTATUS=listening on \(host):\(daemon.port)")
@@ -121,7 +125,7 @@ struct Serve: ParsableCommand {
 enum PairCodePrinter {
     static func show(home: Home, toStderr: Bool, pairCommand: String = "speakbridge pair") {
         do throws(ControlError) {
-            let reply = try ControlClient.ask(.pair, home: home, as: PairReply.self)
+            let reply = try ControlClient.ask(.pair(web: false), home: home, as: PairReply.self)
             PairingDisplay.show(code: reply.code, lifetime: reply.lifetime, toStderr: toStderr, pairCommand: pairCommand)
         } catch {
             Console.error(error.message, hint: error.hint)

@@ -34,6 +34,7 @@ struct Status: ParsableCommand {
                          + (sink.method.map { "; \($0)" } ?? ""))
         }
         lines.append("mdns: \(reply.mdns.state)")
+        lines += WebStatusLines.lines(reply.web)
         lines.append("paired devices: \(reply.devices.count), connections: \(reply.authenticated)")
         // Devices by name with their ID (names need not be unique); a device that is no longer paired by ID only.
         func who(_ id: String, _ name: String) -> String {
