@@ -321,7 +321,10 @@ class SSH(Tool):
                     f"PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
                     "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPrintMotd no\nUseDNS no\n"
                     "Subsystem sftp internal-sftp\n")
-        os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory (Debian's sshd needs it)
+        try:
+            os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory (Debian's sshd as root needs it)
+        except OSError:
+            pass  # not root: sshd runs unprivileged and logs in only this user, which is all the bench needs
         self.desktop = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", conf], stderr=subprocess.DEVNULL)
         self.client = ["ssh", "-q", "-i", userkey, "-p", str(self.port), "-o", "StrictHostKeyChecking=no",
                        "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
