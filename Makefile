@@ -3,7 +3,7 @@
 #   make test   install what the tests need, build, run the whole suite (unit, end-to-end, network namespaces)
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
 # `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
-# `make load` 100 paired devices x 10,000 lines against one release daemon.
+# `make load` 100 paired devices x 10,000 lines against one release daemon, `make torture` 1,000 kill -9 cycles.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -12,16 +12,17 @@ BIN_DEBUG   = $(SCRATCH)/debug/speakbridge
 BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
 # Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, avahi and iproute2 for
-# the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
+# the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client; neovim, vim,
+# emacs-nox and python3-pynvim for the editor plugins' tests, Tests/editors/).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev pkg-config
 DEB_RUN   = xclip
 DEB_TEST  = xvfb xclip xsel xdotool zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
-            dpkg-dev man-db systemd zsh fish
+            dpkg-dev man-db systemd zsh fish neovim vim emacs-nox python3-pynvim
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench build release deps-build deps-run deps-test unit e2e netns clean vectors \
-        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load
+        fuzz fuzz-short fuzz-merge fuzz-seeds sanitize load torture
 
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -62,7 +63,17 @@ test: deps-test
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
 	bash Tests/python/smoke-examples.sh
 	SCRATCH=$(SCRATCH) bash Tests/packaging/run.sh
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/editors/run.sh
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) CYCLES=$(TORTURE_SHORT_CYCLES) bash Tests/torture/run.sh
 	@$(MAKE) --no-print-directory netns
+
+# SIGKILL/restart cycles of the daemon, then of the client, during a stream: lost and duplicated chunks on the
+# transcript file, the jsonl FIFO as read by the Neovim plugin and the raw fifo: sink, against what the docs promise
+# (Tests/torture/README.md). `test` runs TORTURE_SHORT_CYCLES of each on the debug binary.
+TORTURE_CYCLES       ?= 1000
+TORTURE_SHORT_CYCLES ?= 10
+torture: deps-test release
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_RELEASE) CYCLES=$(TORTURE_CYCLES) bash Tests/torture/run.sh
 
 # Regenerates Pairing/vectors/ (make test checks they are current).
 vectors:

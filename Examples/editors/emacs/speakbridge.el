@@ -205,7 +205,7 @@ A frame has string device, session and text and an integer seq >= 0."
   "What the plugin holds and has done, as a plist.
 Shown in the echo area when called interactively."
   (interactive)
-  (let ((status (list :reading (process-live-p speakbridge--process)
+  (let ((status (list :reading (and (process-live-p speakbridge--process) t)
                       :held (length speakbridge--queue)
                       :inserted speakbridge--inserted
                       :dropped speakbridge--dropped
