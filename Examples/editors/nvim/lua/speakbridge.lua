@@ -100,13 +100,14 @@ local function insert_text(text)
   local at = math.min(col, #line)
   local mode = vim.api.nvim_get_mode().mode:sub(1, 1)
   if mode ~= "i" and mode ~= "R" and #line > 0 then
-    local under = first_char(line:sub(at + 1))
+    local under = first_char(line:sub(at + 1, at + 4))
     if at + #under >= #line then
       at = #line -- on the last character: after it
     end
   end
-  local lead = needs_space(last_char(line:sub(1, at)), first_char(text)) and " " or ""
-  local trail = needs_space(last_char(text), first_char(line:sub(at + 1))) and " " or ""
+  -- The characters either side (a UTF-8 character is at most 4 bytes: no copy of a long line).
+  local lead = needs_space(last_char(line:sub(math.max(1, at - 3), at)), first_char(text)) and " " or ""
+  local trail = needs_space(last_char(text), first_char(line:sub(at + 1, at + 4))) and " " or ""
   vim.api.nvim_buf_set_text(buf, row - 1, at, row - 1, at, { lead .. text .. trail })
   vim.api.nvim_win_set_cursor(win, { row, at + #lead + #text })
 end

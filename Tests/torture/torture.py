@@ -1,0 +1,294 @@
+"""Torture: kill -9 the daemon, then the client, in the middle of a stream, many times; count what each sink lost
+and duplicated, and compare with what the docs promise.
+
+Flow:
+  set-up   one real daemon with three sinks at once -- `transcript:DIR`, `jsonl:FIFO` (read by Neovim with the
+           real plugin, Examples/editors/nvim) and `fifo:FIFO` (read by a `cat` loop into a file) -- and one paired
+           phone installation.
+  phase A  one `send` reads lines ("A0000001", ...) from a pipe written at a steady pace; CYCLES times: wait until
+           the raw FIFO shows a new line since the last restart (the client is streaming to this daemon), wait a
+           random 0-200 ms, kill -9 the daemon and start it again on the same port. Then the pipe is closed and
+           `send` must exit 0 (every chunk acknowledged). Expected: every line written into the pipe.
+  phase B  the daemon stays up; CYCLES times: a new `send` reads lines ("B0000001", ...) from a pipe, is killed
+           with kill -9 once the raw FIFO shows a new line, at a random 0-200 ms later; after each kill the
+           client's outbox journal is read (a chunk in it was accepted by the client). A last `send` flushes the
+           outbox. Expected: every line that was in a journal or reached a sink; a line written into the pipe but
+           never journaled was not accepted by the killed client and is counted as "not taken", not as lost.
+  count    per sink and phase: lost (expected, absent), duplicated (extra copies); the Neovim buffer is split on
+           spaces (the plugin separates chunks with one space). A table; exit 1 when a count breaks a promise:
+           transcript and jsonl-in-Neovim: 0 lost, 0 duplicated; raw fifo: at most RAW_LOST_PER_KILL lost and
+           RAW_DUP_PER_KILL duplicated per kill (the README's promise for `fifo:`); nothing lost or duplicated when
+           only the client is killed.
+
+Usage: torture.py SPEAKBRIDGE_BIN NVIM_BIN CYCLES
+Environment: TORTURE_SINKS (default "transcript jsonl fifo"), RAW_LOST_PER_KILL (1), RAW_DUP_PER_KILL (0),
+TORTURE_RATE (lines per second written to `send`, 300), TORTURE_KEEP=1 keeps the temporary directory.
+"""
+import collections
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "editors"))
+from sbtest import Daemon, Phone, private_tmpdir, say, wait_until  # noqa: E402
+import drivers  # noqa: E402
+
+
+class Feeder:
+    """Writes numbered lines into a process's stdin at a steady pace until stopped or the pipe breaks."""
+
+    def __init__(self, proc, prefix, start, rate):
+        self.proc, self.prefix, self.next, self.rate = proc, prefix, start, rate
+        self.written = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        interval = 1.0 / self.rate
+        try:
+            while not self.stopped.is_set():
+                line = "%s%07d" % (self.prefix, self.next)
+                self.proc.stdin.write((line + "\n").encode())
+                self.proc.stdin.flush()
+                self.written.append(line)
+                self.next += 1
+                time.sleep(interval)
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def stop(self, close=True):
+        self.stopped.set()
+        self.thread.join()
+        if close:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+
+
+class RawReader:
+    """`cat` in a loop on the raw FIFO, appending to a file (a reader that reopens when the daemon restarts)."""
+
+    def __init__(self, fifo, out):
+        self.out = out
+        self.proc = subprocess.Popen(["sh", "-c", 'while :; do cat -- "$1"; done', "sh", fifo],
+                                     stdout=open(out, "wb"), stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def lines(self):
+        with open(self.out, "rb") as f:
+            return f.read().decode("utf-8", "replace").splitlines()
+
+    def count(self):
+        with open(self.out, "rb") as f:
+            return f.read().count(b"\n")
+
+    def stop(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)  # the loop's own process group: sh and its cat
+        self.proc.wait()
+
+
+def journal_texts(phone):
+    """Texts of the chunks in the client's outbox journal(s) (state/outbox/*.journal)."""
+    texts = set()
+    for root, _dirs, files in os.walk(phone.home):
+        for f in files:
+            if not f.endswith(".journal"):
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                for raw in fh.read().splitlines():
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        continue  # a line torn by the kill: not accepted
+                    chunk = obj.get("c") if isinstance(obj, dict) else None
+                    if isinstance(chunk, dict) and isinstance(chunk.get("text"), str):
+                        texts.add(chunk["text"])
+    return texts
+
+
+def transcript_texts(daemon):
+    """Texts in every transcript JSONL companion listed by `speakbridge sessions --json`."""
+    out = daemon.cli("sessions", "--json")
+    if out.returncode != 0:
+        raise RuntimeError("sessions --json failed: " + out.stderr)
+    texts = []
+    for s in json.loads(out.stdout):
+        path = s["path"]
+        companion = (path[:-3] if path.endswith(".md") else path) + ".jsonl"
+        with open(companion, "rb") as f:
+            for raw in f.read().splitlines():
+                texts.append(json.loads(raw)["text"])
+    return texts
+
+
+def tally(expected, seen, prefix):
+    counts = collections.Counter(t for t in seen if t.startswith(prefix))
+    lost = sum(1 for t in expected if counts[t] == 0)
+    dup = sum(c - 1 for c in counts.values() if c > 1)
+    extra = sum(1 for t in counts if t not in expected)
+    return lost, dup, extra
+
+
+def main():
+    binary, nvim_bin, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    sinks = os.environ.get("TORTURE_SINKS", "transcript jsonl fifo").split()
+    raw_lost_per_kill = int(os.environ.get("RAW_LOST_PER_KILL", "1"))
+    raw_dup_per_kill = int(os.environ.get("RAW_DUP_PER_KILL", "0"))
+    rate = float(os.environ.get("TORTURE_RATE", "300"))
+    if "fifo" not in sinks:
+        sinks.append("fifo")  # the raw FIFO is also how the driver sees that the stream flows
+    tmp = private_tmpdir("sb-torture.")
+    run = os.path.join(tmp, "run")
+    os.makedirs(os.path.join(run, "speakbridge"), mode=0o700)
+    os.chmod(run, 0o700)
+    env = dict(os.environ, XDG_RUNTIME_DIR=run, LANG="C.UTF-8", LC_ALL="C.UTF-8")
+    jsonl_fifo = os.path.join(run, "speakbridge", "dictation.fifo")  # the plugin's default path
+    raw_fifo = os.path.join(run, "speakbridge", "raw.fifo")
+    spec = {"transcript": "transcript:" + os.path.join(tmp, "transcripts"), "jsonl": "jsonl:" + jsonl_fifo,
+            "fifo": "fifo:" + raw_fifo}
+    daemon = Daemon(binary, os.path.join(tmp, "desk"), [spec[s] for s in sinks], os.path.join(tmp, "daemon.log"),
+                    env)
+    phone = Phone(binary, os.path.join(tmp, "phone"), env)
+    started = time.monotonic()
+    editor = None
+    reader = None
+    rows = []
+    broken = 0
+    try:
+        daemon.start()
+        phone.join(daemon, "torture")
+        reader = RawReader(raw_fifo, os.path.join(tmp, "raw.out"))
+        if "jsonl" in sinks:
+            os.makedirs(os.path.join(tmp, "nvim"))
+            editor = drivers.NvimDriver(nvim_bin, os.path.join(tmp, "nvim"), env)
+            editor.setup([""], 1, 0, "n")
+
+        def wait_flowing(base, what):
+            wait_until(what, lambda: reader.count() > base, 60, 0.005)
+
+        # Phase A: the daemon is killed.
+        say("phase A: %d kill -9 of the daemon during a stream" % cycles)
+        sender = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-a.log"), "ab"),
+                                  env=env)
+        feeder = Feeder(sender, "A", 1, rate)
+        t0 = time.monotonic()
+        for i in range(cycles):
+            wait_flowing(reader.count(), "new lines on the raw FIFO after restart %d" % i)
+            time.sleep(random.uniform(0, 0.2))
+            daemon.kill9()
+            daemon.start()
+            if (i + 1) % 100 == 0:
+                say("  %d kills, %d lines written, %.0f s" % (i + 1, len(feeder.written), time.monotonic() - t0))
+        feeder.stop()
+        try:
+            rc = sender.wait(300)
+        except subprocess.TimeoutExpired:
+            sender.kill()
+            rc = "timeout"
+        if rc != 0:
+            say("phase A: send exited %s (log %s)" % (rc, os.path.join(tmp, "send-a.log")))
+            broken += 1
+        phase_a = (set(feeder.written), cycles, time.monotonic() - t0)
+
+        # Phase B: the client is killed.
+        say("phase B: %d kill -9 of `send` during a stream" % cycles)
+        t0 = time.monotonic()
+        accepted = set()
+        fed = set()
+        next_line = 1
+        for i in range(cycles):
+            base = reader.count()
+            p = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-b.log"), "ab"),
+                                 env=env)
+            feeder = Feeder(p, "B", next_line, rate)
+            wait_flowing(base, "new lines on the raw FIFO from client %d" % i)
+            time.sleep(random.uniform(0, 0.2))
+            p.kill()
+            p.wait()
+            feeder.stop()
+            next_line = feeder.next
+            fed.update(feeder.written)
+            accepted |= journal_texts(phone)
+            if (i + 1) % 100 == 0:
+                say("  %d kills, %d lines written, %.0f s" % (i + 1, len(fed), time.monotonic() - t0))
+        flush = subprocess.run([binary, "send", "--home", phone.home, "--timeout", "120"], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, env=env, timeout=200)
+        if flush.returncode != 0:
+            say("phase B: the flushing send exited %d: %s" % (flush.returncode, flush.stderr[-500:]))
+            broken += 1
+        raw_seen_b = set(t for t in reader.lines() if t.startswith("B"))
+        accepted |= raw_seen_b
+        phase_b = (accepted, cycles, time.monotonic() - t0)
+        not_taken = len(fed - accepted)
+
+        # Let the sinks settle: the Neovim buffer and the transcript stop changing.
+        total = len(phase_a[0]) + len(phase_b[0])
+
+        def nvim_tokens():
+            return " ".join(editor.state()["lines"]).split() if editor else []
+
+        if editor:
+            try:
+                wait_until("Neovim to have every chunk", lambda: len(set(nvim_tokens())) >= total, 60, 0.2)
+            except TimeoutError:
+                pass
+        time.sleep(1)
+
+        sources = [("raw fifo: (cat)", lambda: reader.lines())]
+        if "jsonl" in sinks:
+            sources.insert(0, ("jsonl: in Neovim", nvim_tokens))
+        if "transcript" in sinks:
+            sources.insert(0, ("transcript NAME.jsonl", lambda: transcript_texts(daemon)))
+        nvim_dropped = editor.state()["status"]["dropped"] if editor else 0
+        for label, fetch in sources:
+            seen = fetch()
+            for phase, (expected, kills, secs), prefix in (("A daemon", phase_a, "A"), ("B client", phase_b, "B")):
+                lost, dup, extra = tally(expected, seen, prefix)
+                if label.startswith("raw") and prefix == "A":
+                    promise = "lost <= %d, dup <= %d" % (raw_lost_per_kill * kills, raw_dup_per_kill * kills)
+                    ok = lost <= raw_lost_per_kill * kills and dup <= raw_dup_per_kill * kills and extra == 0
+                else:
+                    promise = "0 lost, 0 dup"
+                    ok = lost == 0 and dup == 0 and extra == 0
+                broken += 0 if ok else 1
+                rows.append((phase, kills, len(expected), label, lost, dup, promise, "ok" if ok else "BROKEN"))
+        elapsed = time.monotonic() - started
+        header = ("phase", "kills", "chunks", "sink", "lost", "dup", "promise", "verdict")
+        widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+        print()
+        for r in [header] + rows:
+            print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+        print()
+        print("phase A %.0f s, phase B %.0f s, total %.0f s; Neovim dropped %d repeated line(s); "
+              "%d line(s) written to a killed client before it journaled them (not taken, not lost)"
+              % (phase_a[2], phase_b[2], elapsed, nvim_dropped, not_taken))
+    except Exception as e:  # a broken harness is a failure too, with its reason
+        import traceback
+        traceback.print_exc()
+        say("torture: " + str(e) + "; daemon log tail:\n" + daemon.log_tail())
+        broken += 1
+    finally:
+        if editor:
+            editor.close()
+        if reader:
+            reader.stop()
+        daemon.stop()
+        if broken == 0 and not os.environ.get("TORTURE_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            say("kept " + tmp)
+    print("%d passed, %d failed" % (len(rows) - min(broken, len(rows)), broken))
+    return 0 if broken == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
