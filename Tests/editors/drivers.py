@@ -64,8 +64,9 @@ class NvimDriver:
     def state(self):
         n = self.nvim
         row, col = n.current.window.cursor
+        status = n.exec_lua('local m = require("speakbridge") return m.status and m.status() or {}')
         return {"lines": n.current.buffer[:], "cursor": [row, col], "mode": n.api.get_mode()["mode"],
-                "status": n.exec_lua('return require("speakbridge").status()')}
+                "status": status if isinstance(status, dict) else {}}  # an empty Lua table comes as a list
 
     def close(self):
         try:
@@ -80,7 +81,7 @@ VIM_HARNESS = r"""
 set noswapfile nobackup hidden encoding=utf-8 ttimeoutlen=10 timeoutlen=1000 shortmess+=I
 function! SBDump(...) abort
   let l:s = {'lines': getline(1, '$'), 'cursor': [line('.'), col('.') - 1], 'mode': mode(),
-        \ 'status': SpeakBridgeStatus()}
+        \ 'status': exists('*SpeakBridgeStatus') ? SpeakBridgeStatus() : {}}
   call writefile([json_encode(l:s)], g:sb_state . '.tmp')
   call rename(g:sb_state . '.tmp', g:sb_state)
 endfunction
@@ -220,13 +221,13 @@ class EmacsDriver:
         self.eval('(with-current-buffer "dictation" (setq buffer-read-only %s))' % ("nil" if on else "t"))
 
     def state(self):
-        expr = ('(with-current-buffer "dictation" (json-encode (list (cons "text" (buffer-string)) '
+        expr = ('(with-current-buffer "dictation" (require \'json) (json-encode (list (cons "text" (buffer-string)) '
                 '(cons "row" (line-number-at-pos)) '
                 '(cons "col" (string-bytes (buffer-substring (line-beginning-position) (point)))) '
-                '(cons "status" (speakbridge-status)))))')
+                '(cons "status" (and (fboundp \'speakbridge-status) (speakbridge-status))))))')
         raw = self.eval(expr)
         obj = json.loads(json.loads(raw))  # emacsclient prints the Lisp string; its contents are the JSON
-        status = obj["status"]
+        status = obj["status"] or {}
         if isinstance(status, list):  # a plist encodes as a flat list
             status = {str(status[i]).lstrip(":"): status[i + 1] for i in range(0, len(status) - 1, 2)}
         return {"lines": obj["text"].split("\n"), "cursor": [obj["row"], obj["col"]], "mode": "e",
