@@ -5,9 +5,11 @@
 //   support leaf    SpeakBridgeSupport (Locked: the one lock type, a pthread mutex TSan can see)
 //   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
-//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret), SpeakBridgeSinks (stdout, FIFO, clipboard)
+//                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret),
+//                   SpeakBridgeSinks (stdout, FIFO, jsonl, transcript files, clipboard, typing)
 //   pure core       SpeakBridgeProtocol (pairing code, messages, session state machines; no sockets, no files)
-//   persistence     SpeakBridgeStore (home layout, identity, peers, progress log, outbox journal, control socket)
+//   persistence     SpeakBridgeStore (home layout, identity, peers, outbox journal, control socket)
+//   delivery        SpeakBridgeDelivery (pipeline, sink threads, progress log: where exactly-once is decided)
 //                   SpeakBridgeConfig (typed preferences and secrets, HLC versions, merge, consent policy)
 //   roles           SpeakBridgeDaemon (serve), SpeakBridgeClient (join, send)
 //   wiring          speakbridge (argument parsing only)
@@ -22,6 +24,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // C leaves
@@ -49,7 +52,7 @@ let package = Package(
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
-        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),
         .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
                 swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
 
@@ -63,9 +66,13 @@ let package = Package(
         .target(name: "SpeakBridgeConfig", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring",
         ]),
+        .target(name: "SpeakBridgeDelivery", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeSinks", "SpeakBridgeSupport",
+            .product(name: "DequeModule", package: "swift-collections"),
+        ]),
         .target(name: "SpeakBridgeDaemon", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
-            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery",
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeDiscovery", "SpeakBridgeDelivery",
         ]),
         .target(name: "SpeakBridgeClient", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeStore", "SpeakBridgeWebSocket",
@@ -75,7 +82,7 @@ let package = Package(
         // wiring
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
-            "SpeakBridgeConfig", "SpeakBridgeSinks",
+            "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeDelivery",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -108,17 +115,23 @@ let package = Package(
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto"]),
         .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto"]),
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
-        .testTarget(name: "SpeakBridgeSinksTests", dependencies: ["SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
+            "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
+            "SpeakBridgeStore",
+        ]),
+        .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
+            "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
+        ]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
-            "SpeakBridgeStore", "SpeakBridgeProtocol", .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeDelivery", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket",
+            "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeDelivery",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -29,7 +29,7 @@ internal import SpeakBridgeSupport
 /// What no writer can guarantee: bytes a reader has already read into its own buffer but not used when it exits
 /// are gone. `close` closes the write end: a reader then reads what is left and sees end of file. The FIFO itself
 /// is left in place.
-public final class FIFOSink: Sink {
+public final class FIFOSink: TextSink {
     public let path: String
     public let label: String
     private let sanitize: Bool
@@ -58,10 +58,15 @@ public final class FIFOSink: Sink {
 
     /// Creates the FIFO at `path` (mode 0600) unless it exists; does not open it yet.
     /// - Parameter sanitize: run texts through `OutputSanitizer` (false = `--raw`).
-    public init(path: String, sanitize: Bool = true) throws(SinkError) {
+    public convenience init(path: String, sanitize: Bool = true) throws(SinkError) {
+        try self.init(path: path, sanitize: sanitize, label: "fifo:\(path)")
+    }
+
+    /// The same FIFO rules under another label (the framed `jsonl:` sink writes through one of these).
+    init(path: String, sanitize: Bool, label: String) throws(SinkError) {
         try Self.prepare(path)
         self.path = path
-        self.label = "fifo:\(path)"
+        self.label = label
         self.sanitize = sanitize
     }
 
@@ -98,11 +103,15 @@ public final class FIFOSink: Sink {
     }
 
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
-        let frames = LineFraming.frames(texts, sanitize: sanitize)
+        try write(LineFraming.frames(texts, sanitize: sanitize), willWrite: willComplete, didWrite: { _ in })
+    }
+
+    /// Writes ready-made frames (one per item, each ending in "\n") with the `Sink` progress contract.
+    func write(_ frames: [[UInt8]], willWrite: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError) {
         guard !frames.isEmpty else { return }
         try POSIX.suppressingSIGPIPE { () throws(SinkError) in
             try state.withLock { (current) throws(SinkError) in
-                try deliver(frames, state: &current, willComplete: willComplete)
+                try deliver(frames, state: &current, willComplete: willWrite, didWrite: didWrite)
             }
         }
     }
@@ -125,7 +134,7 @@ public final class FIFOSink: Sink {
     // MARK: - Writing
 
     private func deliver(_ frames: [[UInt8]], state current: inout State,
-                         willComplete: (Int) throws -> Void) throws(SinkError) {
+                         willComplete: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError) {
         if current.closed { throw SinkError(message: "\(label) sink is closed") }
         if current.fd < 0 {
             switch open(&current) {
@@ -141,6 +150,7 @@ public final class FIFOSink: Sink {
             if partial.frame == frames[0] { position = partial.written }
         }
         var reported = 0
+        var confirmed = 0
         var failure: (message: String, hint: String?)?
         writing: while position < plan.stream.count {
             let (range, completes) = plan.chunk(from: position)
@@ -166,6 +176,11 @@ public final class FIFOSink: Sink {
                 }
                 if written > 0 {
                     position += written  // == range.count: a write of at most PIPE_BUF bytes is atomic
+                    let done = plan.completed(at: position)
+                    if done > confirmed {
+                        confirmed = done
+                        didWrite(done)
+                    }
                     continue writing
                 }
                 let err = written < 0 ? errno : EIO

@@ -1,32 +1,109 @@
-/// A place where received transcript text goes: stdout, a FIFO, the clipboard, keystrokes.
+public import SpeakBridgeProtocol
+
+/// A place where received transcript text goes: stdout, a FIFO, a framed FIFO, transcript files, the clipboard,
+/// keystrokes.
 ///
-/// Threading: each sink is driven by one dedicated thread of the daemon, which calls `waitUntilReady` and
-/// `deliver` in a loop. Both may block that thread (`waitUntilReady` at most `timeout`; `deliver` of the stdout
-/// sink as long as the reader does not read; the tool-based sinks at most the tool timeout). `health` and `close`
-/// may be called from any thread.
+/// Threading: each sink is driven by one dedicated thread of the daemon (`SinkRunner` in SpeakBridgeDelivery), which
+/// calls `waitUntilReady` and `deliver` in a loop. Both may block that thread (`waitUntilReady` at most `timeout`;
+/// `deliver` of the stdout sink as long as the reader does not read; the tool-based sinks at most the tool timeout).
+/// `health`, `position` and `close` may be called from any thread.
 ///
-/// Exactly-once contract: `deliver` calls `willComplete(k)` immediately before the one write syscall or tool
-/// invocation that completes `texts[k-1]` (k is cumulative within the call and may jump by more than one when a
-/// single write carries several texts). If that write then fails, the thrown `SinkError.delivered` is the truth:
-/// it counts texts that were fully handed over, and may be smaller than the last `k` passed to `willComplete`.
+/// Progress contract: `deliver` calls `willWrite(k)` immediately before the one write syscall or tool invocation
+/// that completes `items[k-1]`, and `didWrite(k)` right after it succeeded (k is cumulative within the call and may
+/// jump by more than one when a single write carries several items). If a write fails, the thrown
+/// `SinkError.delivered` is the truth: it counts items that were fully handed over, and may be smaller than the
+/// last `k` passed to `willWrite`. Which of the two calls the pipeline records progress on is the sink's
+/// `DeliveryClass`, and that class is what a crash of the desktop can do to the sink's output (see there).
 public protocol Sink: AnyObject, Sendable {
-    /// "stdout", "fifo:/path", "clipboard", "clipboard:primary", "type", "type:enter".
+    /// "stdout", "fifo:/path", "jsonl:/path", "transcript:/dir", "clipboard", "clipboard:primary", "type", …
     var label: String { get }
     /// nil when the sink could accept a write now; otherwise why not (for `status`).
     var health: String? { get }
+    /// When the pipeline records this sink's progress, and so what a crash can do to its output.
+    var deliveryClass: DeliveryClass { get }
     /// Blocks the calling (dedicated sink) thread at most `timeout` until a write can proceed without blocking;
     /// returns nil when ready, else the reason ("no reader on FIFO /run/x: open it with `cat /run/x`").
     func waitUntilReady(timeout: Duration) -> String?
-    /// Delivers `texts` in order; see the type's documentation for the `willComplete` contract.
-    func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError)
+    /// Delivers `items` in order; see the type's documentation for the `willWrite`/`didWrite` contract.
+    func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError)
+    /// `.ownPosition` sinks only: the last seq of (device, session) this sink holds durably, nil if it holds none.
+    /// The pipeline asks before it hands the sink any chunk of a session it has no level for.
+    func position(device: DeviceID, session: String) -> UInt64?
     /// Releases the sink's resources. Later calls to `deliver` fail; `close` itself is idempotent.
     func close()
 }
 
-/// A sink failure. `delivered` counts the texts of the failed `deliver` call that were fully written before the
+/// What a crash of the desktop (SIGKILL, power cut) can do to a sink's output. The one place this rule is written;
+/// README and PROTOCOL.md repeat it per sink.
+///
+/// The desktop acks a chunk only after every sink took it and the progress log (or the sink itself) made that
+/// durable, so the phone resends everything not acked; the question is only what the sink had already shown.
+public enum DeliveryClass: Sendable, Equatable {
+    /// (a) Progress is recorded right *before* the write (stdout, `fifo:`, clipboard, typing: unframed output, where
+    /// a repeat could not be recognised by a reader). A crash between the record and the write loses exactly that
+    /// write — the texts it would have completed (one write(2) of at most 4096 bytes, several short lines at most;
+    /// one clipboard or typing tool run) — and nothing else; nothing is ever repeated.
+    case recordBeforeWrite
+    /// (b) Progress is recorded right *after* the write (`jsonl:`: each line carries device, session and seq). A
+    /// crash between the write and the record repeats exactly that write (at most 4096 bytes of whole lines) after
+    /// the restart; a reader drops lines whose seq it has already seen for that (device, session). Nothing is lost.
+    case recordAfterWrite
+    /// (c) The sink keeps its own position durably (`transcript:`: the seq is in the file, fsynced before the write
+    /// counts) and the pipeline asks it (`Sink.position`) instead of the progress log. Neither lost nor repeated.
+    case ownPosition
+}
+
+/// One chunk as a sink receives it: who sent it, in which session, and the chunk with its optional fields.
+public struct SinkItem: Sendable, Equatable {
+    public var device: DeviceID
+    /// The paired device's name, when the desktop knows it (a peer-chosen string: sanitize before showing it).
+    public var deviceName: String?
+    public var session: String
+    public var chunk: Chunk
+
+    public init(device: DeviceID, deviceName: String? = nil, session: String, chunk: Chunk) {
+        self.device = device
+        self.deviceName = deviceName
+        self.session = session
+        self.chunk = chunk
+    }
+}
+
+/// A sink that shows only the text (stdout, `fifo:`, clipboard, typing): class (a), with the text-only `deliver`
+/// whose `willComplete` is `willWrite` above. Conforming types get `Sink`'s item `deliver` for free.
+public protocol TextSink: Sink {
+    /// Delivers `texts` in order; `willComplete(k)` comes right before the write that completes `texts[k-1]`.
+    func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError)
+}
+
+extension TextSink {
+    public var deliveryClass: DeliveryClass { .recordBeforeWrite }
+
+    public func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void,
+                        didWrite: (Int) -> Void) throws(SinkError) {
+        try deliver(items.map(\.chunk.text), willComplete: willWrite)
+        didWrite(items.count)
+    }
+}
+
+extension Sink {
+    public func position(device: DeviceID, session: String) -> UInt64? { nil }
+
+    /// Text-only convenience for callers without a session (tests, one-off tools): `texts` become chunks 1… of an
+    /// anonymous session of an all-zero device; `willComplete` is `willWrite`. (Every `TextSink` has its own.)
+    public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
+        let nobody = DeviceID(publicKeyDigest: Array(repeating: 0, count: 32))
+        let items = texts.enumerated().map { index, text in
+            SinkItem(device: nobody, session: "", chunk: Chunk(seq: UInt64(index) + 1, text: text))
+        }
+        try deliver(items, willWrite: willComplete, didWrite: { _ in })
+    }
+}
+
+/// A sink failure. `delivered` counts the items of the failed `deliver` call that were fully written before the
 /// failure; the daemon resumes from there.
 public struct SinkError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// Texts fully written before the failure (0 for errors outside `deliver`).
+    /// Items fully written before the failure (0 for errors outside `deliver`).
     public var delivered: Int
     /// What went wrong, lowercase, without trailing period; never contains transcript text.
     public var message: String

@@ -4,15 +4,17 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
     case stdout
     /// `fifo:PATH`: each text and "\n" into a named pipe, created (mode 0600) if absent.
     case fifo(path: String)
+    /// `jsonl:PATH`: one JSON object per chunk and "\n" into a named pipe, with the `fifo:` rules (`JSONLSink`).
+    case jsonl(path: String)
     /// `clipboard` / `clipboard:primary`: the X11/Wayland CLIPBOARD or PRIMARY selection.
     case clipboard(primary: Bool)
     /// `type` / `type:enter`: keystrokes into the focused window; Enter only with `type:enter`.
     case type(pressEnter: Bool)
 
     /// The accepted forms, for error messages and `--help`.
-    public static let validForms = "stdout, fifo:PATH, clipboard, clipboard:primary, type, type:enter"
+    public static let validForms = "stdout, fifo:PATH, jsonl:PATH, clipboard, clipboard:primary, type, type:enter"
 
-    /// Parses "stdout", "fifo:PATH", "clipboard", "clipboard:primary", "type", "type:enter".
+    /// Parses "stdout", "fifo:PATH", "jsonl:PATH", "clipboard", "clipboard:primary", "type", "type:enter".
     /// Throws a `SinkError` whose hint lists the valid forms.
     public init(parsing text: String) throws {
         switch text {
@@ -23,18 +25,25 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
         case "type:enter": self = .type(pressEnter: true)
         default:
             if text.hasPrefix("fifo:") {
-                let path = String(text.dropFirst("fifo:".count))
-                guard !path.isEmpty else {
-                    throw SinkError(message: "sink 'fifo:' needs a path", hint: "write it as fifo:PATH, e.g. fifo:/tmp/dictation")
-                }
-                guard !path.utf8.contains(0) else {
-                    throw SinkError(message: "FIFO path contains a NUL character")
-                }
-                self = .fifo(path: path)
+                self = .fifo(path: try Self.path(of: text, kind: "fifo", example: "/tmp/dictation"))
+            } else if text.hasPrefix("jsonl:") {
+                self = .jsonl(path: try Self.path(of: text, kind: "jsonl", example: "$XDG_RUNTIME_DIR/speakbridge.jsonl"))
             } else {
                 throw SinkError(message: "unknown sink '\(text)'", hint: "valid sinks: \(Self.validForms)")
             }
         }
+    }
+
+    /// The path after `KIND:`, which must be there and hold no NUL.
+    private static func path(of text: String, kind: String, example: String) throws -> String {
+        let path = String(text.dropFirst(kind.count + 1))
+        guard !path.isEmpty else {
+            throw SinkError(message: "sink '\(kind):' needs a path", hint: "write it as \(kind):PATH, e.g. \(kind):\(example)")
+        }
+        guard !path.utf8.contains(0) else {
+            throw SinkError(message: "\(kind == "fifo" || kind == "jsonl" ? "FIFO" : "directory") path contains a NUL character")
+        }
+        return path
     }
 
     /// The sink's label, which is also its command-line form.
@@ -42,6 +51,7 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .stdout: "stdout"
         case .fifo(let path): "fifo:\(path)"
+        case .jsonl(let path): "jsonl:\(path)"
         case .clipboard(let primary): primary ? "clipboard:primary" : "clipboard"
         case .type(let pressEnter): pressEnter ? "type:enter" : "type"
         }

@@ -10,7 +10,7 @@ internal import SpeakBridgeSupport
 /// - EPIPE (the reader went away, e.g. `speakbridge serve | head`) throws a `SinkError` with the texts fully
 ///   written; the sink stays broken after that (`health` says so). SIGPIPE is suppressed during writes.
 /// - `close` does not close the descriptor: the caller owns it.
-public final class StdoutSink: Sink {
+public final class StdoutSink: TextSink {
     public let label: String
     private let fd: Int32
     private let sanitize: Bool

@@ -13,7 +13,7 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
 
     public var description: String { message }
 
-    static func io(_ what: String, _ path: String, errno code: Int32) -> StoreError {
+    public static func io(_ what: String, _ path: String, errno code: Int32) -> StoreError {
         let reason = String(cString: strerror(code))
         var hint: String? = nil
         switch code {

@@ -5,6 +5,7 @@ import Foundation
 import SpeakBridgeCrypto
 @testable import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeDelivery
 import SpeakBridgeWebSocket
 import Testing
 

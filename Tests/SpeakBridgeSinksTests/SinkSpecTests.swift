@@ -7,6 +7,7 @@ import SpeakBridgeSinks
             ("stdout", .stdout),
             ("fifo:/run/user/1000/dictation", .fifo(path: "/run/user/1000/dictation")),
             ("fifo:relative/with:colon", .fifo(path: "relative/with:colon")),
+            ("jsonl:/run/user/1000/speakbridge.jsonl", .jsonl(path: "/run/user/1000/speakbridge.jsonl")),
             ("clipboard", .clipboard(primary: false)),
             ("clipboard:primary", .clipboard(primary: true)),
             ("type", .type(pressEnter: false)),
@@ -29,6 +30,15 @@ import SpeakBridgeSinks
             if text != "fifo:" { #expect(advice.contains("clipboard:primary") && advice.contains("type:enter")) }
         } catch {
             Issue.record("unexpected error \(error)")
+        }
+    }
+
+    @Test func aPathSinkWithoutItsPathSaysHowToWriteIt() {
+        for kind in ["fifo", "jsonl"] {
+            #expect(throws: SinkError.self) { try SinkSpec(parsing: "\(kind):") }
+            do { _ = try SinkSpec(parsing: "\(kind):") } catch let error as SinkError {
+                #expect(error.message.contains("needs a path") && error.hint?.contains("\(kind):PATH") == true)
+            } catch {}
         }
     }
 }

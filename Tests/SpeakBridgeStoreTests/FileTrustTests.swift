@@ -6,6 +6,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeDelivery
 
 /// Issue 8 rows 6 and 7: nothing on disk that another local user could have touched is trusted. "Another user" is
 /// simulated by chown to 65534 (nobody), so those tests need root; the mode tests run as anyone.

@@ -6,6 +6,7 @@ import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
+import SpeakBridgeDelivery
 
 @Suite("Local state files")
 struct StoreTests {

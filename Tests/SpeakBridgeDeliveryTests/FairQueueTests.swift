@@ -1,5 +1,5 @@
 import Testing
-@testable import SpeakBridgeProtocol
+@testable import SpeakBridgeDelivery
 
 /// One device's backlog never sits in front of another device's line.
 @Suite("Fair sink queue")

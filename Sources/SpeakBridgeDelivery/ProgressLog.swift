@@ -2,7 +2,8 @@
 import Glibc
 #endif
 import Foundation
-import SpeakBridgeProtocol
+public import SpeakBridgeProtocol
+public import SpeakBridgeStore
 
 /// The desktop's durable delivery progress: for each (sink, device, session), the last sequence number that sink
 /// has been handed; for each retired (device, session), its ack level. An append-only log of JSON lines, replayed

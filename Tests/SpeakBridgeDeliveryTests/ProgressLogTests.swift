@@ -5,7 +5,8 @@ import Foundation
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
-@testable import SpeakBridgeStore
+import SpeakBridgeStore
+@testable import SpeakBridgeDelivery
 
 /// The progress log: replay order, retirement, revocation, and compaction that never loses a record.
 @Suite("Progress log")

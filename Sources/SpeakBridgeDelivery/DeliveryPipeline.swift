@@ -1,0 +1,236 @@
+import Foundation
+public import SpeakBridgeProtocol
+public import SpeakBridgeSinks
+import SpeakBridgeStore
+
+/// Moves accepted chunks into every sink, exactly once and in order, and reports when they are durable. This is
+/// where exactly-once is decided: `DeliveryLevels` (one value, under `condition`) holds every sink's level and
+/// the ack level; the sinks' crash rule is `DeliveryClass`.
+///
+/// Flow:
+/// 1. `init` seeds the levels from durable state: the progress log for sinks of class (a) and (b), the sink's own
+///    position (`Sink.position`) for class (c).
+/// 2. `submit` appends chunks (already de-duplicated by the ledger) to every sink's queue.
+/// 3. Each sink has its own thread (`SinkRunner`): it waits until the sink can take a write, skips what the sink
+///    already took (`DeliveryLevels.taken`), writes, and records progress as the sink's class says: right before
+///    the write (a), right after it (b), or not at all (c, the sink fsyncs its own). A write that fails rolls a
+///    class-(a) record back. A slow or blocked sink only holds up its own queue; when its problem starts, changes
+///    or clears, `onHeld` says which (device, session) it holds from which seq.
+/// 4. When every sink has a (device, session) through seq N, the committer fsyncs the log once for all such
+///    advances (group commit) and only then calls `onDurable`, which sends the acks.
+/// Backpressure: `submit` and the runners' reports keep a `BacklogMeter` (per device: handed to the sinks, not
+/// yet taken by all) under the same lock, with no extra thread hop; `submit` answers `.pause` above the
+/// high-water mark and `onDrained` fires (on the committer's or a runner's thread) when a paused device fell to
+/// the low-water mark. `retire` and `forget` drop a session's or a device's levels here and in the log.
+// `@unchecked Sendable` is sound: every mutable field is guarded by `condition` (runners are set once in init).
+public final class DeliveryPipeline: @unchecked Sendable {
+    public struct SessionKey: Hashable, Sendable {
+        public var device: DeviceID
+        public var session: String
+
+        public init(device: DeviceID, session: String) {
+            self.device = device
+            self.session = session
+        }
+    }
+
+    /// What a sink with a problem holds of one session: everything from `firstHeldSeq` on.
+    public struct HeldChunk: Sendable, Equatable {
+        public var device: DeviceID
+        public var session: String
+        public var firstHeldSeq: UInt64
+    }
+
+    public struct Health: Sendable {
+        public var label: String
+        public var problem: String?
+        public var queued: Int
+    }
+
+    struct DurableHandler: Sendable { let call: @Sendable ([(SessionKey, UInt64)]) -> Void }
+    struct DrainedHandler: Sendable { let call: @Sendable ([DeviceID]) -> Void }
+    struct HeldHandler: Sendable { let call: @Sendable (String, String?, [HeldChunk]) -> Void }
+
+    public let progress: ProgressLog
+    var runners: [SinkRunner] = []
+    let onDurable: DurableHandler
+    let onDrained: DrainedHandler
+    let onHeld: HeldHandler
+    let condition = NSCondition()
+    var levels: DeliveryLevels
+    var stopped = false
+    var commitFailure: String?
+    var meter: BacklogMeter
+
+    /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
+    /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
+    /// - `onHeld(label, reason, held)`: sink `label` got a problem (`reason`), a different one, or more held
+    ///   sessions; `reason` nil: the problem cleared, and `held` lists what it held before (runner thread).
+    public init(sinks: [any Sink], progress: ProgressLog, limits: BacklogMeter.Limits = .desktop,
+                onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void,
+                onDrained: @escaping @Sendable ([DeviceID]) -> Void,
+                onHeld: @escaping @Sendable (String, String?, [HeldChunk]) -> Void = { _, _, _ in }) {
+        self.progress = progress
+        self.onDurable = DurableHandler(call: onDurable)
+        self.onDrained = DrainedHandler(call: onDrained)
+        self.onHeld = HeldHandler(call: onHeld)
+        meter = BacklogMeter(sinks: sinks.count, limits: limits)
+        levels = DeliveryLevels(sinks: sinks.count, seeds: Self.seeds(sinks, progress))
+        runners = sinks.enumerated().map { SinkRunner(sink: $1, index: $0, progress: progress, pipeline: self) }
+        let committer = Thread { [self] in commitLoop() }
+        committer.name = "sb-commit"
+        committer.start()
+        for runner in runners { runner.start() }
+    }
+
+    /// Each sink's durable position per live session: from the log for (a)/(b), from the sink for (c).
+    static func seeds(_ sinks: [any Sink], _ progress: ProgressLog) -> [SessionKey: [Int: UInt64]] {
+        var seeds: [SessionKey: [Int: UInt64]] = [:]
+        var logged: [SessionKey: [String: UInt64]] = [:]
+        for (key, seq) in progress.entries() {
+            logged[SessionKey(device: key.device, session: key.session), default: [:]][key.sink] = seq
+        }
+        for (key, bySink) in logged {
+            var positions: [Int: UInt64] = [:]
+            for (index, sink) in sinks.enumerated() {
+                let own = sink.deliveryClass == .ownPosition
+                if let seq = own ? sink.position(device: key.device, session: key.session) : bySink[sink.label] {
+                    positions[index] = seq
+                }
+            }
+            // Only sinks of an older run know this session: everyone joins at their level.
+            if positions.isEmpty, let seq = bySink.values.max() {
+                for index in sinks.indices { positions[index] = seq }
+            }
+            seeds[key] = positions
+        }
+        return seeds
+    }
+
+    /// The ack level of (device, session): 0 when unknown.
+    public func delivered(_ key: SessionKey) -> UInt64 {
+        condition.withLock { levels.durable[key] ?? 0 }
+    }
+
+    /// Every (device, session) ack level, for seeding the ledgers at start.
+    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.durable } }
+
+    /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
+    public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
+
+    /// What sink `index` has taken of `key`; for a class-(c) sink that has no level yet, its own position is asked
+    /// (outside the lock: the sink may take its own) and adopted.
+    func level(sink index: Int, _ key: SessionKey) -> UInt64? {
+        if let known = condition.withLock({ levels.level(sink: index, key) }) { return known }
+        let sink = runners[index].sink
+        guard sink.deliveryClass == .ownPosition,
+              let own = sink.position(device: key.device, session: key.session) else { return nil }
+        return condition.withLock {
+            levels.adopt(sink: index, key, own)
+            if !levels.pending.isEmpty { condition.broadcast() }
+            return levels.level(sink: index, key)
+        }
+    }
+
+    /// Hands accepted chunks to every sink. Counted in the backlog first (a sink that writes inline reports them
+    /// taken before this returns). `.pause`: the device is over its high-water mark.
+    /// - Parameter name: the device's name, for sinks that show it (jsonl, transcript).
+    public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil) -> BacklogMeter.Pressure {
+        guard !chunks.isEmpty else { return .normal }
+        let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
+        let pressure = condition.withLock { meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes) }
+        let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
+        for runner in runners { runner.enqueue(items) }
+        return pressure
+    }
+
+    /// At or above the hard limit: the caller must not accept more of this device now.
+    public func isOverflowing(_ device: DeviceID) -> Bool { condition.withLock { meter.isOverflowing(device) } }
+
+    public func isThrottled(_ device: DeviceID) -> Bool { condition.withLock { meter.isThrottled(device) } }
+
+    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { condition.withLock { meter.undelivered(device) } }
+
+    /// Called by runner `index` after its sink took (or skipped as already taken) items: `levels` per session,
+    /// `counts` per device (for the backlog).
+    func sinkAdvanced(_ index: Int, _ advanced: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level]) {
+        var drained: [DeviceID] = []
+        condition.withLock {
+            var wake = false
+            for (key, seq) in advanced where levels.advance(sink: index, key, to: seq) { wake = true }
+            if wake { condition.broadcast() }
+            for (device, level) in counts
+            where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
+                drained.append(device)
+            }
+        }
+        if !drained.isEmpty { onDrained.call(drained) }
+    }
+
+    /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
+    public func retire(_ key: SessionKey) {
+        condition.withLock { levels.retire(key) }
+    }
+
+    /// A retired session whose ack level the log keeps instead of its per-sink progress (one line).
+    public func retire(_ key: SessionKey, delivered: UInt64) throws(StoreError) {
+        retire(key)
+        try progress.retire(device: key.device, session: key.session, delivered: delivered)
+    }
+
+    /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
+    /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
+    public func forget(_ device: DeviceID) {
+        condition.withLock { levels.forget(device) }
+        do {
+            try progress.forget(device: device)
+        } catch {
+            Console.warning("cannot drop the progress of a revoked device: \(error.description)")
+        }
+    }
+
+    func commitLoop() {
+        while true {
+            condition.lock()
+            while levels.pending.isEmpty && !stopped { condition.wait() }
+            if stopped && levels.pending.isEmpty {
+                condition.unlock()
+                return
+            }
+            let batch = levels.takePending()
+            condition.unlock()
+            do {
+                try progress.sync()
+            } catch {
+                // Disk full or I/O error: nothing is acknowledged; retry until it works.
+                condition.withLock {
+                    commitFailure = error.description
+                    levels.requeue(batch)
+                }
+                Thread.sleep(forTimeInterval: 1)
+                continue
+            }
+            let advanced = condition.withLock {
+                commitFailure = nil
+                return levels.commit(batch)
+            }
+            if !advanced.isEmpty { onDurable.call(advanced) }
+        }
+    }
+
+    public func health() -> [Health] {
+        var list = runners.map { Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount) }
+        if let failure = condition.withLock({ commitFailure }) {
+            list.append(Health(label: "progress log", problem: failure, queued: 0))
+        }
+        return list
+    }
+
+    public func stop() {
+        for runner in runners { runner.stop() }
+        condition.withLock {
+            stopped = true
+            condition.broadcast()
+        }
+    }
+}

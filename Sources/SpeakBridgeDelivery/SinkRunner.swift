@@ -1,0 +1,259 @@
+import Foundation
+import SpeakBridgeProtocol
+import SpeakBridgeSinks
+import SpeakBridgeStore
+
+/// One sink's thread: waits for readiness, skips what the sink already took, writes, records progress as the sink's
+/// `DeliveryClass` says, reports to the pipeline.
+/// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
+/// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
+/// (`FairQueue`): one device's backlog never sits in front of another device's line.
+// `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `currentProblem` and `reportedHold` are guarded by
+// `condition`; the rest is set once in init.
+final class SinkRunner: @unchecked Sendable {
+    typealias SessionKey = DeliveryPipeline.SessionKey
+    typealias HeldChunk = DeliveryPipeline.HeldChunk
+
+    let sink: any Sink
+    /// The sink's place in the pipeline's levels and backlog meter.
+    let index: Int
+    let deliveryClass: DeliveryClass
+    let progress: ProgressLog
+    unowned let pipeline: DeliveryPipeline
+    let condition = NSCondition()
+    var queue = FairQueue<DeviceID, SinkItem>()
+    var stopped = false
+    /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
+    var busy = false
+    var currentProblem: String?
+    /// What `onHeld` last said (reason and held sessions); nil reason: nothing held was reported.
+    var reportedHold: (reason: String, held: [HeldChunk])?
+    static let batchLimit = 256
+    static let batchBytes = 64 << 10
+    /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
+    /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
+    /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
+    let writesInline: Bool
+
+    init(sink: any Sink, index: Int, progress: ProgressLog, pipeline: DeliveryPipeline) {
+        self.sink = sink
+        self.index = index
+        self.progress = progress
+        self.pipeline = pipeline
+        deliveryClass = sink.deliveryClass
+        writesInline = sink is FIFOSink || sink is JSONLSink
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "sb-sink"
+        thread.start()
+    }
+
+    var problem: String? { condition.withLock { currentProblem } }
+    var queuedCount: Int { condition.withLock { queue.count } }
+
+    /// `items` are one message's chunks: one device, one session, ascending.
+    func enqueue(_ items: [SinkItem]) {
+        guard let first = items.first else { return }
+        // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
+        // count as taken by this sink, for the levels and the backlog.
+        let key = SessionKey(device: first.device, session: first.session)
+        var fresh = items[...]
+        if let level = pipeline.level(sink: index, key), first.chunk.seq <= level {
+            let skipped = items.prefix { $0.chunk.seq <= level }
+            report(skipped)
+            fresh = items.dropFirst(skipped.count)
+        }
+        guard !fresh.isEmpty else { return }
+        let inline: [SinkItem]? = condition.withLock {
+            if writesInline && !busy && !stopped && queue.isEmpty && fresh.count <= Self.batchLimit {
+                busy = true
+                return Array(fresh)
+            }
+            queue.append(first.device, fresh)
+            condition.signal()
+            return nil
+        }
+        guard let batch = inline else { return }
+        var taken = 0
+        if sink.waitUntilReady(timeout: .zero) == nil {
+            let (n, problem) = deliver(batch)
+            taken = n
+            setProblem(problem)
+        }
+        report(batch[0..<taken])
+        condition.withLock {
+            queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
+            busy = false
+            condition.signal()
+        }
+    }
+
+    /// Tells the pipeline that `items` (in order) were taken.
+    func report(_ items: ArraySlice<SinkItem>) {
+        guard !items.isEmpty else { return }
+        var levels: [SessionKey: UInt64] = [:]
+        var counts: [DeviceID: BacklogMeter.Level] = [:]
+        for item in items {
+            levels[SessionKey(device: item.device, session: item.session)] = item.chunk.seq
+            counts[item.device, default: BacklogMeter.Level()].chunks &+= 1
+            counts[item.device, default: BacklogMeter.Level()].bytes &+= UInt64(item.chunk.text.utf8.count)
+        }
+        pipeline.sinkAdvanced(index, levels, counts: counts)
+    }
+
+    func stop() {
+        condition.withLock {
+            stopped = true
+            condition.signal()
+        }
+    }
+
+    func setProblem(_ p: String?) { condition.withLock { currentProblem = p } }
+
+    func run() {
+        while true {
+            condition.lock()
+            while (queue.isEmpty || busy) && !stopped { condition.wait() }
+            if stopped {
+                condition.unlock()
+                sink.close()
+                return
+            }
+            // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
+            // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
+            guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
+                                                   weight: { $0.chunk.text.utf8.count }) else {
+                condition.unlock()
+                continue
+            }
+            busy = true
+            condition.unlock()
+
+            if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
+                setProblem(reason)
+                reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
+                condition.withLock { busy = false }
+                continue
+            }
+            let (taken, problem) = deliver(batch)
+            setProblem(problem)
+            condition.withLock {
+                busy = false
+                queue.consume(device, taken: taken, of: batch.count)
+            }
+            report(batch[0..<taken])
+            if let problem, taken == 0, !writesInline {
+                reportHeld(problem)
+            } else if problem == nil {
+                reportHeld(nil)
+            }
+            // A failing sink is retried after a pause, so it is not hammered. Not a FIFO: a full pipe is waited for
+            // by `waitUntilReady` (poll), which returns the moment the reader made room; a fixed 200 ms sleep there
+            // held every device's lines whenever a fast reader fell behind for an instant.
+            if taken == 0 && problem != nil && !writesInline {
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
+    }
+
+    /// Fires `onHeld` when a lasting problem starts, changes or holds new sessions, and when it clears (`reason`
+    /// nil: with the sessions it held). A FIFO that is full for an instant is flow control, not a problem: only
+    /// the runner thread reports, after a whole second of waiting or a failed tool run.
+    func reportHeld(_ reason: String?) {
+        let report: (String?, [HeldChunk])? = condition.withLock {
+            guard let reason else {
+                defer { reportedHold = nil }
+                return reportedHold.map { (nil, $0.held) }
+            }
+            var first: [SessionKey: UInt64] = [:]
+            var order: [SessionKey] = []
+            queue.forEach { _, item in
+                let key = SessionKey(device: item.device, session: item.session)
+                if first[key] == nil { order.append(key) }
+                first[key] = min(first[key] ?? .max, item.chunk.seq)
+            }
+            let held = order.map { HeldChunk(device: $0.device, session: $0.session, firstHeldSeq: first[$0]!) }
+            if let last = reportedHold, last.reason == reason,
+               Set(held.map { SessionKey(device: $0.device, session: $0.session) })
+                .isSubset(of: last.held.map { SessionKey(device: $0.device, session: $0.session) }) {
+                return nil
+            }
+            reportedHold = (reason, held)
+            return (reason, held)
+        }
+        if let (reason, held) = report { pipeline.onHeld.call(sink.label, reason, held) }
+    }
+
+    /// Writes `batch`; returns how many items the sink fully took, and the problem if it stopped early. Progress
+    /// is recorded per the sink's class: (a) at `willWrite`, rolled back if the write then fails; (b) at
+    /// `didWrite`; (c) never (the sink holds its own).
+    func deliver(_ batch: [SinkItem]) -> (Int, String?) {
+        var recorded = 0
+        var before: [SessionKey: UInt64] = [:]
+        var recordFailure: StoreError?
+        let label = sink.label
+        /// Records the last seq per session of `batch[recorded..<k]`.
+        func record(through k: Int) throws(StoreError) {
+            guard k > recorded else { return }
+            var latest: [SessionKey: UInt64] = [:]
+            for item in batch[recorded..<k] {
+                let key = SessionKey(device: item.device, session: item.session)
+                if before[key] == nil {
+                    before[key] = progress.progress(sink: label, device: item.device, session: item.session) ?? 0
+                }
+                latest[key] = item.chunk.seq
+            }
+            for (key, seq) in latest {
+                try progress.record(sink: label, device: key.device, session: key.session, seq: seq)
+            }
+            recorded = k
+        }
+        let recordsBefore = deliveryClass == .recordBeforeWrite
+        let recordsAfter = deliveryClass == .recordAfterWrite
+        do throws(SinkError) {
+            try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
+                guard recordsBefore else { return }
+                do throws(StoreError) { try record(through: k) } catch {
+                    throw SinkError(delivered: recorded, message: "cannot record progress: \(error.description)",
+                                    hint: error.hint)
+                }
+            }, didWrite: { k in
+                guard recordsAfter, recordFailure == nil else { return }
+                // Written but not recorded: after a crash it comes again, which class (b) readers drop by seq.
+                do throws(StoreError) { try record(through: k) } catch { recordFailure = error }
+            })
+            if let recordFailure {
+                let message = "cannot record progress: \(recordFailure.description)"
+                Console.warning("sink \(label): \(message)")
+                return (batch.count, message)
+            }
+            Console.debug("\(label): wrote \(batch.count) item(s)")
+            return (batch.count, nil)
+        } catch {
+            let taken = min(error.delivered, batch.count)
+            // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text.
+            if error.message != problem {
+                Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
+            }
+            if recordsAfter, taken > recorded { try? record(through: taken) }
+            if recordsBefore, recorded > taken {
+                // Roll back records made for items that did not get written.
+                var restore: [SessionKey: UInt64] = [:]
+                for item in batch[taken..<recorded] {
+                    restore[SessionKey(device: item.device, session: item.session)] = before[
+                        SessionKey(device: item.device, session: item.session)] ?? 0
+                }
+                for item in batch[0..<taken] {
+                    let key = SessionKey(device: item.device, session: item.session)
+                    if restore[key] != nil { restore[key] = item.chunk.seq }
+                }
+                for (key, seq) in restore {
+                    try? progress.record(sink: label, device: key.device, session: key.session, seq: seq)
+                }
+            }
+            return (taken, error.message)
+        }
+    }
+}
