@@ -141,8 +141,14 @@ class VimDriver:
         os.write(self.fd, s.encode("utf-8"))
 
     def state(self):
-        with open(self.state_path) as f:
-            return json.load(f)
+        # Vim's rename() may remove the target before renaming: retry a moment later.
+        for _ in range(50):
+            try:
+                with open(self.state_path) as f:
+                    return json.load(f)
+            except (FileNotFoundError, ValueError):
+                time.sleep(0.01)
+        raise RuntimeError("vim stopped writing its state; terminal output: %r" % bytes(self.output[-2000:]))
 
     def _wait_mode(self, mode):
         wait_until("vim in mode " + mode, lambda: self.state()["mode"] == mode, 5)

@@ -7,9 +7,9 @@
 ;; Emacs 27 and later; uses only what ships with Emacs (`json-parse-string', or json.el where Emacs was built
 ;; without it).
 ;;
-;; Flow: a `cat' loop in a subprocess reads the FIFO (Emacs never blocks; the loop reopens the FIFO when the daemon
-;; restarts) -> each line is parsed (a JSON object from the `jsonl:' sink, or plain text from the `fifo:' sink)
-;; -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
+;; Flow: `cat' in a subprocess reads the FIFO (Emacs never blocks; the daemon's restarts do not end it, see
+;; `speakbridge--spawn') -> each line is parsed (a JSON object from the `jsonl:' sink, or plain text from the
+;; `fifo:' sink) -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
 ;; repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at point of the
 ;; selected window's buffer, one chunk at a time.  An insert that fails (read-only buffer, any error) keeps the
 ;; chunk at the head of the queue: it is retried every half second and on the next chunk, and nothing is lost.
@@ -50,6 +50,8 @@ Never a name in /tmp, where another user could create the FIFO first."
 
 ;; State kept for the whole Emacs session, across FIFO reopens and stop/start.
 (defvar speakbridge--process nil)
+(defvar speakbridge--stopping nil)
+(defvar speakbridge--warned nil)
 (defvar speakbridge--partial "")
 (defvar speakbridge--taken (make-hash-table :test 'equal)
   "\"device\\nsession\" -> highest seq queued or inserted.")
@@ -175,28 +177,57 @@ A frame has string device, session and text and an integer seq >= 0."
       (speakbridge--take line))
     (speakbridge--drain)))
 
+(defun speakbridge--own-fifo-p (path)
+  "Whether PATH is a FIFO of ours that nobody else may open (the daemon's rule)."
+  (let ((attrs (file-attributes path 'integer)))
+    (and attrs
+         (eql (file-attribute-user-id attrs) (user-uid))
+         (eq (aref (file-attribute-modes attrs) 0) ?p)
+         (string-suffix-p "------" (file-attribute-modes attrs)))))
+
+(defun speakbridge--spawn ()
+  "Start the reader: `cat' on the FIFO opened read-write (`<>').
+So the open never waits for the daemon and the daemon's restarts are no
+end of file; `exec' makes the process cat itself, which Emacs ends when it
+exits.  Retried a second later when the FIFO is not there yet or cat ends."
+  (unless speakbridge--stopping
+    (if (not (speakbridge--own-fifo-p speakbridge-fifo))
+        (progn
+          (unless speakbridge--warned
+            (setq speakbridge--warned t)
+            (message "speakbridge: %s is not a private FIFO yet; start `speakbridge serve --sink jsonl:%s' (waiting)"
+                     speakbridge-fifo speakbridge-fifo))
+          (run-with-timer 1 nil #'speakbridge--spawn))
+      (setq speakbridge--warned nil)
+      (setq speakbridge--process
+            (make-process :name "speakbridge"
+                          :command (list "sh" "-c" "[ -p \"$1\" ] && [ -O \"$1\" ] || exit 3; exec cat <>\"$1\""
+                                         "sh" speakbridge-fifo)
+                          :connection-type 'pipe
+                          :coding 'utf-8-unix
+                          :noquery t
+                          :filter #'speakbridge--filter
+                          :sentinel #'speakbridge--sentinel)))))
+
+(defun speakbridge--sentinel (process _event)
+  "Start the reader again a second after PROCESS ended, unless stopped."
+  (when (and (eq process speakbridge--process) (not (process-live-p process)))
+    (setq speakbridge--process nil)
+    (unless speakbridge--stopping
+      (run-with-timer 1 nil #'speakbridge--spawn))))
+
 (defun speakbridge-start ()
   "Start inserting dictated text at point."
   (interactive)
   (unless (process-live-p speakbridge--process)
-    (setq speakbridge--partial "")
-    (unless (file-exists-p speakbridge-fifo)
-      (message "speakbridge: %s is not a FIFO yet; start `speakbridge serve --sink jsonl:%s'"
-               speakbridge-fifo speakbridge-fifo))
-    ;; A shell loop: cat ends whenever the daemon closes its end (e.g. on restart).
-    (setq speakbridge--process
-          (make-process :name "speakbridge"
-                        :command (list "sh" "-c" "while :; do cat -- \"$1\" 2>/dev/null || sleep 1; done"
-                                       "sh" speakbridge-fifo)
-                        :connection-type 'pipe
-                        :coding 'utf-8-unix
-                        :noquery t
-                        :filter #'speakbridge--filter))
+    (setq speakbridge--partial "" speakbridge--stopping nil speakbridge--warned nil)
+    (speakbridge--spawn)
     (message "speakbridge: reading %s" speakbridge-fifo)))
 
 (defun speakbridge-stop ()
   "Stop inserting dictated text (what is already read stays queued)."
   (interactive)
+  (setq speakbridge--stopping t)
   (when (process-live-p speakbridge--process)
     (delete-process speakbridge--process))
   (setq speakbridge--process nil))

@@ -4,9 +4,9 @@
 --   require("speakbridge").setup({})   -- reads $XDG_RUNTIME_DIR/speakbridge/dictation.fifo (see runtime_dir)
 -- Commands: :SpeakBridgeStart [PATH]   :SpeakBridgeStop   :SpeakBridgeStatus
 --
--- Flow: a `cat` loop in a job reads the FIFO (Neovim never blocks; the loop reopens the FIFO when the daemon
--- restarts) -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text from the `fifo:` sink)
--- -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
+-- Flow: Neovim reads the FIFO itself, non-blocking (opened read-write: the daemon's restarts are no end of file;
+-- a timer opens it once it exists) -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text
+-- from the `fifo:` sink) -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
 -- repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at the cursor, one
 -- chunk at a time. An insert that fails (buffer not modifiable, an error anywhere) keeps the chunk at the head of
 -- the queue: it is retried every half second and on the next chunk, and nothing is lost.
@@ -45,9 +45,10 @@ local defaults = { fifo = runtime_dir() .. "/dictation.fifo" }
 local config = vim.deepcopy(defaults)
 
 -- State kept for the whole editor session, across FIFO reopens and :SpeakBridgeStop/Start.
-local job = nil
+local reader = nil -- { pipe, ino, dev } of the open FIFO
+local watch_timer = nil
+local warned = false
 local partial = ""
-local stopping = false
 local taken = {} -- "device\nsession" -> highest seq queued or inserted
 local queue = {} -- chunks read but not inserted yet, oldest first: { text = ... }
 local counts = { inserted = 0, dropped = 0 }
@@ -199,64 +200,110 @@ local function take(line)
   end
 end
 
-local function on_stdout(_, data)
-  -- data: lines split at "\n"; the last element is the start of an unfinished line.
-  if not data then
-    return
-  end
-  data[1] = partial .. data[1]
-  partial = table.remove(data)
-  for _, line in ipairs(data) do
+-- Bytes read from the FIFO: split into lines (the last piece may be the start of an unfinished line).
+local function on_data(data)
+  local lines = vim.split(partial .. data, "\n", { plain = true })
+  partial = table.remove(lines)
+  for _, line in ipairs(lines) do
     take(line)
   end
   drain()
 end
 
+-- The FIFO at `path` if it is one of ours that nobody else may open (the daemon's rule): anything else could
+-- be another user's, feeding us text.
+local function own_fifo(st)
+  return st and st.type == "fifo" and st.uid == uv.getuid() and st.mode % 64 == 0
+end
+
+local function close_reader()
+  if reader then
+    reader.pipe:read_stop()
+    reader.pipe:close()
+    reader = nil
+  end
+end
+
+-- Opens the FIFO read-write and non-blocking, in this process: the open never waits for the daemon, the daemon's
+-- restarts are no end of file (we hold a write end too), and the reader dies with Neovim (no helper process that
+-- could outlive it and swallow a line).
+local function open_reader()
+  local st = uv.fs_lstat(config.fifo)
+  if not own_fifo(st) then
+    return false
+  end
+  local c = uv.constants
+  local fd = uv.fs_open(config.fifo, c.O_RDWR + c.O_NONBLOCK, 0)
+  if not fd then
+    return false
+  end
+  local fst = uv.fs_fstat(fd)
+  if not own_fifo(fst) or fst.ino ~= st.ino then -- replaced between lstat and open
+    uv.fs_close(fd)
+    return false
+  end
+  local pipe = uv.new_pipe(false)
+  pipe:open(fd)
+  reader = { pipe = pipe, ino = fst.ino, dev = fst.dev }
+  pipe:read_start(function(err, data)
+    vim.schedule(function()
+      if data then
+        on_data(data)
+      elseif reader and reader.pipe == pipe then
+        close_reader() -- an error: the watch timer opens it again
+        notify("reading " .. config.fifo .. " failed: " .. tostring(err), vim.log.levels.WARN)
+      end
+    end)
+  end)
+  return true
+end
+
+-- Every second while started: open the FIFO once it exists; reopen it when the path names another FIFO now.
+local function watch()
+  if reader then
+    local st = uv.fs_lstat(config.fifo)
+    if st and (st.ino ~= reader.ino or st.dev ~= reader.dev) then
+      close_reader()
+    end
+  end
+  if not reader and open_reader() then
+    warned = false
+  elseif not reader and not warned then
+    warned = true
+    notify(config.fifo .. " is not a FIFO of yours yet; start `speakbridge serve --sink jsonl:" .. config.fifo
+      .. "` (waiting for it)", vim.log.levels.WARN)
+  end
+end
+
 function M.start(path)
-  if job then
+  if watch_timer then
     notify("already reading " .. config.fifo)
     return
   end
   if path and path ~= "" then
     config.fifo = vim.fn.expand(path)
   end
-  if vim.fn.getftype(config.fifo) ~= "fifo" then
-    notify(config.fifo .. " is not a FIFO yet; start `speakbridge serve --sink jsonl:" .. config.fifo .. "`",
-      vim.log.levels.WARN)
-  end
-  stopping = false
   partial = ""
-  -- A loop, because cat ends whenever the daemon closes its end (e.g. on restart).
-  job = vim.fn.jobstart({ "sh", "-c", 'while :; do cat -- "$1" 2>/dev/null || sleep 1; done', "sh", config.fifo }, {
-    on_stdout = vim.schedule_wrap(on_stdout),
-    on_exit = function()
-      job = nil
-      if not stopping then
-        vim.schedule(function()
-          notify("reader stopped", vim.log.levels.WARN)
-        end)
-      end
-    end,
-  })
-  if job <= 0 then
-    job = nil
-    notify("cannot start the reader", vim.log.levels.ERROR)
-  end
+  warned = false
+  watch()
+  watch_timer = uv.new_timer()
+  watch_timer:start(1000, 1000, vim.schedule_wrap(watch))
 end
 
 function M.stop()
-  stopping = true
-  if job then
-    vim.fn.jobstop(job)
-    job = nil
+  if watch_timer then
+    watch_timer:stop()
+    watch_timer:close()
+    watch_timer = nil
   end
+  close_reader()
 end
 
 -- What the plugin holds and has done (for :SpeakBridgeStatus and scripts).
 function M.status()
   return {
     fifo = config.fifo,
-    reading = job ~= nil,
+    reading = reader ~= nil,
     held = #queue,
     inserted = counts.inserted,
     dropped = counts.dropped,

@@ -5,9 +5,9 @@
 " Default FIFO: $XDG_RUNTIME_DIR/speakbridge/dictation.fifo, in the daemon's own private runtime directory
 " (g:speakbridge_fifo to change it). Without XDG_RUNTIME_DIR: the daemon's fallback, never /tmp.
 "
-" Flow: a `cat` loop in a job reads the FIFO (Vim never blocks; the loop reopens the FIFO when the daemon restarts)
-" -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text from the `fifo:` sink) -> a framed
-" line whose seq is not above the last one taken for its (device, session) is dropped (the daemon repeats at most
+" Flow: `cat` in a job reads the FIFO (Vim never blocks; the daemon's restarts do not end it, see s:Spawn)
+" -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text from the `fifo:` sink)
+" -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon repeats at most
 " one line after a crash) -> the chunk joins a queue -> the queue is inserted at the cursor, one chunk at a time.
 " An insert that fails (buffer not modifiable, any error) keeps the chunk at the head of the queue: it is retried
 " every half second and on the next chunk, and nothing is lost.
@@ -27,6 +27,9 @@ set cpo&vim
 
 " State kept for the whole editor session, across FIFO reopens and :SpeakBridgeStop/Start.
 let s:job = v:null
+let s:fifo = ''
+let s:stopping = 0
+let s:warned = 0
 let s:taken = {}        " "device\nsession" -> highest seq queued or inserted
 let s:queue = []        " texts read but not inserted yet, oldest first
 let s:inserted = 0
@@ -160,23 +163,52 @@ function! s:OnLine(channel, line) abort
   call s:Drain()
 endfunction
 
-function! s:Start(path) abort
-  if s:job isnot v:null && job_status(s:job) ==# 'run'
-    echo 'speakbridge: already reading'
+" The reader: `cat` on the FIFO opened read-write (`<>`), so the open never waits for the daemon and the daemon's
+" restarts are no end of file. `exec`: the job is cat itself, which Vim stops when it exits. It starts only on a
+" FIFO of ours that nobody else may open (the daemon's rule); otherwise, or when cat ends, again a second later.
+function! s:Spawn(...) abort
+  if s:stopping
     return
   endif
-  let l:fifo = empty(a:path) ? s:DefaultFifo() : expand(a:path)
-  if getftype(l:fifo) !=# 'fifo'
-    echohl WarningMsg
-    echo 'speakbridge: ' . l:fifo . ' is not a FIFO yet; start `speakbridge serve --sink jsonl:' . l:fifo . '`'
-    echohl None
+  if getftype(s:fifo) !=# 'fifo' || getfperm(s:fifo)[3:] !=# '------'
+    if !s:warned
+      let s:warned = 1
+      echohl WarningMsg
+      echomsg 'speakbridge: ' . s:fifo . ' is not a private FIFO yet; start `speakbridge serve --sink jsonl:'
+            \ . s:fifo . '` (waiting for it)'
+      echohl None
+    endif
+    call timer_start(1000, function('s:Spawn'))
+    return
   endif
-  " A loop, because cat ends whenever the daemon closes its end (e.g. on restart).
-  let s:job = job_start(['sh', '-c', 'while :; do cat -- "$1" 2>/dev/null || sleep 1; done', 'sh', l:fifo],
-        \ {'out_cb': function('s:OnLine'), 'out_mode': 'nl', 'in_io': 'null', 'err_io': 'null'})
+  let s:warned = 0
+  let s:job = job_start(['sh', '-c', '[ -p "$1" ] && [ -O "$1" ] || exit 3; exec cat <>"$1"', 'sh', s:fifo],
+        \ {'out_cb': function('s:OnLine'), 'out_mode': 'nl', 'in_io': 'null', 'err_io': 'null',
+        \  'exit_cb': function('s:OnExit')})
+endfunction
+
+function! s:OnExit(job, status) abort
+  if a:job is s:job
+    let s:job = v:null
+    if !s:stopping
+      call timer_start(1000, function('s:Spawn'))
+    endif
+  endif
+endfunction
+
+function! s:Start(path) abort
+  if s:job isnot v:null && job_status(s:job) ==# 'run'
+    echo 'speakbridge: already reading ' . s:fifo
+    return
+  endif
+  let s:fifo = empty(a:path) ? s:DefaultFifo() : expand(a:path)
+  let s:stopping = 0
+  let s:warned = 0
+  call s:Spawn()
 endfunction
 
 function! s:Stop() abort
+  let s:stopping = 1
   if s:job isnot v:null
     call job_stop(s:job)
     let s:job = v:null
