@@ -5,7 +5,7 @@
 # Closing line "N passed, M failed"; exit 1 when a promise is broken.
 #
 # Environment: SPEAKBRIDGE_BIN (default .build/debug/speakbridge), CYCLES (default 10), NVIM (default: nvim on
-# PATH, Debian's 0.7), and torture.py's own (TORTURE_SINKS, RAW_LOST_PER_KILL, RAW_DUP_PER_KILL, TORTURE_RATE).
+# PATH, Debian's 0.7), and torture.py's own (TORTURE_SINKS, RAW_LOST_WRITES_PER_KILL, RAW_DUP_PER_KILL, TORTURE_RATE).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${SPEAKBRIDGE_BIN:-$ROOT/.build/debug/speakbridge}
