@@ -121,6 +121,7 @@ let package = Package(
         ]),
         .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
             "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
+            "SpeakBridgeSupport",
         ]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [

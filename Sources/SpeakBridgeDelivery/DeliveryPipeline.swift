@@ -75,6 +75,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         self.onDrained = DrainedHandler(call: onDrained)
         self.onHeld = HeldHandler(call: onHeld)
         meter = BacklogMeter(sinks: sinks.count, limits: limits)
+        Self.registerTranscripts(sinks, progress)
         levels = DeliveryLevels(sinks: sinks.count, seeds: Self.seeds(sinks, progress))
         runners = sinks.enumerated().map { SinkRunner(sink: $1, index: $0, progress: progress, pipeline: self) }
         let committer = Thread { [self] in commitLoop() }
@@ -105,6 +106,18 @@ public final class DeliveryPipeline: @unchecked Sendable {
             seeds[key] = positions
         }
         return seeds
+    }
+
+    /// Records the transcript directories in the state directory (the progress log's), for `speakbridge sessions`.
+    static func registerTranscripts(_ sinks: [any Sink], _ progress: ProgressLog) {
+        let state = String(progress.path[..<(progress.path.lastIndex(of: "/") ?? progress.path.startIndex)])
+        for case let transcript as TranscriptSink in sinks {
+            do {
+                try TranscriptRegistry.record(transcript.directory, stateDirectory: state.isEmpty ? "." : state)
+            } catch {
+                Console.warning("cannot record the transcript directory for `speakbridge sessions`: \(error.description)")
+            }
+        }
     }
 
     /// The ack level of (device, session): 0 when unknown.

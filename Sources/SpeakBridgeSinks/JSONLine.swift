@@ -28,3 +28,17 @@ enum JSONLine {
         return JSONValue.object(members).encoded() + [0x0A]
     }
 }
+
+extension JSONLine {
+    /// Reads one line back (without its "\n"); nil when it is not a complete object of this format.
+    static func decode(_ line: some Collection<UInt8>) -> SinkItem? {
+        guard let object = try? JSONValue.parse(Array(line), maxDepth: 2, maxBytes: 1 << 22),
+              let deviceText = object["device"]?.stringValue, let device = try? DeviceID(parsing: deviceText),
+              let session = object["session"]?.stringValue, let seq = object["seq"]?.int64Value, seq >= 0,
+              let text = object["text"]?.stringValue else { return nil }
+        let chunk = Chunk(seq: UInt64(seq), text: text, lang: object["lang"]?.stringValue,
+                          speaker: object["speaker"]?.stringValue, start: object["start"]?.doubleValue,
+                          end: object["end"]?.doubleValue)
+        return SinkItem(device: device, deviceName: object["name"]?.stringValue, session: session, chunk: chunk)
+    }
+}

@@ -3,7 +3,7 @@ public enum SinkFactory {
     /// Makes the sink for `spec`.
     ///
     /// - `sanitize`: run texts through `OutputSanitizer` (the default; `false` is `--raw`). Applies to stdout,
-    ///   FIFO, jsonl (before JSON escaping) and clipboard. The type sink always sanitizes, because its output are
+    ///   FIFO, jsonl (before JSON escaping), transcript and clipboard. The type sink always sanitizes, because its output are
     ///   key presses into whatever window has the focus.
     /// - `environment`: the daemon's environment; picks the clipboard/typing tool (WAYLAND_DISPLAY, DISPLAY,
     ///   PATH) and is passed to those tools.
@@ -18,6 +18,8 @@ public enum SinkFactory {
             return try FIFOSink(path: path, sanitize: sanitize)
         case .jsonl(let path):
             return try JSONLSink(path: path, sanitize: sanitize)
+        case .transcript(let directory):
+            return try TranscriptSink(directory: directory, sanitize: sanitize)
         case .clipboard(let primary):
             let backend = try ClipboardBackend.choose(environment: environment)
             return try ClipboardSink(backend: backend, primary: primary, sanitize: sanitize, environment: environment)

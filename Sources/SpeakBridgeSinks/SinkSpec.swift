@@ -6,15 +6,17 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
     case fifo(path: String)
     /// `jsonl:PATH`: one JSON object per chunk and "\n" into a named pipe, with the `fifo:` rules (`JSONLSink`).
     case jsonl(path: String)
+    /// `transcript:DIR`: Markdown + JSONL (+ WebVTT) files per (device, session) in DIR (`TranscriptSink`).
+    case transcript(directory: String)
     /// `clipboard` / `clipboard:primary`: the X11/Wayland CLIPBOARD or PRIMARY selection.
     case clipboard(primary: Bool)
     /// `type` / `type:enter`: keystrokes into the focused window; Enter only with `type:enter`.
     case type(pressEnter: Bool)
 
     /// The accepted forms, for error messages and `--help`.
-    public static let validForms = "stdout, fifo:PATH, jsonl:PATH, clipboard, clipboard:primary, type, type:enter"
+    public static let validForms = "stdout, fifo:PATH, jsonl:PATH, transcript:DIR, clipboard, clipboard:primary, type, type:enter"
 
-    /// Parses "stdout", "fifo:PATH", "jsonl:PATH", "clipboard", "clipboard:primary", "type", "type:enter".
+    /// Parses "stdout", "fifo:PATH", "jsonl:PATH", "transcript:DIR", "clipboard", "clipboard:primary", "type", "type:enter".
     /// Throws a `SinkError` whose hint lists the valid forms.
     public init(parsing text: String) throws {
         switch text {
@@ -28,6 +30,8 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
                 self = .fifo(path: try Self.path(of: text, kind: "fifo", example: "/tmp/dictation"))
             } else if text.hasPrefix("jsonl:") {
                 self = .jsonl(path: try Self.path(of: text, kind: "jsonl", example: "$XDG_RUNTIME_DIR/speakbridge.jsonl"))
+            } else if text.hasPrefix("transcript:") {
+                self = .transcript(directory: try Self.path(of: text, kind: "transcript", example: "$HOME/Documents/dictation"))
             } else {
                 throw SinkError(message: "unknown sink '\(text)'", hint: "valid sinks: \(Self.validForms)")
             }
@@ -41,7 +45,7 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
             throw SinkError(message: "sink '\(kind):' needs a path", hint: "write it as \(kind):PATH, e.g. \(kind):\(example)")
         }
         guard !path.utf8.contains(0) else {
-            throw SinkError(message: "\(kind == "fifo" || kind == "jsonl" ? "FIFO" : "directory") path contains a NUL character")
+            throw SinkError(message: "\(kind == "transcript" ? "directory" : "FIFO") path contains a NUL character")
         }
         return path
     }
@@ -52,6 +56,7 @@ public enum SinkSpec: Equatable, Sendable, CustomStringConvertible {
         case .stdout: "stdout"
         case .fifo(let path): "fifo:\(path)"
         case .jsonl(let path): "jsonl:\(path)"
+        case .transcript(let directory): "transcript:\(directory)"
         case .clipboard(let primary): primary ? "clipboard:primary" : "clipboard"
         case .type(let pressEnter): pressEnter ? "type:enter" : "type"
         }

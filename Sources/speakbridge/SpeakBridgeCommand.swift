@@ -11,7 +11,7 @@ struct SpeakBridgeCommand: ParsableCommand {
         abstract: "Dictation from a phone (or any program) to this Linux desktop: paired once, encrypted, exactly once.",
         version: "0.1.0",
         subcommands: [Serve.self, Pair.self, Devices.self, Status.self, Join.self, Send.self, OutboxCommand.self, Discover.self,
-                      Config.self])
+                      Config.self, Sessions.self])
 
     /// Errors a user can cause are printed as `speakbridge: error: …` plus a hint, never as a crash.
     static func main() {

@@ -1,0 +1,219 @@
+internal import Glibc
+public import SpeakBridgeProtocol
+internal import SpeakBridgeSupport
+import SpeakBridgeStore
+
+/// `transcript:DIR`: one set of files per (device, session) — Markdown to read, a JSONL companion that is the
+/// transcript's truth, WebVTT when chunks carry times (`TranscriptFormat` has the layout).
+///
+/// Class (c), `DeliveryClass.ownPosition`: the JSONL line of a chunk is appended and fsynced before the write
+/// counts, so the file holds the sink's position. At start the sink scans DIR (`TranscriptDirectory.scan`), cuts
+/// off a torn last line (a crash mid-write: never counted), and answers `position` from the last complete line;
+/// it also skips, itself, any chunk at or below that position. A crash therefore neither loses nor repeats a
+/// chunk in the JSONL. The Markdown and WebVTT are written after it and rebuilt from it whenever they may lag (a
+/// crash between the two writes, a failed write): a session resumed after a reconnect or a restart continues
+/// the same files.
+///
+/// Flow of `deliver`: for each run of one session's items: find or create its files (new: O_EXCL, 0600, named by
+/// start time and device name) → append the new lines to NAME.jsonl, fsync (a failure cuts the file back and
+/// nothing counts) → append paragraphs to NAME.md and cues to NAME.vtt.
+public final class TranscriptSink: Sink {
+    public let directory: String
+    public let label: String
+    private let sanitize: Bool
+
+    private struct Session: Sendable {
+        var name: String
+        var lastSeq: UInt64
+        /// The Markdown/WebVTT may lag the JSONL: rebuild them before appending.
+        var stale: Bool
+    }
+    private struct State: Sendable {
+        var sessions: [Key: Session] = [:]
+        var closed = false
+        var problem: String?
+    }
+    private struct Key: Hashable, Sendable {
+        var device: DeviceID
+        var session: String
+    }
+    private let state = Locked(State())
+
+    /// Creates DIR (0700) if missing, checks it, and reads every transcript's position.
+    public init(directory: String, sanitize: Bool = true) throws(SinkError) {
+        try TranscriptDirectory.prepare(directory)
+        let absolute = Self.absolute(directory)
+        self.directory = absolute
+        label = "transcript:\(directory)"
+        self.sanitize = sanitize
+        var sessions: [Key: Session] = [:]
+        for entry in try TranscriptDirectory.scan(absolute, repair: true) {
+            let key = Key(device: entry.device, session: entry.session)
+            // Newest first: when a session has two file sets (never made by this sink), the newest continues.
+            guard sessions[key] == nil else { continue }
+            sessions[key] = Session(name: entry.name, lastSeq: entry.lastSeq, stale: Self.lags(absolute, entry.name))
+        }
+        state.withLock { $0.sessions = sessions }
+        for (key, session) in sessions where session.stale {
+            // A crash may have come between a JSONL line and its paragraph: make the Markdown whole again now.
+            if (try? rebuild(session.name)) != nil { state.withLock { $0.sessions[key]?.stale = false } }
+        }
+    }
+
+    public var deliveryClass: DeliveryClass { .ownPosition }
+
+    public var health: String? { state.withLock { $0.closed ? "\(label) sink is closed" : $0.problem } }
+
+    public func waitUntilReady(timeout: Duration) -> String? {
+        state.withLock { $0.closed ? "\(label) sink is closed" : nil }
+    }
+
+    public func position(device: DeviceID, session: String) -> UInt64? {
+        state.withLock { $0.sessions[Key(device: device, session: session)]?.lastSeq }
+    }
+
+    public func close() { state.withLock { $0.closed = true } }
+
+    public func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void,
+                        didWrite: (Int) -> Void) throws(SinkError) {
+        if state.withLock({ $0.closed }) { throw SinkError(message: "\(label) sink is closed") }
+        var done = 0
+        do throws(SinkError) {
+            while done < items.count {
+                let first = items[done]
+                let key = Key(device: first.device, session: first.session)
+                var end = done + 1
+                while end < items.count, items[end].device == first.device, items[end].session == first.session {
+                    end += 1
+                }
+                try write(items[done..<end], key: key, willWrite: { try willWrite(end) })
+                done = end
+                didWrite(done)
+            }
+            state.withLock { $0.problem = nil }
+        } catch {
+            state.withLock { $0.problem = error.message }
+            throw SinkError(delivered: max(done, error.delivered), message: error.message, hint: error.hint)
+        }
+    }
+
+    /// One session's run. Throws with `delivered` = the run's count when only the Markdown/WebVTT failed (the
+    /// JSONL, which is what counts, has the lines; the others are rebuilt later).
+    private func write(_ run: ArraySlice<SinkItem>, key: Key,
+                       willWrite: () throws -> Void) throws(SinkError) {
+        var session = try open(key, first: run.first!)
+        let fresh = run.filter { $0.chunk.seq > session.lastSeq }  // what the file holds is never written again
+        guard let last = fresh.last else { return }
+        do { try willWrite() } catch { throw SinkError(message: "could not record progress: \(error)") }
+        let jsonlPath = "\(directory)/\(session.name).jsonl"
+        let jsonl = try TranscriptDirectory.append(jsonlPath)
+        defer { Glibc.close(jsonl) }
+        try TranscriptDirectory.write(jsonl, fresh.flatMap { JSONLine.encode($0, sanitize: sanitize) },
+                                      path: jsonlPath, sync: true)
+        session.lastSeq = last.chunk.seq
+        session.stale = true  // until the Markdown and WebVTT have these lines too
+        let stored = session
+        state.withLock { $0.sessions[key] = stored }
+        do throws(SinkError) {
+            try appendReadable(fresh, name: session.name)
+            session.stale = false
+            let readable = session
+            state.withLock { $0.sessions[key] = readable }
+        } catch {
+            throw SinkError(delivered: run.count, message: error.message, hint: error.hint)
+        }
+    }
+
+    /// The session's files: known ones (rebuilt first when their Markdown may lag), else new ones.
+    private func open(_ key: Key, first: SinkItem) throws(SinkError) -> Session {
+        if var known = state.withLock({ $0.sessions[key] }) {
+            if known.stale {
+                try rebuild(known.name)
+                known.stale = false
+                let rebuilt = known
+                state.withLock { $0.sessions[key] = rebuilt }
+            }
+            return known
+        }
+        let base = TranscriptFormat.stamp(Int(time(nil))) + "_"
+            + TranscriptFormat.fileNamePart(first.deviceName, device: first.device)
+        for attempt in 1...100 {
+            let name = attempt == 1 ? base : "\(base)-\(attempt)"
+            let fd = TranscriptDirectory.create("\(directory)/\(name).jsonl")
+            if fd < 0 && errno == EEXIST { continue }
+            guard fd >= 0 else {
+                throw SinkError(message: "cannot create a transcript in \(directory): \(POSIX.describe(errno))")
+            }
+            Glibc.close(fd)
+            try rebuild(name, first: first)  // the Markdown with its title
+            let session = Session(name: name, lastSeq: 0, stale: false)
+            state.withLock { $0.sessions[key] = session }
+            return session
+        }
+        throw SinkError(message: "cannot create a transcript in \(directory): 100 files named \(base) exist")
+    }
+
+    /// Appends paragraphs to NAME.md and cues to NAME.vtt (creating the WebVTT with the first timed chunk).
+    private func appendReadable(_ items: [SinkItem], name: String) throws(SinkError) {
+        let mdPath = "\(directory)/\(name).md"
+        let md = try TranscriptDirectory.append(mdPath)
+        defer { Glibc.close(md) }
+        let paragraphs = items.map { TranscriptFormat.markdownParagraph($0, sanitize: sanitize) }.joined()
+        try TranscriptDirectory.write(md, Array(paragraphs.utf8), path: mdPath, sync: true)
+        let cues = items.compactMap(TranscriptFormat.vttCue).joined()
+        guard !cues.isEmpty else { return }
+        let vttPath = "\(directory)/\(name).vtt"
+        var vtt = TranscriptDirectory.create(vttPath)
+        var text = TranscriptFormat.vttHeader + cues
+        if vtt < 0 {
+            guard errno == EEXIST else {
+                throw SinkError(message: "cannot create \(vttPath): \(POSIX.describe(errno))")
+            }
+            vtt = try TranscriptDirectory.append(vttPath)
+            text = cues
+        }
+        defer { Glibc.close(vtt) }
+        try TranscriptDirectory.write(vtt, Array(text.utf8), path: vttPath, sync: true)
+    }
+
+    /// Writes NAME.md (and NAME.vtt when any chunk is timed) anew from NAME.jsonl, atomically (temp + rename).
+    /// `first`: the item a new, still empty transcript starts with (for its title).
+    private func rebuild(_ name: String, first: SinkItem? = nil) throws(SinkError) {
+        let jsonlPath = "\(directory)/\(name).jsonl"
+        let bytes: [UInt8]
+        do throws(StoreError) { bytes = try FileIO.read(jsonlPath) ?? [] } catch {
+            throw SinkError(message: error.message, hint: error.hint)
+        }
+        let items = bytes.split(separator: 0x0A).compactMap(JSONLine.decode)
+        guard let head = items.first ?? first else { return }
+        var markdown = TranscriptFormat.markdownHeader(head, name: name)
+        for item in items { markdown += TranscriptFormat.markdownParagraph(item, sanitize: sanitize) }
+        let cues = items.compactMap(TranscriptFormat.vttCue).joined()
+        do throws(StoreError) {
+            try FileIO.atomicWrite("\(directory)/\(name).md", Array(markdown.utf8))
+            if !cues.isEmpty {
+                try FileIO.atomicWrite("\(directory)/\(name).vtt", Array((TranscriptFormat.vttHeader + cues).utf8))
+            }
+        } catch {
+            throw SinkError(message: error.message, hint: error.hint)
+        }
+    }
+
+    /// The Markdown is missing or not newer than the JSONL: a crash may have come between the two writes. (File
+    /// times tick coarsely, so equal times count as lagging: the cost of a false alarm is one rebuild.)
+    private static func lags(_ directory: String, _ name: String) -> Bool {
+        var md = stat()
+        var jsonl = stat()
+        guard lstat("\(directory)/\(name).md", &md) == 0, lstat("\(directory)/\(name).jsonl", &jsonl) == 0 else {
+            return true
+        }
+        let (a, b) = (md.st_mtim, jsonl.st_mtim)
+        return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec)
+    }
+
+    private static func absolute(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}
