@@ -193,6 +193,7 @@ def main():
     rows = []
     broken = 0
     skipped = []
+    children = []  # every `send` started, killed in the end whatever happened
     try:
         for sink in ("transcript", "jsonl"):
             if sink in sinks and not sink_known(binary, sink, tmp, env):
@@ -215,6 +216,7 @@ def main():
         sender = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
                                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-a.log"), "ab"),
                                   env=env)
+        children.append(sender)
         feeder = Feeder(sender, "A", 1, rate)
         t0 = time.monotonic()
         for i in range(cycles):
@@ -246,6 +248,7 @@ def main():
             p = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-b.log"), "ab"),
                                  env=env)
+            children.append(p)
             feeder = Feeder(p, "B", next_line, rate)
             wait_flowing(base, "new lines on the raw FIFO from client %d" % i)
             time.sleep(random.uniform(0, 0.2))
@@ -321,6 +324,10 @@ def main():
         say("torture: " + str(e) + "; daemon log tail:\n" + daemon.log_tail())
         broken += 1
     finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
         if editor:
             editor.close()
         if reader:
