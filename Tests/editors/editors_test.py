@@ -114,6 +114,12 @@ def run_cases(results, editor, daemon, phone, fifo):
     expect(results, editor, "the held chunks are inserted, in order, once the buffer is modifiable again",
            ["kept held back and more"], want=lambda st: st["status"].get("held") == 0)
 
+    # A line break inside a chunk (kept by the daemon, "\n" in the JSON) becomes a space; none is added.
+    editor.setup(["x"], 1, 0 if editor.name != "emacs" else 1, setup_mode)  # on / after the last character
+    send("first line\nsecond line")
+    expect(results, editor, "a line break inside a chunk becomes a space, no line is added",
+           ["x first line second line"])
+
     # Frames the daemon cannot be made to write on demand, written by the test into the same FIFO.
     writer = FrameWriter(fifo)
     editor.setup([""], 1, 0, setup_mode)

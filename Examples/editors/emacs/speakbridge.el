@@ -174,7 +174,10 @@ A frame has string device, session and text and an integer seq >= 0."
          (lines (split-string text "\n")))
     (setq speakbridge--partial (car (last lines)))
     (dolist (line (butlast lines))
-      (speakbridge--take line))
+      (condition-case nil
+          (speakbridge--take line)
+        ;; Never lose a line to a bug in parsing: insert it as it is.
+        (error (setq speakbridge--queue (append speakbridge--queue (list line))))))
     (speakbridge--drain)))
 
 (defun speakbridge--own-fifo-p (path)

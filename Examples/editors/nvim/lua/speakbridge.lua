@@ -205,7 +205,9 @@ local function on_data(data)
   local lines = vim.split(partial .. data, "\n", { plain = true })
   partial = table.remove(lines)
   for _, line in ipairs(lines) do
-    take(line)
+    if not pcall(take, line) then
+      table.insert(queue, { text = line }) -- never lose a line to a bug in parsing: insert it as it is
+    end
   end
   drain()
 end

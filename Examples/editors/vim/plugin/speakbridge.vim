@@ -159,7 +159,11 @@ function! s:Take(line) abort
 endfunction
 
 function! s:OnLine(channel, line) abort
-  call s:Take(a:line)
+  try
+    call s:Take(a:line)
+  catch
+    call add(s:queue, a:line)   " never lose a line to a bug in parsing: insert it as it is
+  endtry
   call s:Drain()
 endfunction
 
