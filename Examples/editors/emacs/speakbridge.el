@@ -9,9 +9,9 @@
 ;;
 ;; Flow: `cat' in a subprocess reads the FIFO (Emacs never blocks; the daemon's restarts do not end it, see
 ;; `speakbridge--spawn') -> each line is parsed (a JSON object from the `jsonl:' sink, or plain text from the
-;; `fifo:' sink) -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
-;; repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at point of the
-;; selected window's buffer, one chunk at a time.  An insert that fails (read-only buffer, any error) keeps the
+;; `fifo:' sink) -> a framed line whose seq is not above the last one taken for its (device, session) is dropped
+;; (the daemon repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at
+;; point of the selected window's buffer, one chunk at a time.  An insert that fails (read-only buffer, any error) keeps the
 ;; chunk at the head of the queue: it is retried every half second and on the next chunk, and nothing is lost.
 ;;
 ;; One space separates a chunk from the text before and after it where both sides are words: none at the start of

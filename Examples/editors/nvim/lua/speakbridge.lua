@@ -6,9 +6,9 @@
 --
 -- Flow: Neovim reads the FIFO itself, non-blocking (opened read-write: the daemon's restarts are no end of file;
 -- a timer opens it once it exists) -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text
--- from the `fifo:` sink) -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
--- repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at the cursor, one
--- chunk at a time. An insert that fails (buffer not modifiable, an error anywhere) keeps the chunk at the head of
+-- from the `fifo:` sink) -> a framed line whose seq is not above the last one taken for its (device, session) is
+-- dropped (the daemon repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted
+-- at the cursor, one chunk at a time. An insert that fails (buffer not modifiable, an error anywhere) keeps the chunk at the head of
 -- the queue: it is retried every half second and on the next chunk, and nothing is lost.
 --
 -- Where a chunk goes (the current window, in every mode): in Insert and Replace mode at the cursor; in the other
@@ -57,7 +57,8 @@ local retry_timer = nil
 
 -- A chunk starting with one of these never gets a space before it; text ending in an opener never gets one after.
 local closing = {}
-for _, c in ipairs({ ".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "…", "»", "›", "”", "’", "。", "，", "、", "！", "？", "：", "；", "）", "」", "』" }) do
+for _, c in ipairs({ ".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "…", "»", "›", "”", "’",
+                     "。", "，", "、", "！", "？", "：", "；", "）", "」", "』" }) do
   closing[c] = true
 end
 local opening = {}

@@ -7,8 +7,9 @@
 "
 " Flow: `cat` in a job reads the FIFO (Vim never blocks; the daemon's restarts do not end it, see s:Spawn)
 " -> each line is parsed (a JSON object from the `jsonl:` sink, or plain text from the `fifo:` sink)
-" -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon repeats at most
-" one line after a crash) -> the chunk joins a queue -> the queue is inserted at the cursor, one chunk at a time.
+" -> a framed line whose seq is not above the last one taken for its (device, session) is dropped (the daemon
+" repeats at most one line after a crash) -> the chunk joins a queue -> the queue is inserted at the cursor, one
+" chunk at a time.
 " An insert that fails (buffer not modifiable, any error) keeps the chunk at the head of the queue: it is retried
 " every half second and on the next chunk, and nothing is lost.
 "
