@@ -9,7 +9,8 @@ import SpeakBridgeProtocol
 /// - `pending[key]`: taken by every sink, waiting for the group fsync of the progress log.
 /// - `durable[key]`: the ack level: taken by every sink and fsynced. Only `commit` moves it.
 /// The ledger's `delivered` (what `resume` reports) is only ever set from `durable`; the sink runner's filter
-/// (skip what a sink already took) reads `taken`. Nothing else keeps a copy.
+/// (skip what a sink already took) reads `taken`. Nothing else keeps a copy. (A FIFO's memory of how much of a
+/// long text it wrote is byte-level state inside the one write in flight, not a level.)
 struct DeliveryLevels: Sendable {
     typealias SessionKey = DeliveryPipeline.SessionKey
 

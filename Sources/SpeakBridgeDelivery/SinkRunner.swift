@@ -229,7 +229,7 @@ final class SinkRunner: @unchecked Sendable {
                 Console.warning("sink \(label): \(message)")
                 return (batch.count, message)
             }
-            Console.debug("\(label): wrote \(batch.count) item(s)")
+            Console.debug("\(label): wrote \(batch.count) text(s)")
             return (batch.count, nil)
         } catch {
             let taken = min(error.delivered, batch.count)

@@ -39,14 +39,23 @@ public protocol Sink: AnyObject, Sendable {
 /// The desktop acks a chunk only after every sink took it and the progress log (or the sink itself) made that
 /// durable, so the phone resends everything not acked; the question is only what the sink had already shown.
 public enum DeliveryClass: Sendable, Equatable {
-    /// (a) Progress is recorded right *before* the write (stdout, `fifo:`, clipboard, typing: unframed output, where
-    /// a repeat could not be recognised by a reader). A crash between the record and the write loses exactly that
-    /// write — the texts it would have completed (one write(2) of at most 4096 bytes, several short lines at most;
-    /// one clipboard or typing tool run) — and nothing else; nothing is ever repeated.
+    /// (a) Progress is recorded right *before* the write that completes a text (stdout, `fifo:`, clipboard,
+    /// typing: unframed output, where a reader could not recognise a repeat). A crash between that record and the
+    /// write loses exactly that write and nothing else:
+    /// - stdout, `fifo:`: one write(2) of at most 4096 bytes — the whole texts it would have completed (several
+    ///   short lines) and, for a text longer than 4096 bytes, its last piece. Such a long text is written in
+    ///   pieces and recorded only before its last one, so a crash between two earlier pieces is the one way these
+    ///   sinks repeat anything: the text is written whole again after the restart, and the reader sees its
+    ///   first part twice, without a line feed between.
+    /// - clipboard: one tool run, i.e. the batch it would have put in the selection (which holds only the latest
+    ///   text anyway).
+    /// - typing: one tool run, i.e. one text (or the rest of it, if the kill came while it was being typed).
     case recordBeforeWrite
     /// (b) Progress is recorded right *after* the write (`jsonl:`: each line carries device, session and seq). A
     /// crash between the write and the record repeats exactly that write (at most 4096 bytes of whole lines) after
     /// the restart; a reader drops lines whose seq it has already seen for that (device, session). Nothing is lost.
+    /// A line longer than 4096 bytes cut by a crash between two of its pieces is written whole again: the reader
+    /// sees one line that starts with the torn piece and recovers the object from its last `{"device":`.
     case recordAfterWrite
     /// (c) The sink keeps its own position durably (`transcript:`: the seq is in the file, fsynced before the write
     /// counts) and the pipeline asks it (`Sink.position`) instead of the progress log. Neither lost nor repeated.

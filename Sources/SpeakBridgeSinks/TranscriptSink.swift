@@ -78,6 +78,7 @@ public final class TranscriptSink: Sink {
                         didWrite: (Int) -> Void) throws(SinkError) {
         if state.withLock({ $0.closed }) { throw SinkError(message: "\(label) sink is closed") }
         var done = 0
+        var readableFailure: SinkError?
         do throws(SinkError) {
             while done < items.count {
                 let first = items[done]
@@ -86,24 +87,31 @@ public final class TranscriptSink: Sink {
                 while end < items.count, items[end].device == first.device, items[end].session == first.session {
                     end += 1
                 }
-                try write(items[done..<end], key: key, willWrite: { try willWrite(end) })
+                if let failure = try write(items[done..<end], key: key, willWrite: { try willWrite(end) }) {
+                    readableFailure = failure
+                }
                 done = end
                 didWrite(done)
             }
-            state.withLock { $0.problem = nil }
         } catch {
             state.withLock { $0.problem = error.message }
-            throw SinkError(delivered: max(done, error.delivered), message: error.message, hint: error.hint)
+            throw SinkError(delivered: done, message: error.message, hint: error.hint)
+        }
+        state.withLock { $0.problem = readableFailure?.message }
+        // Every item is in its JSONL (what counts); a Markdown/WebVTT that could not be written is rebuilt later,
+        // but the problem is reported, not swallowed.
+        if let readableFailure {
+            throw SinkError(delivered: items.count, message: readableFailure.message, hint: readableFailure.hint)
         }
     }
 
-    /// One session's run. Throws with `delivered` = the run's count when only the Markdown/WebVTT failed (the
-    /// JSONL, which is what counts, has the lines; the others are rebuilt later).
+    /// One session's run: appends what the JSONL does not hold yet, then the readable files. Throws when the JSONL
+    /// write failed (nothing of the run counts); returns the failure of the Markdown/WebVTT write, if any.
     private func write(_ run: ArraySlice<SinkItem>, key: Key,
-                       willWrite: () throws -> Void) throws(SinkError) {
+                       willWrite: () throws -> Void) throws(SinkError) -> SinkError? {
         var session = try open(key, first: run.first!)
         let fresh = run.filter { $0.chunk.seq > session.lastSeq }  // what the file holds is never written again
-        guard let last = fresh.last else { return }
+        guard let last = fresh.last else { return nil }
         do { try willWrite() } catch { throw SinkError(message: "could not record progress: \(error)") }
         let jsonlPath = "\(directory)/\(session.name).jsonl"
         let jsonl = try TranscriptDirectory.append(jsonlPath)
@@ -116,17 +124,18 @@ public final class TranscriptSink: Sink {
         state.withLock { $0.sessions[key] = stored }
         do throws(SinkError) {
             try appendReadable(fresh, name: session.name)
-            session.stale = false
-            let readable = session
-            state.withLock { $0.sessions[key] = readable }
         } catch {
-            throw SinkError(delivered: run.count, message: error.message, hint: error.hint)
+            return error
         }
+        session.stale = false
+        let readable = session
+        state.withLock { $0.sessions[key] = readable }
+        return nil
     }
 
     /// The session's files: known ones (rebuilt first when their Markdown may lag), else new ones.
     private func open(_ key: Key, first: SinkItem) throws(SinkError) -> Session {
-        if var known = state.withLock({ $0.sessions[key] }) {
+        if var known = state.withLock({ $0.sessions[key] }), access("\(directory)/\(known.name).jsonl", F_OK) == 0 {
             if known.stale {
                 try rebuild(known.name)
                 known.stale = false
@@ -135,6 +144,8 @@ public final class TranscriptSink: Sink {
             }
             return known
         }
+        // New, or its files were removed while the desktop ran: new files, continuing after what was written.
+        let written = state.withLock { $0.sessions[key]?.lastSeq } ?? 0
         let base = TranscriptFormat.stamp(Int(time(nil))) + "_"
             + TranscriptFormat.fileNamePart(first.deviceName, device: first.device)
         for attempt in 1...100 {
@@ -146,7 +157,7 @@ public final class TranscriptSink: Sink {
             }
             Glibc.close(fd)
             try rebuild(name, first: first)  // the Markdown with its title
-            let session = Session(name: name, lastSeq: 0, stale: false)
+            let session = Session(name: name, lastSeq: written, stale: false)
             state.withLock { $0.sessions[key] = session }
             return session
         }

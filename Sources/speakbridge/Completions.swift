@@ -6,9 +6,9 @@ import SpeakBridgeStore
 /// What the shell completion scripts (`--generate-completion-script bash|zsh|fish`) offer for values that are not
 /// files: sink specs and paired devices. The scripts call back into the binary for the `.custom` ones.
 enum Completions {
-    /// Every sink spec `serve --sink` accepts; `fifo:` is followed by a path.
+    /// Every sink spec `serve --sink` accepts; `fifo:`, `jsonl:` and `transcript:` are followed by a path.
     static let sinks: CompletionKind = .list([
-        "stdout", "fifo:", "clipboard", "clipboard:primary", "type", "type:enter",
+        "stdout", "fifo:", "jsonl:", "transcript:", "clipboard", "clipboard:primary", "type", "type:enter",
     ])
 
     /// Paired devices of the home on the command line (`--home DIR`, else SPEAKBRIDGE_HOME / the XDG

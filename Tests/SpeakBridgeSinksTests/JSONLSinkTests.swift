@@ -117,4 +117,42 @@ import Testing
             }
         }
     }
+
+    /// A line longer than PIPE_BUF goes out in pieces. If the desktop dies between two pieces (here: the first
+    /// sink is dropped with its pipe full, mid-line) the restarted sink writes the whole line again: the reader
+    /// sees one line that starts with the torn piece, and the documented rule — parse from the last
+    /// `{"device":` — recovers exactly the object. (`{"device":` cannot occur inside a string: `"` is escaped.)
+    @Test func aLineTornByACrashIsRecoveredFromItsLastObjectStart() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation.jsonl"
+        let text = String(repeating: "long {\"device\":\"x\"} line ", count: 4_000)  // ~100 KB, quotes inside
+        let item = SinkItem(device: device, session: "s", chunk: Chunk(seq: 1, text: text))
+        let dying = try JSONLSink(path: path)
+        let fd = open(path, O_RDONLY | O_NONBLOCK)  // a reader that is there but not reading yet
+        defer { close(fd) }
+        #expect(dying.waitUntilReady(timeout: .seconds(5)) == nil)
+        do {
+            try dying.deliver([item], willWrite: { _ in }, didWrite: { _ in })
+            Issue.record("a 100 KB line fit into the pipe")
+        } catch {
+            #expect(error.delivered == 0 && error.message.contains("is full"))
+        }
+        dying.close()  // the desktop dies with part of the line in the pipe
+        let reader = BackgroundThread { readUntil(fd: fd, deadline: .seconds(20)) { $0.last == 0x0A } }
+        let restarted = try JSONLSink(path: path)
+        defer { restarted.close() }
+        var written = false
+        for _ in 0..<200 where !written {
+            _ = restarted.waitUntilReady(timeout: .seconds(1))
+            written = (try? restarted.deliver([item], willWrite: { _ in }, didWrite: { _ in })) != nil
+        }
+        #expect(written)
+        let line = try #require(reader.join(timeout: .seconds(20))).dropLast()  // the line feed
+        #expect((try? JSONValue.parse(Array(line))) == nil, "the torn piece makes the line itself invalid")
+        let marker = Array(#"{"device":"#.utf8)
+        let start = try #require((0...(line.count - marker.count)).last { Array(line.dropFirst($0).prefix(marker.count)) == marker })
+        let object = try JSONValue.parse(Array(line.dropFirst(start)), maxBytes: 1 << 20)
+        #expect(object["text"]?.stringValue == text && object["seq"]?.int64Value == 1)
+    }
 }

@@ -128,6 +128,42 @@ import Testing
         #expect(markdown.contains("\n\none\n\ntwo\n\nthree\n\n") && !markdown.contains("cut short"))
     }
 
+    /// The Markdown cannot be written (here: a directory in its place): the chunk still counts (it is in the
+    /// JSONL), the failure is reported, and the Markdown is rebuilt whole once it can be written again.
+    @Test func aFailedMarkdownWriteIsReportedAndRepairedLater() throws {
+        let root = TemporaryDirectory()
+        defer { root.remove() }
+        let sink = try TranscriptSink(directory: root.path)
+        try deliver(sink, [item(1, "one")])
+        let name = String(try #require(try files(root.path, ".md").first).dropLast(3))
+        let markdown = "\(root.path)/\(name).md"
+        #expect(unlink(markdown) == 0 && mkdir(markdown, 0o700) == 0)
+        do {
+            try deliver(sink, [item(2, "two")])
+            Issue.record("a Markdown write into a directory succeeded")
+        } catch {
+            #expect((error as? SinkError)?.delivered == 1)
+        }
+        #expect(sink.health != nil)
+        #expect(sink.position(device: device, session: "s1") == 2)
+        #expect(rmdir(markdown) == 0)
+        try deliver(sink, [item(3, "three")])
+        #expect(sink.health == nil)
+        #expect(text(markdown).hasSuffix("\n\none\n\ntwo\n\nthree\n\n"))
+    }
+
+    /// Files removed while the desktop runs: the session goes on in new files, from where it was.
+    @Test func removedFilesStartAgainWithoutRepeating() throws {
+        let root = TemporaryDirectory()
+        defer { root.remove() }
+        let sink = try TranscriptSink(directory: root.path)
+        try deliver(sink, [item(1, "one")])
+        for name in try FileManager.default.contentsOfDirectory(atPath: root.path) { unlink("\(root.path)/\(name)") }
+        try deliver(sink, [item(1, "one"), item(2, "two")])
+        let entry = try #require(try TranscriptDirectory.scan(root.path).first)
+        #expect(entry.lines == 1 && entry.lastSeq == 2)
+    }
+
     @Test func hostileDeviceNamesMakeSafeFileNames() throws {
         let root = TemporaryDirectory()
         defer { root.remove() }

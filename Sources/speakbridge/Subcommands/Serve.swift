@@ -10,7 +10,8 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
         discussion: """
-        Sinks: stdout (default), fifo:PATH, clipboard, clipboard:primary, type, type:enter. Several may be given. \
+        Sinks: stdout (default), fifo:PATH, jsonl:PATH, transcript:DIR, clipboard, clipboard:primary, type, \
+        type:enter. Several may be given. \
         With no paired device yet, a pairing QR and code are printed on stderr at start when stderr is a terminal \
         (otherwise, e.g. under systemd, only how to get one: `speakbridge pair`).
         """)
@@ -49,7 +50,7 @@ struct Serve: ParsableCommand {
         do {
             specs = try (sink.isEmpty ? ["stdout"] : sink).map { try SinkSpec(parsing: $0) }
         } catch {
-            throw CLIError("\(error)", hint: "valid sinks: stdout, fifo:PATH, clipboard, clipboard:primary, type, type:enter")
+            throw CLIError("\(error)", hint: "valid sinks: \(SinkSpec.validForms)")
         }
         // SIGINT and SIGTERM are blocked here, before the daemon starts any thread, so every thread inherits the
         // block and the signals stay pending until `sigwait` below takes them: a graceful stop however the
