@@ -86,9 +86,9 @@ class RawReader:
         with open(self.out, "rb") as f:
             return f.read().decode("utf-8", "replace").splitlines()
 
-    def count(self):
-        with open(self.out, "rb") as f:
-            return f.read().count(b"\n")
+    def size(self):
+        """Bytes read so far: grows whenever a line arrives (cheap to poll, unlike counting lines)."""
+        return os.path.getsize(self.out)
 
     def stop(self):
         os.killpg(self.proc.pid, signal.SIGKILL)  # the loop's own process group: sh and its cat
@@ -169,6 +169,7 @@ def sink_known(binary, sink, tmp, env):
 
 def main():
     binary, nvim_bin, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # kill PID: the cleanup below still runs
     sinks = os.environ.get("TORTURE_SINKS", "transcript jsonl fifo").split()
     raw_writes_per_kill = int(os.environ.get("RAW_LOST_WRITES_PER_KILL", "1"))
     raw_dup_per_kill = int(os.environ.get("RAW_DUP_PER_KILL", "0"))
@@ -208,8 +209,14 @@ def main():
             editor = drivers.NvimDriver(nvim_bin, os.path.join(tmp, "nvim"), env)
             editor.setup([""], 1, 0, "n")
 
+        def new_line():
+            # As a user would now and then: a new line (`o`, then Esc), so no buffer line grows to megabytes (each
+            # insert copies its line, and undo keeps copies). The chunks' order is then read across lines.
+            if editor:
+                editor.nvim.input("o<Esc>")
+
         def wait_flowing(base, what):
-            wait_until(what, lambda: reader.count() > base, 60, 0.005)
+            wait_until(what, lambda: reader.size() > base, 60, 0.005)
 
         # Phase A: the daemon is killed.
         say("phase A: %d kill -9 of the daemon during a stream" % cycles)
@@ -220,10 +227,11 @@ def main():
         feeder = Feeder(sender, "A", 1, rate)
         t0 = time.monotonic()
         for i in range(cycles):
-            wait_flowing(reader.count(), "new lines on the raw FIFO after restart %d" % i)
+            wait_flowing(reader.size(), "new lines on the raw FIFO after restart %d" % i)
             time.sleep(random.uniform(0, 0.2))
             daemon.kill9()
             daemon.start()
+            new_line()
             if (i + 1) % 100 == 0:
                 say("  %d kills, %d lines written, %.0f s" % (i + 1, len(feeder.written), time.monotonic() - t0))
         feeder.stop()
@@ -244,7 +252,7 @@ def main():
         fed = set()
         next_line = 1
         for i in range(cycles):
-            base = reader.count()
+            base = reader.size()
             p = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-b.log"), "ab"),
                                  env=env)
@@ -254,6 +262,7 @@ def main():
             time.sleep(random.uniform(0, 0.2))
             p.kill()
             p.wait()
+            new_line()
             feeder.stop()
             next_line = feeder.next
             fed.update(feeder.written)
