@@ -23,7 +23,8 @@ Flow:
 
 Usage: torture.py SPEAKBRIDGE_BIN NVIM_BIN CYCLES
 Environment: TORTURE_SINKS (default "transcript jsonl fifo"), RAW_LOST_WRITES_PER_KILL (1), RAW_DUP_PER_KILL (0),
-TORTURE_RATE (lines per second written to `send`, 300), TORTURE_KEEP=1 keeps the temporary directory.
+TORTURE_RATE (lines per second written to `send`, 300), TORTURE_PHASE_SECONDS (stop a phase's cycles after that
+long, reporting the kills done; default no limit), TORTURE_KEEP=1 keeps the temporary directory.
 """
 import collections
 import json
@@ -42,10 +43,15 @@ import drivers  # noqa: E402
 
 
 class Feeder:
-    """Writes numbered lines into a process's stdin at a steady pace until stopped or the pipe breaks."""
+    """Writes numbered lines into a process's stdin at a steady pace until stopped or the pipe breaks, keeping at
+    most WINDOW lines ahead of what `delivered()` reports (a stream the daemon keeps up with: without that, a backlog
+    would grow in the client's outbox with every kill, and the cycles would wait on it, not on the kills)."""
 
-    def __init__(self, proc, prefix, start, rate):
+    WINDOW = 300
+
+    def __init__(self, proc, prefix, start, rate, delivered):
         self.proc, self.prefix, self.next, self.rate = proc, prefix, start, rate
+        self.delivered = delivered
         self.written = []
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -55,6 +61,9 @@ class Feeder:
         interval = 1.0 / self.rate
         try:
             while not self.stopped.is_set():
+                if len(self.written) - self.delivered() > self.WINDOW:
+                    time.sleep(interval)
+                    continue
                 line = "%s%07d" % (self.prefix, self.next)
                 self.proc.stdin.write((line + "\n").encode())
                 self.proc.stdin.flush()
@@ -137,6 +146,9 @@ def tally(expected, seen, prefix):
     return lost, dup, extra
 
 
+LINE_BYTES = 9  # every line is a letter, 7 digits and "\n"
+
+
 def lost_writes(expected, seen, prefix):
     """Lost lines as runs of consecutive lines (in the order they were sent): (number of runs, bytes in the
     largest run). One lost write(2) of the raw sink is one run."""
@@ -174,6 +186,7 @@ def main():
     raw_writes_per_kill = int(os.environ.get("RAW_LOST_WRITES_PER_KILL", "1"))
     raw_dup_per_kill = int(os.environ.get("RAW_DUP_PER_KILL", "0"))
     rate = float(os.environ.get("TORTURE_RATE", "300"))
+    budget = float(os.environ.get("TORTURE_PHASE_SECONDS", "0")) or float("inf")
     if "fifo" not in sinks:
         sinks.append("fifo")  # the raw FIFO is also how the driver sees that the stream flows
     tmp = private_tmpdir("sb-torture.")
@@ -224,12 +237,18 @@ def main():
                                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-a.log"), "ab"),
                                   env=env)
         children.append(sender)
-        feeder = Feeder(sender, "A", 1, rate)
+        raw_base = reader.size()
+        feeder = Feeder(sender, "A", 1, rate, lambda: (reader.size() - raw_base) // LINE_BYTES)
         t0 = time.monotonic()
+        kills_a = 0
         for i in range(cycles):
+            if time.monotonic() - t0 > budget:
+                say("phase A: the time budget (TORTURE_PHASE_SECONDS=%d) is spent after %d kills" % (budget, i))
+                break
             wait_flowing(reader.size(), "new lines on the raw FIFO after restart %d" % i)
             time.sleep(random.uniform(0, 0.2))
             daemon.kill9()
+            kills_a += 1
             daemon.start()
             new_line()
             if (i + 1) % 100 == 0:
@@ -243,7 +262,7 @@ def main():
         if rc != 0:
             say("phase A: send exited %s (log %s)" % (rc, os.path.join(tmp, "send-a.log")))
             broken += 1
-        phase_a = (set(feeder.written), cycles, time.monotonic() - t0)
+        phase_a = (set(feeder.written), kills_a, time.monotonic() - t0)
 
         # Phase B: the client is killed.
         say("phase B: %d kill -9 of `send` during a stream" % cycles)
@@ -251,17 +270,22 @@ def main():
         accepted = set()
         fed = set()
         next_line = 1
+        kills_b = 0
         for i in range(cycles):
+            if time.monotonic() - t0 > budget:
+                say("phase B: the time budget (TORTURE_PHASE_SECONDS=%d) is spent after %d kills" % (budget, i))
+                break
             base = reader.size()
             p = subprocess.Popen([binary, "send", "--home", phone.home, "--timeout", "0"], stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "send-b.log"), "ab"),
                                  env=env)
             children.append(p)
-            feeder = Feeder(p, "B", next_line, rate)
+            feeder = Feeder(p, "B", next_line, rate, lambda: (reader.size() - base) // LINE_BYTES)
             wait_flowing(base, "new lines on the raw FIFO from client %d" % i)
             time.sleep(random.uniform(0, 0.2))
             p.kill()
             p.wait()
+            kills_b += 1
             new_line()
             feeder.stop()
             next_line = feeder.next
@@ -276,7 +300,7 @@ def main():
             broken += 1
         raw_seen_b = set(t for t in reader.lines() if t.startswith("B"))
         accepted |= raw_seen_b
-        phase_b = (accepted, cycles, time.monotonic() - t0)
+        phase_b = (accepted, kills_b, time.monotonic() - t0)
         not_taken = len(fed - accepted)
 
         # Let the sinks settle: the Neovim buffer and the transcript stop changing.
