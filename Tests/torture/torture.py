@@ -241,12 +241,17 @@ def main():
         feeder = Feeder(sender, "A", 1, rate, lambda: (reader.size() - raw_base) // LINE_BYTES)
         t0 = time.monotonic()
         kills_a = 0
+        died = 0
         for i in range(cycles):
             if time.monotonic() - t0 > budget:
                 say("phase A: the time budget (TORTURE_PHASE_SECONDS=%d) is spent after %d kills" % (budget, i))
                 break
             wait_flowing(reader.size(), "new lines on the raw FIFO after restart %d" % i)
             time.sleep(random.uniform(0, 0.2))
+            if daemon.proc.poll() is not None:
+                died += 1  # it died by itself, not by our kill: a failure whatever the counts say
+                say("phase A: the daemon died by itself (status %s) before kill %d; log tail:\n%s"
+                    % (daemon.proc.returncode, i + 1, daemon.log_tail(800)))
             daemon.kill9()
             kills_a += 1
             daemon.start()
@@ -263,6 +268,7 @@ def main():
             say("phase A: send exited %s (log %s)" % (rc, os.path.join(tmp, "send-a.log")))
             broken += 1
         phase_a = (set(feeder.written), kills_a, time.monotonic() - t0)
+        broken += died
 
         # Phase B: the client is killed.
         say("phase B: %d kill -9 of `send` during a stream" % cycles)
