@@ -4,7 +4,8 @@
 # `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
 # `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
 # `make load` 100 paired devices x 10,000 lines against one release daemon.
-# `make torture` 1,000 SIGKILL/restart cycles of a streaming daemon; counts lost and repeated lines per sink.
+# `make torture` 1,000 SIGKILL/restart cycles of a streaming daemon, then of the client; counts lost and repeated
+# lines per sink.
 
 SWIFT      ?= swift
 SCRATCH    ?= .build
@@ -14,11 +15,14 @@ BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
 # Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, libX11/libXtst for typing
 # on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests, avahi and iproute2 for
-# the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client).
+# the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client; neovim, vim,
+# emacs-nox and python3-pynvim for the editor plugins' tests; chromium, chromium-driver and python3-selenium for the
+# browser page's tests).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev libssl-dev pkg-config
 DEB_RUN   = xclip libx11-6 libxtst6
 DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
-            dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl
+            dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl \
+            neovim vim emacs-nox python3-pynvim
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -65,7 +69,17 @@ test: deps-test
 	bash Tests/python/smoke-examples.sh
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/web/run.sh
 	SCRATCH=$(SCRATCH) bash Tests/packaging/run.sh
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/editors/run.sh
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) CYCLES=$(TORTURE_SHORT_CYCLES) bash Tests/torture/run.sh
 	@$(MAKE) --no-print-directory netns
+
+# SIGKILL/restart cycles of the daemon, then of the client, during a stream: lost and duplicated chunks on the
+# transcript file, the jsonl FIFO as read by the Neovim plugin and the raw fifo: sink, against what the docs promise
+# (Tests/torture/README.md). `test` runs TORTURE_SHORT_CYCLES of each on the debug binary.
+TORTURE_CYCLES       ?= 1000
+TORTURE_SHORT_CYCLES ?= 10
+torture: deps-test release
+	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_RELEASE) CYCLES=$(TORTURE_CYCLES) bash Tests/torture/run.sh
 
 # Regenerates Pairing/vectors/ (make test checks they are current).
 vectors:
@@ -114,11 +128,6 @@ sanitize: deps-test
 # the daemon's peak RSS and the ack latency of a probe device under that load (Tests/load/load.py).
 load: deps-test release
 	BIN=$(CURDIR)/$(BIN_RELEASE) bash Tests/load/run.sh
-
-# 1,000 SIGKILL/restart cycles of the daemon during a stream into transcript:, jsonl: and fifo: at once: 0 lost and
-# 0 repeated on the transcript and on the jsonl FIFO as a plugin reads it; the fifo within its class (Tests/torture).
-torture: deps-test release
-	python3 Tests/torture/torture.py --bin $(CURDIR)/$(BIN_RELEASE) $(TORTURE_ARGS)
 
 clean:
 	rm -rf $(SCRATCH) .build-fuzz .build-asan .build-tsan

@@ -61,7 +61,7 @@ for f in share/bash-completion/completions/speakbridge share/zsh/site-functions/
          share/emacs/site-lisp/speakbridge.el; do
     check "installed $f" test -s "$P/$f"
 done
-check "the unit starts the installed binary" grep -qx 'ExecStart=/usr/local/bin/speakbridge serve --sink fifo:%t/speakbridge/dictation.fifo' \
+check "the unit starts the installed binary" grep -qx 'ExecStart=/usr/local/bin/speakbridge serve --sink jsonl:%t/speakbridge/dictation.fifo' \
     "$P/lib/systemd/user/speakbridge.service"
 check "the unit is Type=notify" grep -qx 'Type=notify' "$P/lib/systemd/user/speakbridge.service"
 
