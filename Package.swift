@@ -56,7 +56,8 @@ let package = Package(
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
-        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport"]),
+        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport",
+                                                       .product(name: "DequeModule", package: "swift-collections")]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
         .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),

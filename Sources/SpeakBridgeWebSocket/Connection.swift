@@ -1,3 +1,5 @@
+import DequeModule
+
 /// One WebSocket connection as the service thread sees it.
 ///
 /// Touched only on the service thread (see ``ServiceLoop``), so it needs no lock.
@@ -27,10 +29,9 @@ final class Connection {
     /// What `.closed` will report, once known.
     var closeReason: String?
 
-    /// Outgoing messages, oldest first, from `outgoingHead` on.
-    private var outgoing: [[UInt8]] = []
-    private var outgoingHead = 0
-    /// Bytes in `outgoing` from `outgoingHead` on.
+    /// Outgoing messages, oldest first.
+    private var outgoing = Deque<[UInt8]>()
+    /// Bytes in `outgoing`.
     private(set) var outgoingBytes = 0
     /// Most bytes `outgoing` may hold (see `WebSocketServerConfiguration.maxQueuedBytes`).
     let maxQueuedBytes: Int
@@ -46,9 +47,9 @@ final class Connection {
         self.incoming = MessageReassembler(maxMessageSize: maxMessageSize)
     }
 
-    var hasOutgoing: Bool { outgoingHead < outgoing.count }
+    var hasOutgoing: Bool { !outgoing.isEmpty }
 
-    var nextOutgoing: [UInt8]? { hasOutgoing ? outgoing[outgoingHead] : nil }
+    var nextOutgoing: [UInt8]? { outgoing.first }
 
     /// Queues a message; false (and nothing queued) when it would take the queue over its bound.
     func enqueue(_ message: [UInt8]) -> Bool {
@@ -62,20 +63,11 @@ final class Connection {
     /// Forgets everything queued (the connection is being closed because its peer does not read).
     func dropAllOutgoing() {
         outgoing = []
-        outgoingHead = 0
         outgoingBytes = 0
     }
 
     func dropFirstOutgoing() {
-        outgoingBytes -= outgoing[outgoingHead].count
-        outgoing[outgoingHead] = []
-        outgoingHead += 1
-        if outgoingHead == outgoing.count {
-            outgoing.removeAll(keepingCapacity: outgoing.capacity <= 1024)
-            outgoingHead = 0
-        } else if outgoingHead >= 256, outgoingHead * 2 >= outgoing.count {
-            outgoing.removeFirst(outgoingHead)
-            outgoingHead = 0
-        }
+        guard let sent = outgoing.popFirst() else { return }
+        outgoingBytes -= sent.count
     }
 }
