@@ -188,8 +188,8 @@ public enum ConfigWire {
                                         unchanged: keys("unchanged"), skipped: keys("skipped")))
         case errorType:
             let batch = batchHint(body)
-            let code = PeerText.escape(body["code"]?.stringValue ?? "error", limit: 32)
-            let text = PeerText.escape(body["message"]?.stringValue ?? "", limit: 512)
+            let code = PeerText.escapedPrefix(body["code"]?.stringValue ?? "error", limit: 32)
+            let text = PeerText.escapedPrefix(body["message"]?.stringValue ?? "", limit: 512)
             return .error(batch: batch, code: code, message: text)
         default:
             throw ConfigError(.unknownType, "unknown config message type \"\(PeerText.escape(type, limit: 32))\"")

@@ -44,6 +44,13 @@ public enum PeerText {
         return escape(String(String.UnicodeScalarView(scalars.prefix(max(0, limit))))) + "…"
     }
 
+    /// At most `limit` scalars of `escape(text)`: for peer text kept in a decoded message. Unlike
+    /// `escape(_:limit:)` this is idempotent (escaped text needs no more escaping, and a prefix of a prefix is the
+    /// same prefix), so a message decoded, encoded and decoded again is unchanged.
+    public static func escapedPrefix(_ text: String, limit: Int) -> String {
+        String(String.UnicodeScalarView(escape(text).unicodeScalars.prefix(max(0, limit))))
+    }
+
     static func visible(_ scalar: Unicode.Scalar) -> String {
         let hex = String(scalar.value, radix: 16)
         switch scalar.value {

@@ -4,6 +4,20 @@ import Testing
 
 @Suite("Wire format and batch assembly")
 struct WireTests {
+    /// Found by FuzzConfigWire: a peer's config-error text is kept escaped and bounded; that must be idempotent, or
+    /// the message changes in a decode → encode → decode round trip (escaping "\r" lengthens it past the bound).
+    @Test("a config-error with control characters and a long code survives decode → encode → decode unchanged")
+    func errorTextRoundTrip() throws {
+        let body = JSONValue.object([("code", .string("m" + String(repeating: "?", count: 23) + "\r???amaes\u{615B}\u{615B}[31m")),
+                                     ("message", .string(String(repeating: "\u{1B}[2J", count: 200)))])
+        let decoded = try ConfigWire.decode(type: ConfigWire.errorType, body: body)
+        guard case let .config(type, again) = try MessageCodec.decode(MessageCodec.encode(ConfigWire.message(decoded))) else {
+            Issue.record("not a config message")
+            return
+        }
+        #expect(try ConfigWire.decode(type: type, body: again) == decoded)
+    }
+
     let desk = device(1)
 
     @Test("a batch round-trips through the message codec")
