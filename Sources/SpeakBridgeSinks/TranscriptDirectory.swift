@@ -101,8 +101,13 @@ public enum TranscriptDirectory {
 
     /// Opens an existing `path` for appending, checked like every file of ours.
     static func append(_ path: String) throws(SinkError) -> Int32 {
+        try openChecked(path, O_WRONLY | O_APPEND)
+    }
+
+    /// Opens an existing `path` with `flags` (plus O_NOFOLLOW), checked like every file of ours.
+    static func openChecked(_ path: String, _ flags: Int32) throws(SinkError) -> Int32 {
         do throws(StoreError) {
-            let fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            let fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else { throw StoreError.io("open", path, errno: errno) }
             do { try PrivatePath.checkFile(fd, path: path) } catch {
                 close(fd)
@@ -111,6 +116,32 @@ public enum TranscriptDirectory {
             return fd
         } catch {
             throw SinkError(message: error.message, hint: error.hint)
+        }
+    }
+
+    /// The last bytes of the file open on `fd`: a window from the end, doubled (from 4 KiB) until `enough` accepts
+    /// it or it is the whole file. Returns the bytes and whether they are the whole file.
+    static func tail(_ fd: Int32, path: String,
+                     enough: (ArraySlice<UInt8>) -> Bool) throws(SinkError) -> (ArraySlice<UInt8>, Bool) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw SinkError(message: "cannot read \(path): \(POSIX.describe(errno))") }
+        let size = Int(info.st_size)
+        var window = 4096
+        while true {
+            let length = min(window, size)
+            var bytes = [UInt8](repeating: 0, count: length)
+            var got = 0
+            while got < length {
+                let n = bytes.withUnsafeMutableBytes {
+                    pread(fd, $0.baseAddress! + got, length - got, off_t(size - length + got))
+                }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw SinkError(message: "cannot read \(path): \(POSIX.describe(errno))") }
+                got += n
+            }
+            let whole = length == size
+            if whole || enough(bytes[...]) { return (bytes[...], whole) }
+            window = window.multipliedReportingOverflow(by: 2).overflow ? size : window * 2
         }
     }
 
