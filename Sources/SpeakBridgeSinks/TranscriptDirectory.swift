@@ -62,24 +62,77 @@ public enum TranscriptDirectory {
         return names.sorted(by: >).compactMap { read(directory: path, name: $0, repair: repair) }
     }
 
-    /// Reads `NAME.jsonl`: its first line names the (device, session), its last complete line the position.
+    /// Reads `NAME.jsonl`: its first line names the (device, session), its last complete line the position. Reads
+    /// the file's head and tail and counts its line feeds (memchr), so a long transcript costs little at start.
     static func read(directory: String, name: String, repair: Bool) -> TranscriptEntry? {
         let path = "\(directory)/\(name).jsonl"
-        guard var bytes = try? FileIO.read(path) else { return nil }
-        if let lastBreak = bytes.lastIndex(of: 0x0A), lastBreak + 1 < bytes.count {
-            bytes.removeSubrange((lastBreak + 1)...)
-            if repair { truncate(path, to: bytes.count) }
-        } else if !bytes.contains(0x0A) {
-            if repair && !bytes.isEmpty { truncate(path, to: 0) }
+        guard let fd = try? openChecked(path, O_RDONLY) else { return nil }
+        defer { close(fd) }
+        // The tail: up to the line feed before the last complete line (or the whole file).
+        guard let (tail, whole) = try? self.tail(fd, path: path, enough: { bytes in
+            guard let last = bytes.lastIndex(of: 0x0A) else { return false }
+            return bytes[..<last].contains(0x0A)
+        }) else { return nil }
+        var kept = tail
+        if let lastBreak = tail.lastIndex(of: 0x0A) {
+            kept = tail[...lastBreak]
+            let torn = tail.endIndex - lastBreak - 1
+            if torn > 0, repair { truncate(path, to: Int(fileSize(fd)) - torn) }
+        } else {
+            if repair && whole && !tail.isEmpty { truncate(path, to: 0) }
             return nil
         }
-        let lines = bytes.split(separator: 0x0A)
-        guard let first = lines.first.flatMap(JSONLine.decode), let last = lines.last.flatMap(JSONLine.decode) else {
+        let lines = kept.split(separator: 0x0A).dropFirst(whole ? 0 : 1)
+        guard let last = lines.last.flatMap(JSONLine.decode), let first = head(fd).flatMap(JSONLine.decode) else {
             return nil
         }
         return TranscriptEntry(name: name, directory: directory, device: first.device, deviceName: first.deviceName,
-                               session: first.session, lines: lines.count, lastSeq: last.chunk.seq,
-                               started: TranscriptFormat.started(fromName: name))
+                               session: first.session, lines: countLines(fd, upTo: Int(fileSize(fd))),
+                               lastSeq: last.chunk.seq, started: TranscriptFormat.started(fromName: name))
+    }
+
+    private static func fileSize(_ fd: Int32) -> off_t {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? info.st_size : 0
+    }
+
+    /// The file's first line (without its line feed), read in growing windows, at most 4 MiB; nil without one.
+    private static func head(_ fd: Int32) -> [UInt8]? {
+        var window = 4096
+        while window <= 1 << 22 {
+            var bytes = [UInt8](repeating: 0, count: window)
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, window, 0) }
+            guard n > 0 else { return nil }
+            if let end = bytes[..<n].firstIndex(of: 0x0A) { return Array(bytes[..<end]) }
+            guard n == window else { return nil }
+            window *= 2
+        }
+        return nil
+    }
+
+    /// Line feeds in the file's first `size` bytes.
+    private static func countLines(_ fd: Int32, upTo size: Int) -> Int {
+        var count = 0
+        var offset = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while offset < size {
+            let n = buffer.withUnsafeMutableBytes {
+                pread(fd, $0.baseAddress, min($0.count, size - offset), off_t(offset))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            buffer.withUnsafeBytes { raw in
+                // memchr: a byte loop would cost a debug build seconds on a long transcript.
+                var cursor = raw.baseAddress!
+                let end = raw.baseAddress! + n
+                while cursor < end, let hit = memchr(cursor, 0x0A, end - cursor) {
+                    count += 1
+                    cursor = UnsafeRawPointer(hit) + 1
+                }
+            }
+            offset += n
+        }
+        return count
     }
 
     /// Cuts a torn tail off (only ever bytes after the last line feed: an uncounted, partial write).
@@ -101,8 +154,13 @@ public enum TranscriptDirectory {
 
     /// Opens an existing `path` for appending, checked like every file of ours.
     static func append(_ path: String) throws(SinkError) -> Int32 {
+        try openChecked(path, O_WRONLY | O_APPEND)
+    }
+
+    /// Opens an existing `path` with `flags` (plus O_NOFOLLOW), checked like every file of ours.
+    static func openChecked(_ path: String, _ flags: Int32) throws(SinkError) -> Int32 {
         do throws(StoreError) {
-            let fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            let fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else { throw StoreError.io("open", path, errno: errno) }
             do { try PrivatePath.checkFile(fd, path: path) } catch {
                 close(fd)
@@ -111,6 +169,32 @@ public enum TranscriptDirectory {
             return fd
         } catch {
             throw SinkError(message: error.message, hint: error.hint)
+        }
+    }
+
+    /// The last bytes of the file open on `fd`: a window from the end, doubled (from 4 KiB) until `enough` accepts
+    /// it or it is the whole file. Returns the bytes and whether they are the whole file.
+    static func tail(_ fd: Int32, path: String,
+                     enough: (ArraySlice<UInt8>) -> Bool) throws(SinkError) -> (ArraySlice<UInt8>, Bool) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw SinkError(message: "cannot read \(path): \(POSIX.describe(errno))") }
+        let size = Int(info.st_size)
+        var window = 4096
+        while true {
+            let length = min(window, size)
+            var bytes = [UInt8](repeating: 0, count: length)
+            var got = 0
+            while got < length {
+                let n = bytes.withUnsafeMutableBytes {
+                    pread(fd, $0.baseAddress! + got, length - got, off_t(size - length + got))
+                }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw SinkError(message: "cannot read \(path): \(POSIX.describe(errno))") }
+                got += n
+            }
+            let whole = length == size
+            if whole || enough(bytes[...]) { return (bytes[...], whole) }
+            window = window.multipliedReportingOverflow(by: 2).overflow ? size : window * 2
         }
     }
 

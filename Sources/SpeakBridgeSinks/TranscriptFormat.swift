@@ -8,7 +8,8 @@ internal import SpeakBridgeSupport
 /// - `NAME.jsonl`: one `JSONLine` per chunk (device, name, session, seq, text and the optional fields), nothing
 ///   else. This file is the transcript's truth and its position: the last complete line holds the last seq.
 /// - `NAME.md`: Markdown for a person: a title, one line saying when, which device and session, then one paragraph
-///   per chunk, prefixed with `[H:MM:SS]` when the chunk has a start time and `**speaker:**` when it has a speaker.
+///   per chunk, prefixed with `[H:MM:SS]` when the chunk has a start time and `**speaker:**` when it has a speaker,
+///   each closed by `<!-- seq N -->` on its own line (invisible when rendered; how a restart finds what it holds).
 /// - `NAME.vtt`: WebVTT, created with the first chunk that has both start and end times; one cue per such chunk
 ///   (identifier = seq, `<v speaker>` when known).
 /// NAME is `YYYY-MM-DD_HH-MM-SS_DEVICENAME` (UTC start time; the device name reduced to letters, digits, `.`, `-`
@@ -74,7 +75,52 @@ enum TranscriptFormat {
         let text = sanitize ? OutputSanitizer.sanitize(item.chunk.text) : item.chunk.text
         // A blank line inside a chunk would end its paragraph early: keep it one paragraph.
         line += text.split(separator: "\n", omittingEmptySubsequences: true).joined(separator: "  \n")
-        return line + "\n\n"
+        return line + "\n" + seqMarker(item.chunk.seq) + "\n\n"
+    }
+
+    /// `<!-- seq N -->`: closes every paragraph on a line of its own (an HTML comment: Markdown shows nothing).
+    /// The Markdown is written after the JSONL, so the marker at its end says which chunk it holds last.
+    static func seqMarker(_ seq: UInt64) -> String { "<!-- seq \(seq) -->" }
+
+    /// The seq of the marker that ends `tail` (the last bytes of a Markdown), or nil when it does not end with one
+    /// (a torn write, an edited file, a file of an older version, a title without paragraphs).
+    static func lastMarkedSeq(_ tail: ArraySlice<UInt8>) -> UInt64? {
+        let end = Array("-->\n\n".utf8)
+        guard tail.count > end.count, tail.suffix(end.count).elementsEqual(end) else { return nil }
+        let body = tail.dropLast(2)
+        let line = body.lastIndex(of: 0x0A).map { body[($0 + 1)...] } ?? body[...]
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("<!-- seq "), text.hasSuffix(" -->") else { return nil }
+        let digits = text.dropFirst(9).dropLast(4)
+        guard !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+        return UInt64(digits)
+    }
+
+    /// What the end of a WebVTT says.
+    enum CueTail: Equatable {
+        case last(UInt64)  // the last cue's identifier (seq); 0 for a header without cues
+        case needMore      // the last cue starts before these bytes
+        case unreadable    // not whole cues (torn, edited)
+    }
+
+    /// Reads the last cue of `tail` (the last bytes of a WebVTT; `whole`: all of it). Cues hold no blank line, so
+    /// the last cue starts after the last blank line before the end.
+    static func lastCue(_ tail: ArraySlice<UInt8>, whole: Bool) -> CueTail {
+        if whole && tail.elementsEqual(vttHeader.utf8) { return .last(0) }
+        guard tail.count > 2, tail.suffix(2).elementsEqual([0x0A, 0x0A]) else { return .unreadable }
+        let body = tail.dropLast(2)
+        var start: Int?
+        var i = body.endIndex - 1
+        while i > body.startIndex {
+            if body[i] == 0x0A && body[i - 1] == 0x0A { start = i + 1; break }
+            i -= 1
+        }
+        guard let start else { return whole ? .unreadable : .needMore }
+        let lines = body[start...].split(separator: 0x0A, maxSplits: 2, omittingEmptySubsequences: false)
+        guard lines.count >= 2, String(decoding: lines[1], as: UTF8.self).contains(" --> "), !lines[0].isEmpty,
+              lines[0].allSatisfy({ (0x30...0x39).contains($0) }),
+              let seq = UInt64(String(decoding: lines[0], as: UTF8.self)) else { return .unreadable }
+        return .last(seq)
     }
 
     static let vttHeader = "WEBVTT\n\n"

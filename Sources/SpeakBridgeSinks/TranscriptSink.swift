@@ -10,13 +10,15 @@ import SpeakBridgeStore
 /// counts, so the file holds the sink's position. At start the sink scans DIR (`TranscriptDirectory.scan`), cuts
 /// off a torn last line (a crash mid-write: never counted), and answers `position` from the last complete line;
 /// it also skips, itself, any chunk at or below that position. A crash therefore neither loses nor repeats a
-/// chunk in the JSONL. The Markdown and WebVTT are written after it and rebuilt from it whenever they may lag (a
-/// crash between the two writes, a failed write): a session resumed after a reconnect or a restart continues
-/// the same files.
+/// chunk in the JSONL. The WebVTT and then the Markdown are written after it; whenever they may lag (a crash
+/// between the writes, a failed write) the paragraphs and cues they miss are appended from the JSONL's tail
+/// (`TranscriptRepair`, cost proportional to what is missing), or, when their tails cannot be understood (torn,
+/// edited), they are rebuilt from the whole JSONL. A session resumed after a reconnect or a restart continues the
+/// same files.
 ///
 /// Flow of `deliver`: for each run of one session's items: find or create its files (new: O_EXCL, 0600, named by
 /// start time and device name) → append the new lines to NAME.jsonl, fsync (a failure cuts the file back and
-/// nothing counts) → append paragraphs to NAME.md and cues to NAME.vtt.
+/// nothing counts) → append cues to NAME.vtt, then paragraphs to NAME.md.
 public final class TranscriptSink: Sink {
     public let directory: String
     public let label: String
@@ -25,7 +27,7 @@ public final class TranscriptSink: Sink {
     private struct Session: Sendable {
         var name: String
         var lastSeq: UInt64
-        /// The Markdown/WebVTT may lag the JSONL: rebuild them before appending.
+        /// The Markdown/WebVTT may lag the JSONL: repair them before appending.
         var stale: Bool
     }
     private struct State: Sendable {
@@ -56,7 +58,7 @@ public final class TranscriptSink: Sink {
         state.withLock { $0.sessions = sessions }
         for (key, session) in sessions where session.stale {
             // A crash may have come between a JSONL line and its paragraph: make the Markdown whole again now.
-            if (try? rebuild(session.name)) != nil { state.withLock { $0.sessions[key]?.stale = false } }
+            if (try? repair(session.name)) != nil { state.withLock { $0.sessions[key]?.stale = false } }
         }
     }
 
@@ -133,11 +135,11 @@ public final class TranscriptSink: Sink {
         return nil
     }
 
-    /// The session's files: known ones (rebuilt first when their Markdown may lag), else new ones.
+    /// The session's files: known ones (repaired first when their Markdown may lag), else new ones.
     private func open(_ key: Key, first: SinkItem) throws(SinkError) -> Session {
         if var known = state.withLock({ $0.sessions[key] }), access("\(directory)/\(known.name).jsonl", F_OK) == 0 {
             if known.stale {
-                try rebuild(known.name)
+                try repair(known.name)
                 known.stale = false
                 let rebuilt = known
                 state.withLock { $0.sessions[key] = rebuilt }
@@ -164,27 +166,38 @@ public final class TranscriptSink: Sink {
         throw SinkError(message: "cannot create a transcript in \(directory): 100 files named \(base) exist")
     }
 
-    /// Appends paragraphs to NAME.md and cues to NAME.vtt (creating the WebVTT with the first timed chunk).
+    /// Appends cues to NAME.vtt (creating it with the first timed chunk), then paragraphs to NAME.md. In this
+    /// order: a Markdown's last marker then tells what both hold (`TranscriptRepair`).
     private func appendReadable(_ items: [SinkItem], name: String) throws(SinkError) {
+        let cues = items.compactMap(TranscriptFormat.vttCue).joined()
+        if !cues.isEmpty {
+            let vttPath = "\(directory)/\(name).vtt"
+            var vtt = TranscriptDirectory.create(vttPath)
+            var text = TranscriptFormat.vttHeader + cues
+            if vtt < 0 {
+                guard errno == EEXIST else {
+                    throw SinkError(message: "cannot create \(vttPath): \(POSIX.describe(errno))")
+                }
+                vtt = try TranscriptDirectory.append(vttPath)
+                text = cues
+            }
+            defer { Glibc.close(vtt) }
+            try TranscriptDirectory.write(vtt, Array(text.utf8), path: vttPath, sync: true)
+        }
         let mdPath = "\(directory)/\(name).md"
         let md = try TranscriptDirectory.append(mdPath)
         defer { Glibc.close(md) }
         let paragraphs = items.map { TranscriptFormat.markdownParagraph($0, sanitize: sanitize) }.joined()
         try TranscriptDirectory.write(md, Array(paragraphs.utf8), path: mdPath, sync: true)
-        let cues = items.compactMap(TranscriptFormat.vttCue).joined()
-        guard !cues.isEmpty else { return }
-        let vttPath = "\(directory)/\(name).vtt"
-        var vtt = TranscriptDirectory.create(vttPath)
-        var text = TranscriptFormat.vttHeader + cues
-        if vtt < 0 {
-            guard errno == EEXIST else {
-                throw SinkError(message: "cannot create \(vttPath): \(POSIX.describe(errno))")
-            }
-            vtt = try TranscriptDirectory.append(vttPath)
-            text = cues
+    }
+
+    /// Makes NAME.md and NAME.vtt whole again: by appending what they miss when their tails can be read, else by
+    /// a full rebuild.
+    private func repair(_ name: String) throws(SinkError) {
+        if (try? TranscriptRepair.appendMissing(directory: directory, name: name, sanitize: sanitize)) == true {
+            return
         }
-        defer { Glibc.close(vtt) }
-        try TranscriptDirectory.write(vtt, Array(text.utf8), path: vttPath, sync: true)
+        try rebuild(name)
     }
 
     /// Writes NAME.md (and NAME.vtt when any chunk is timed) anew from NAME.jsonl, atomically (temp + rename).
@@ -211,7 +224,7 @@ public final class TranscriptSink: Sink {
     }
 
     /// The Markdown is missing or not newer than the JSONL: a crash may have come between the two writes. (File
-    /// times tick coarsely, so equal times count as lagging: the cost of a false alarm is one rebuild.)
+    /// times tick coarsely, so equal times count as lagging: the cost of a false alarm is reading three tails.)
     private static func lags(_ directory: String, _ name: String) -> Bool {
         var md = stat()
         var jsonl = stat()

@@ -62,8 +62,9 @@ struct TranscriptTests {
             let path = try #require(entry["path"]?.stringValue)
             #expect(path.hasPrefix(directory + "/") && path.hasSuffix(".md"))
             let markdown = try String(contentsOfFile: path, encoding: .utf8)
-            #expect(markdown.contains("\n\n\(all[0])\n\n") && markdown.hasSuffix("\n\n\(all.last!)\n\n"))
-            #expect(markdown.components(separatedBy: "t 7 — é ✓\n\n").count == 2, "each line once in the Markdown")
+            #expect(markdown.contains("\n\n\(all[0])\n<!-- seq 1 -->\n\n")
+                    && markdown.hasSuffix("\n\n\(all.last!)\n<!-- seq \(all.count) -->\n\n"))
+            #expect(markdown.components(separatedBy: "t 7 — é ✓\n<!--").count == 2, "each line once in the Markdown")
             if round == 0 { pair.daemon?.terminate() }
         }
         let human = try run(["sessions"], home: pair.desktopHome)

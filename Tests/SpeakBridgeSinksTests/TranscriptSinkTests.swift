@@ -25,6 +25,16 @@ import Testing
 
     func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
 
+    /// Markdown paragraphs for seq 1, 2… with their markers.
+    func paragraphs(_ texts: [String], from first: UInt64 = 1) -> String {
+        texts.enumerated().map { "\($1)\n<!-- seq \(first + UInt64($0)) -->\n\n" }.joined()
+    }
+
+    func inode(_ path: String) -> ino_t {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info.st_ino : 0
+    }
+
     func mode(_ path: String) -> mode_t {
         var info = stat()
         return lstat(path, &info) == 0 ? info.st_mode & 0o7777 : 0
@@ -55,9 +65,11 @@ import Testing
             · device `\(device)` · session `s1`
 
             [0:00:01] **Ana:** Hello there.
+            <!-- seq 1 -->
 
             [0:01:05] Two  
             paragraphs <b> --> x
+            <!-- seq 2 -->
 
 
             """))
@@ -96,7 +108,7 @@ import Testing
         let first = try #require(entries.first { $0.session == "s1" })
         #expect(first.lines == 3 && first.lastSeq == 3)
         #expect(text(first.jsonlPath).split(separator: "\n").count == 3)
-        #expect(text(first.markdownPath).components(separatedBy: "\n\n").filter { ["one", "two", "three"].contains($0) }.count == 3)
+        #expect(text(first.markdownPath).components(separatedBy: "\n\n").filter { ["one\n<!-- seq 1 -->", "two\n<!-- seq 2 -->", "three\n<!-- seq 3 -->"].contains($0) }.count == 3)
     }
 
     /// A crash in the middle of a JSONL write leaves a torn last line: it was never counted, so the restarted sink
@@ -125,7 +137,75 @@ import Testing
         let lines = text(jsonl).split(separator: "\n")
         #expect(lines.count == 3 && lines.allSatisfy { JSONLine.decode(Array($0.utf8)) != nil })
         let markdown = text("\(root.path)/\(name).md")
-        #expect(markdown.contains("\n\none\n\ntwo\n\nthree\n\n") && !markdown.contains("cut short"))
+        #expect(markdown.contains("\n\n" + paragraphs(["one", "two", "three"])) && !markdown.contains("cut short"))
+    }
+
+    /// A crash between the JSONL line and the Markdown paragraph (and its cue): the restarted sink appends just
+    /// the missing paragraphs and cues from the JSONL's tail; what the files held is not rewritten (same inode,
+    /// same bytes in front).
+    @Test func aCrashBeforeTheParagraphIsRepairedByAppending() throws {
+        let root = TemporaryDirectory()
+        defer { root.remove() }
+        let name: String
+        do {
+            let sink = try TranscriptSink(directory: root.path)
+            try deliver(sink, [item(1, "one", start: 1, end: 2), item(2, "two", start: 2, end: 3)])
+            name = String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
+        }
+        let (md, vtt, jsonl) = ("\(root.path)/\(name).md", "\(root.path)/\(name).vtt", "\(root.path)/\(name).jsonl")
+        let (mdBefore, vttBefore) = (text(md), text(vtt))
+        let (mdInode, vttInode) = (inode(md), inode(vtt))
+        // The crash: seq 3 and 4 reached the JSONL (fsynced), seq 3's cue the WebVTT, nothing the Markdown.
+        let lines = [item(3, "three", start: 3, end: 4), item(4, "four", start: 4, end: 5)]
+            .flatMap { JSONLine.encode($0, sanitize: true) }
+        let handle = try #require(FileHandle(forWritingAtPath: jsonl))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(lines))
+        try handle.close()
+        let cue = try #require(TranscriptFormat.vttCue(item(3, "three", start: 3, end: 4)))
+        let vttHandle = try #require(FileHandle(forWritingAtPath: vtt))
+        try vttHandle.seekToEnd()
+        try vttHandle.write(contentsOf: Data(cue.utf8))
+        try vttHandle.close()
+
+        let sink = try TranscriptSink(directory: root.path)
+        #expect(sink.position(device: device, session: "s1") == 4)
+        #expect(inode(md) == mdInode && inode(vtt) == vttInode, "appended in place, not rewritten")
+        #expect(text(md) == mdBefore + "[0:00:03] three\n<!-- seq 3 -->\n\n[0:00:04] four\n<!-- seq 4 -->\n\n")
+        let cue4 = try #require(TranscriptFormat.vttCue(item(4, "four", start: 4, end: 5)))
+        #expect(text(vtt) == vttBefore + cue + cue4, "each cue once")
+        try deliver(sink, [item(5, "five")])
+        #expect(text(md).hasSuffix("[0:00:04] four\n<!-- seq 4 -->\n\nfive\n<!-- seq 5 -->\n\n"))
+        #expect(inode(md) == mdInode)
+    }
+
+    /// A Markdown whose tail is not a marker (torn mid-paragraph, edited): rebuilt in full from the JSONL.
+    @Test func anUnreadableMarkdownTailIsRebuiltInFull() throws {
+        let root = TemporaryDirectory()
+        defer { root.remove() }
+        let name: String
+        do {
+            let sink = try TranscriptSink(directory: root.path)
+            try deliver(sink, [item(1, "one"), item(2, "two")])
+            name = String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
+        }
+        let md = "\(root.path)/\(name).md"
+        let handle = try #require(FileHandle(forWritingAtPath: md))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("thr".utf8))  // a torn paragraph
+        try handle.close()
+        let jsonl = try #require(FileHandle(forWritingAtPath: "\(root.path)/\(name).jsonl"))
+        try jsonl.seekToEnd()
+        try jsonl.write(contentsOf: Data(JSONLine.encode(item(3, "three"), sanitize: true)))
+        try jsonl.close()
+        _ = try TranscriptSink(directory: root.path)
+        #expect(text(md).hasSuffix("`s1`\n\n" + paragraphs(["one", "two", "three"])))
+        #expect(TranscriptFormat.lastMarkedSeq(Array("x\n<!-- seq 12 -->\n\n".utf8)[...]) == 12)
+        #expect(TranscriptFormat.lastMarkedSeq(Array("x\n<!-- seq 12 -->\n".utf8)[...]) == nil)
+        #expect(TranscriptFormat.lastCue(Array("WEBVTT\n\n".utf8)[...], whole: true) == .last(0))
+        #expect(TranscriptFormat.lastCue(Array("WEBVTT\n\n7\n00:00:01.000 --> 00:00:02.000\nx\n\n".utf8)[...],
+                                         whole: true) == .last(7))
+        #expect(TranscriptFormat.lastCue(Array("WEBVTT\n\n7\n00:00:01.000 --> 00".utf8)[...], whole: true) == .unreadable)
     }
 
     /// The Markdown cannot be written (here: a directory in its place): the chunk still counts (it is in the
@@ -149,7 +229,7 @@ import Testing
         #expect(rmdir(markdown) == 0)
         try deliver(sink, [item(3, "three")])
         #expect(sink.health == nil)
-        #expect(text(markdown).hasSuffix("\n\none\n\ntwo\n\nthree\n\n"))
+        #expect(text(markdown).hasSuffix("\n\n" + paragraphs(["one", "two", "three"])))
     }
 
     /// Files removed while the desktop runs: the session goes on in new files, from where it was.
