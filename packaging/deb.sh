@@ -44,7 +44,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_kb
 Depends: $depends
-Recommends: xclip | wl-clipboard | xsel, xdotool | wtype | ydotool, avahi-daemon
+Recommends: xclip | wl-clipboard | xsel, libxtst6 | wtype | ydotool, avahi-daemon
 Suggests: gnome-keyring
 Section: utils
 Priority: optional
