@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke tests of the copyable examples: the editor plugins load (and the Vim one inserts what a FIFO carries),
-# the Python scripts compile (and the whisper-stream filter keeps only final text), the systemd unit verifies.
+# Smoke tests of the copyable examples: the Python scripts compile (and the whisper-stream filter keeps only final
+# text), the editor plugins load (their behaviour is tested for real by Tests/editors/), the systemd unit verifies.
 # A tool that is not installed (nvim, emacs, systemd-analyze) skips its part with one line.
 # Closing line: "N passed, M failed, K skipped"; exit 1 on any failure.
 set -u
@@ -32,19 +32,13 @@ else
     fail "whisper_stream_filter.py printed: $(cat -A "$TMP/filtered")"
 fi
 
-# Vim: the plugin loads, and a line written into a FIFO lands after the cursor.
+# Vim: the plugin loads and defines its commands (what it inserts, where, is tested for real by Tests/editors/).
 if command -v vim >/dev/null 2>&1 && vim --version | grep -q '+job'; then
-    mkfifo "$TMP/fifo"
-    (sleep 1; printf 'hello world\nsecond chunk\n' >"$TMP/fifo") &
-    writer=$!
-    timeout 30 vim -Nu NONE -i NONE -Es -c 'set nomore' -c "source $EX/editors/vim/plugin/speakbridge.vim" \
-        -c 'call setline(1, "abc")' -c 'call cursor(1, 3)' -c "SpeakBridgeStart $TMP/fifo" -c 'sleep 2500m' \
-        -c 'SpeakBridgeStop' -c "w! $TMP/vim.txt" -c 'qa!' >/dev/null 2>&1
-    wait "$writer" 2>/dev/null
-    if [ "$(cat "$TMP/vim.txt" 2>/dev/null)" = "abchello world second chunk " ]; then
-        pass "vim plugin inserts FIFO lines at the cursor"
+    if timeout 30 vim -Nu NONE -i NONE -Es -c "source $EX/editors/vim/plugin/speakbridge.vim" \
+        -c 'if exists(":SpeakBridgeStart") != 2 | cquit | endif' -c 'qa!' >/dev/null 2>&1; then
+        pass "vim plugin loads and defines :SpeakBridgeStart"
     else
-        fail "vim plugin: buffer is \"$(cat "$TMP/vim.txt" 2>/dev/null)\""
+        fail "vim plugin does not load"
     fi
 else
     skip "vim with +job is not installed: Vim plugin not checked"
