@@ -212,7 +212,9 @@ public final class Sender: @unchecked Sendable {
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .ackJournal(let seq): markAcked(seq)
-            case .rememberAddress(let candidate): SessionLink.remember(candidate, of: desktop, in: peers)
+            case .rememberAddress(let candidate):
+                // Off the queue: the resume and the first lines need not wait for peers.json's fsyncs.
+                syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
             case .report(let report): show(report)
             case .syncJournal: try? outbox.sync()
             case .exit(let code): finish(code)
@@ -257,6 +259,7 @@ public final class Sender: @unchecked Sendable {
         completed = true
         driver.stopFinding()
         perform(core.hangUp())
+        syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
         finished.signal()
     }
 

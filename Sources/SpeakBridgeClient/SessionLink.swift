@@ -146,11 +146,8 @@ final class SessionLink: @unchecked Sendable {
 
     /// Saves where the desktop was reached: most recent first; the oldest are forgotten, so a desktop that
     /// changes address often does not leave an ever longer list of dead addresses to dial.
+    /// (peers.json is rewritten only when this changes something or a minute has passed: `PeerStore.seen`.)
     static func remember(_ c: Candidate, of desktop: Peer, in peers: PeerStore) {
-        try? peers.update(key: desktop.publicKey) { peer in
-            peer.addresses = Array(([c.host] + peer.addresses.filter { $0 != c.host }).prefix(rememberedAddresses))
-            peer.port = c.port
-            peer.lastSeen = Date()
-        }
+        _ = try? peers.seen(key: desktop.publicKey, address: (c.host, c.port), keep: rememberedAddresses)
     }
 }

@@ -161,7 +161,7 @@ final class CoreDriver: @unchecked Sendable {
             case let .persistPeer(id, outcome, name, kind, agent):
                 persist(id, outcome, name: name, kind: kind, agent: agent)
             case .touchPeer(let key):
-                effects.async { [peers] in try? peers.update(key: key) { $0.lastSeen = Date() } }
+                effects.async { [peers] in _ = try? peers.seen(key: key) }
             case let .configOpened(id, device, name):
                 guard let handler = configHandler else { continue }
                 configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }

@@ -93,6 +93,35 @@ public final class PeerStore: @unchecked Sendable {
         }
     }
 
+    /// Records that the peer `key` was just reached, and on a client where: `address` goes first in its addresses
+    /// (at most `keep` are kept; the oldest are forgotten). peers.json is rewritten (two fsyncs) only when the
+    /// addresses or the port change or the stored time is `resolution` old or more: "last seen" is shown to the
+    /// minute, and neither a script that runs `send --text` many times a minute nor a desktop with a hundred
+    /// devices reconnecting should pay a durable write per connection for it. Returns whether it wrote.
+    @discardableResult
+    public func seen(key: X25519PublicKey, now: Date = Date(), address: (host: String, port: Int)? = nil,
+                     keep: Int = Int.max, resolution: TimeInterval = 60) throws(StoreError) -> Bool {
+        func change(_ peer: inout Peer) {
+            if let address {
+                peer.addresses = Array(([address.host] + peer.addresses.filter { $0 != address.host }).prefix(keep))
+                peer.port = address.port
+            }
+            peer.lastSeen = now
+        }
+        let fresh: Bool = lock.withLock {
+            guard let current = peers.first(where: { $0.publicKey == key }), let last = current.lastSeen else {
+                return false
+            }
+            var next = current
+            change(&next)
+            let age = now.timeIntervalSince(last)
+            return next.addresses == current.addresses && next.port == current.port && age >= 0 && age < resolution
+        }
+        if fresh { return false }
+        try update(key: key, change)
+        return true
+    }
+
     @discardableResult
     public func remove(id: DeviceID) throws(StoreError) -> Peer? {
         var removed: Peer?

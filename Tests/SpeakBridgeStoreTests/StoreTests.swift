@@ -147,12 +147,69 @@ struct StoreTests {
         let fd = try FileIO.openAppend(path)
         try FileIO.writeAll(fd, Array("{\"c\":{\"seq\":5,\"te".utf8), path: path)
         close(fd)
-        let again = try Outbox(home: home, desktop: device)
-        #expect(again.session == session)
-        #expect(again.acked == 2)
-        #expect(again.pending.map(\.text) == ["c", "d"])
-        #expect(try again.append(texts: ["e"]).first?.seq == 5)
-        #expect(FileIO.mode(path) == 0o600)
+        do {
+            let again = try Outbox(home: home, desktop: device)
+            #expect(again.session == session)
+            #expect(again.acked == 2)
+            #expect(again.pending.map(\.text) == ["c", "d"])
+            #expect(try again.append(texts: ["e"]).first?.seq == 5)
+            #expect(FileIO.mode(path) == 0o600)
+        }
+        // The torn line was compacted away, so "e" is a whole record of its own for the next run.
+        let third = try Outbox(home: home, desktop: device)
+        #expect(third.pending.map(\.text) == ["c", "d", "e"])
+        #expect(third.nextSeq == 6)
+    }
+
+    /// A small, whole journal is appended to as it is (no rewrite, no fsyncs at start); a large one is compacted.
+    @Test func outboxCompactsOnlyWhenLargeOrTorn() throws {
+        defer { cleanup() }
+        let path = home.outboxDirectory + "/" + device.compact + ".journal"
+        func inode() throws -> UInt64 {
+            var st = stat()
+            try #require(stat(path, &st) == 0)
+            return UInt64(st.st_ino)
+        }
+        do {
+            let outbox = try Outbox(home: home, desktop: device)
+            _ = try outbox.append(texts: ["a", "b", "c"])
+            try outbox.markAcked(2)
+        }
+        let small = try inode()
+        do {
+            let outbox = try Outbox(home: home, desktop: device)
+            #expect(try inode() == small)
+            #expect(outbox.pending.map(\.text) == ["c"])
+            #expect(outbox.nextSeq == 4)
+            _ = try outbox.append(texts: [String(repeating: "x", count: Outbox.compactAbove)])
+            try outbox.markAcked(4)
+        }
+        let large = try inode()
+        let outbox = try Outbox(home: home, desktop: device)
+        #expect(try inode() != large)
+        #expect(outbox.pending.isEmpty)
+        #expect(outbox.acked == 4 && outbox.nextSeq == 5)
+        #expect((try FileIO.read(path)?.count ?? 0) < 200)
+    }
+
+    /// "Last seen" is written at most once a minute unless an address changes: a script's many one-shot sends and
+    /// a desktop's many reconnecting devices do not each pay two fsyncs for it.
+    @Test func peerSeenWritesOnlyWhatChanges() throws {
+        defer { cleanup() }
+        let store = try PeerStore(home: home)
+        let key = X25519PrivateKey().publicKey
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        try store.upsert(Peer(name: "desk", publicKey: key, psk: SymmetricKey.random(), role: .desktop, lastSeen: t0, addresses: ["10.0.0.2"], port: 47810))
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(30), address: ("10.0.0.2", 47810)) == false)
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(30)) == false)
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(31), address: ("10.0.0.3", 47810), keep: 2) == true)
+        #expect(store.all.first?.addresses == ["10.0.0.3", "10.0.0.2"])
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(40), address: ("10.0.0.3", 47811)) == true)
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(99)) == false)   // 59 s after the last write
+        #expect(try store.seen(key: key, now: t0.addingTimeInterval(100)) == true)
+        // Written through: a fresh store reads the last time.
+        #expect(try PeerStore(home: home).all.first?.lastSeen == t0.addingTimeInterval(100))
+        #expect(try PeerStore(home: home).all.first?.port == 47811)
     }
 
     @Test func outboxIsExclusive() throws {
