@@ -18,7 +18,7 @@ struct SpeakBridgeCommand: ParsableCommand {
     static func main() {
         signal(SIGPIPE, SIG_IGN)
         do {
-            var command = try parseAsRoot()
+            var command = try parsedSend() ?? parseAsRoot()
             Console.bootstrap(HomeOptions.found(in: command)?.verbosity ?? .normal)
             try command.run()
         } catch let error as CLIError {
@@ -27,6 +27,19 @@ struct SpeakBridgeCommand: ParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+}
+
+extension SpeakBridgeCommand {
+    /// `send` is what scripts and editor commands run many times a minute, so it is parsed on its own, without
+    /// building the whole command tree (each command type's name is found by dynamic casts that scan the binary's
+    /// protocol conformances). Anything it does not parse cleanly (`--help`, a mistake) goes through the full
+    /// parser, so every message stays the same.
+    static func parsedSend() -> ParsableCommand? {
+        let arguments = CommandLine.arguments.dropFirst()
+        guard arguments.first == "send" else { return nil }
+        // Only a `Send` itself: `--help` parses as the parser's own help command, which must come from the full tree.
+        return (try? Send.parseAsRoot(Array(arguments.dropFirst()))) as? Send
     }
 }
 

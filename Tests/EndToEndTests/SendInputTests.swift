@@ -20,3 +20,29 @@ struct SendInputTests {
         #expect(lines.last == "after")
     }
 }
+
+/// `send` is parsed on its own (no command tree) when it parses cleanly; help and mistakes go through the full
+/// parser, so they read exactly as for every other command.
+@Suite("End to end: send's own parser")
+struct SendParserTests {
+    @Test func helpAndMistakesReadAsFromTheFullParser() throws {
+        let home = "/tmp/sb-sendparse-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let help = try run(["send", "--help"], home: home)
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("USAGE: speakbridge send"), "\(help.stdout)")
+        let bad = try run(["send", "--timeout=-1", "--text", "x"], home: home)
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--timeout must be 0 (keep trying) or a positive number of seconds"))
+        #expect(bad.stderr.contains("Usage: speakbridge send"), "\(bad.stderr)")
+        let unknown = try run(["send", "--nope"], home: home)
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("Unknown option '--nope'"))
+        #expect(unknown.stderr.contains("Usage: speakbridge send"), "\(unknown.stderr)")
+        // Parsed by the fast path, run for real: not paired here, so the store's error, not a parser's.
+        let unpaired = try run(["send", "--text", "x"], home: home)
+        #expect(unpaired.status == 1)
+        #expect(unpaired.stderr.contains("not paired with any desktop"), "\(unpaired.stderr)")
+    }
+}
