@@ -35,6 +35,25 @@ struct SupportWithoutFoundationTests {
         #expect(TextTrim.whitespaceAndNewlines(text) == text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// `devices` (last seen), `outbox` (held since) and `config pending` print times with FoundationEssentials'
+    /// ISO8601FormatStyle where they used Foundation's ISO8601DateFormatter: the same text, year 1 to past 9999.
+    @Test("Date.ISO8601FormatStyle prints what ISO8601DateFormatter printed")
+    func iso8601OutputUnchanged() {
+        let old = ISO8601DateFormatter()
+        var seconds = -62_135_596_800.0  // 0001-01-01T00:00:00Z
+        var mismatches: [String] = []
+        while seconds < 253_402_300_800.0 + 86_400 * 400 {  // past 9999-12-31
+            let date = Date(timeIntervalSince1970: seconds)
+            if Date.ISO8601FormatStyle().format(date) != old.string(from: date) { mismatches.append("\(seconds)") }
+            seconds += 86_400 * 97 + 3_671.5
+        }
+        for seconds in [0, 0.999, -0.5, 1_700_000_000, 4_294_967_295] {
+            let date = Date(timeIntervalSince1970: seconds)
+            if Date.ISO8601FormatStyle().format(date) != old.string(from: date) { mismatches.append("\(seconds)") }
+        }
+        #expect(mismatches == [])
+    }
+
     @Test("Threads.start runs the body on a new thread with the given name")
     func startsNamedThread() {
         let done = DispatchSemaphore(value: 0)
