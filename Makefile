@@ -62,6 +62,7 @@ run: deps-run release
 # need network namespaces (skipped with a one-line reason when they cannot be created).
 test: deps-test
 	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
+	bash Tests/packaging/no-foundation.sh $(BIN_DEBUG)
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) SPEAKBRIDGE_VECTORS_BIN=$(CURDIR)/$(SCRATCH)/debug/speakbridge-vectors \
 	  $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
 	@$(MAKE) --no-print-directory fuzz-short

@@ -1,4 +1,8 @@
-import Foundation
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
@@ -78,11 +82,13 @@ enum CodeMessages {
                            hint: "run `speakbridge pair` on the desktop for a new code")
     }
 
-    /// "14:31:05", local time.
+    /// "14:31:05", local time (the TZ environment variable, else /etc/localtime).
     static func clock(_ unixSeconds: UInt32) -> String {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "HH:mm:ss"
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(unixSeconds)))
+        var seconds = time_t(unixSeconds)
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "??:??:??" }
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
     }
 }
 

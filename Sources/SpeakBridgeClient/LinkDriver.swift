@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import SpeakBridgeClientCore
 import SpeakBridgeProtocol
 import SpeakBridgeWebSocket

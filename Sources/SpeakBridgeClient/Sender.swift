@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import Dispatch
+import FoundationEssentials
 import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
@@ -125,9 +126,7 @@ public final class Sender: @unchecked Sendable {
                 self.endInput()
             }
         case .stdin:
-            let reader = Thread { [self] in readStdin() }
-            reader.name = "sb-stdin"
-            reader.start()
+            Threads.start(name: "sb-stdin") { [self] in readStdin() }
         }
         queue.async {
             self.driver.findDesktop(self.desktop.id)

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 
 /// The local control channel between the CLI and the running daemon: a Unix stream socket `run/control.sock`
 /// (mode 0600, in a 0700 directory). One request per connection: the client writes one JSON object and a
@@ -21,7 +22,7 @@ public final class ControlServer: @unchecked Sendable {
     let path: String
     let listenFD: Int32
     let handler: HandlerBox
-    let stopped = NSLock()
+    let stopped = ThreadLock()
     var isStopped = false
 
     /// Answers each well-formed request with `handler`'s reply; anything else with a `ControlFailure`.
@@ -66,9 +67,7 @@ public final class ControlServer: @unchecked Sendable {
         }
         chmod(path, 0o600)
         listenFD = fd
-        let thread = Thread { [self] in acceptLoop() }
-        thread.name = "sb-control"
-        thread.start()
+        Threads.start(name: "sb-control") { [self] in acceptLoop() }
     }
 
     public func stop() {
@@ -91,7 +90,7 @@ public final class ControlServer: @unchecked Sendable {
                 continue
             }
             let handler = self.handler
-            Thread.detachNewThread {
+            Threads.start {
                 ControlClient.setTimeout(client, seconds: 5)
                 defer { close(client) }
                 guard let line = ControlClient.readLine(client) else { return }  // a liveness probe, or gone

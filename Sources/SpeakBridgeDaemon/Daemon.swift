@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeDesktopCore
@@ -130,7 +130,7 @@ public final class Daemon: @unchecked Sendable {
 /// report anything (its first durable level or drain needs a submit, which comes from the driver).
 // `@unchecked Sendable` is sound: `stored` is read and written only under `lock`.
 final class DriverBox: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var stored: CoreDriver?
     var driver: CoreDriver? {
         get { lock.withLock { stored } }

@@ -1,4 +1,7 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeDesktopCore

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
 import SpeakBridgeStore
@@ -77,7 +78,7 @@ extension Daemon {
 
 // `@unchecked Sendable` is sound: `done` is read and written only under `lock`.
 final class WarnOnce: @unchecked Sendable {
-    let lock = NSLock()
+    let lock = ThreadLock()
     var done = false
     func first() -> Bool { lock.withLock { defer { done = true }; return !done } }
     func reset() { lock.withLock { done = false } }

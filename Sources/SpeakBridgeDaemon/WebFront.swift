@@ -10,7 +10,7 @@
 // 3. Per connection, `route(for:on:)` tells the core (DesktopCore, which never sees lws) the Noise cipher the
 //    negotiated subprotocol chose and whether it came through the TLS listener (a pairing on it is a `browser`
 //    device, saved with its user agent in short). The core decides the rest (browser devices get no config).
-import Foundation
+import FoundationEssentials
 import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeDesktopCore
@@ -180,7 +180,7 @@ enum UserAgent {
                         ("Chrome/", "Chrome"), ("Version/", "Safari")]
         var name = "browser"
         for (token, label) in browsers {
-            if let range = agent.range(of: token) {
+            if let range = agent.firstRange(of: token) {
                 let version = agent[range.upperBound...].prefix { $0.isNumber }
                 name = version.isEmpty ? label : "\(label) \(version)"
                 break

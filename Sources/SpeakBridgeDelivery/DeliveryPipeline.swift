@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import SpeakBridgeProtocol
 public import SpeakBridgeSinks
 import SpeakBridgeStore
@@ -59,7 +59,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
     let onHeld: HeldHandler
-    let condition = NSCondition()
+    let condition = ThreadCondition()
     var levels: DeliveryLevels
     var stopped = false
     var commitFailure: String?
@@ -81,9 +81,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         Self.registerTranscripts(sinks, progress)
         levels = DeliveryLevels(sinks: sinks.count, seeds: Self.seeds(sinks, progress))
         runners = sinks.enumerated().map { SinkRunner(sink: $1, index: $0, progress: progress, pipeline: self) }
-        let committer = Thread { [self] in commitLoop() }
-        committer.name = "sb-commit"
-        committer.start()
+        Threads.start(name: "sb-commit") { [self] in commitLoop() }
         for runner in runners { runner.start() }
     }
 
@@ -223,7 +221,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                     commitFailure = error.description
                     levels.requeue(batch)
                 }
-                Thread.sleep(forTimeInterval: 1)
+                Threads.sleep(seconds: 1)
                 continue
             }
             let advanced = condition.withLock {

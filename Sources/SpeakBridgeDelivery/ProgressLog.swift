@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 public import SpeakBridgeProtocol
 public import SpeakBridgeStore
 import SpeakBridgeSupport
@@ -34,7 +34,7 @@ public final class ProgressLog: @unchecked Sendable {
 
     let path: String
     // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held.
-    let lock = NSLock()
+    let lock = ThreadLock()
     var fd: Int32
     var live: Live = [:]
     var retired: Retired = [:]

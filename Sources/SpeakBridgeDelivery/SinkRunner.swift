@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
@@ -21,7 +21,7 @@ final class SinkRunner: @unchecked Sendable {
     let deliveryClass: DeliveryClass
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
-    let condition = NSCondition()
+    let condition = ThreadCondition()
     var queue = FairQueue<DeviceID, SinkItem>()
     var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
@@ -46,9 +46,7 @@ final class SinkRunner: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "sb-sink"
-        thread.start()
+        Threads.start(name: "sb-sink") { [self] in run() }
     }
 
     var problem: String? { condition.withLock { currentProblem } }
@@ -154,7 +152,7 @@ final class SinkRunner: @unchecked Sendable {
             // by `waitUntilReady` (poll), which returns the moment the reader made room; a fixed 200 ms sleep there
             // held every device's lines whenever a fast reader fell behind for an instant.
             if taken == 0 && problem != nil && !writesInline {
-                Thread.sleep(forTimeInterval: 0.2)
+                Threads.sleep(seconds: 0.2)
             }
         }
     }

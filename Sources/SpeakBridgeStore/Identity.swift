@@ -12,7 +12,7 @@ public struct Identity: Sendable {
         let path = home.identityFile
         if var bytes = try FileIO.read(path, leaked: "delete it and pair every device again (a new identity is created)") {
             defer { SecretMemory.wipe(&bytes) }
-            let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = TextTrim.whitespaceAndNewlines(String(decoding: bytes, as: UTF8.self))
             guard let raw = Hex.decode(text), let key = try? X25519PrivateKey(rawRepresentation: raw) else {
                 throw StoreError("\(path) is not a SpeakBridge identity key",
                                  hint: "move it away; a new identity is created on the next start (pairings must be redone)")
@@ -25,5 +25,5 @@ public struct Identity: Sendable {
     }
 }
 
-import Foundation
+import FoundationEssentials
 import SpeakBridgeSupport

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 import SpeakBridgeProtocol
 
 /// What `speakbridge outbox` sees and does: every desktop's journal in `state/outbox/`, live or held.
@@ -42,7 +42,7 @@ public enum OutboxShelf {
             let stem = String(name.dropLast(suffix.count))
             var desktop = stem
             var heldSince: Date?
-            if let marker = stem.range(of: heldMarker) {
+            if let marker = stem.firstRange(of: heldMarker) {
                 desktop = String(stem[..<marker.lowerBound])
                 let stamp = stem[marker.upperBound...].prefix { $0.isNumber }
                 heldSince = Double(stamp).map(Date.init(timeIntervalSince1970:)) ?? Date(timeIntervalSince1970: 0)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeSupport
@@ -52,7 +52,7 @@ public struct Peer: Sendable {
 /// string of each psk is the one copy left to the allocator.)
 public final class PeerStore: @unchecked Sendable {
     let path: String
-    let lock = NSLock()
+    let lock = ThreadLock()
     var peers: [Peer]
 
     public init(home: Home) throws(StoreError) {
@@ -78,7 +78,7 @@ public final class PeerStore: @unchecked Sendable {
     public func matches(_ query: String) -> [Peer] {
         let all = self.all
         if let id = try? DeviceID(parsing: query), let p = all.first(where: { $0.id == id }) { return [p] }
-        let compact = query.uppercased().replacingOccurrences(of: "-", with: "")
+        let compact = query.uppercased().replacing("-", with: "")
         let byPrefix = all.filter { !compact.isEmpty && $0.id.compact.hasPrefix(compact) }
         if byPrefix.count == 1 { return byPrefix }
         let byName = all.filter { $0.name == query }

@@ -8,7 +8,10 @@
 //    write key, certificate and metadata 0600 (atomic replace, O_NOFOLLOW — FileIO).
 // Files: config/web-key.pem, config/web-cert.pem, config/web-cert.meta.
 internal import COpenSSL
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeCrypto
 import SpeakBridgeStore
 
@@ -114,7 +117,7 @@ public struct WebCertificate: Sendable {
         let pem = Array(UnsafeRawBufferPointer(start: certPEM, count: certPEMLength))
         let der = Array(UnsafeBufferPointer(start: certDER, count: Int(certDERLength)))
         let spki = Array(UnsafeBufferPointer(start: spkiDER, count: Int(spkiDERLength)))
-        let fingerprint = SHA256.hash(der).map { String(format: "%02X", $0) }.joined(separator: ":")
+        let fingerprint = SHA256.hash(der).map { upperHex($0) }.joined(separator: ":")
         return (pem, fingerprint, Data(SHA256.hash(spki)).base64EncodedString())
     }
 
@@ -158,4 +161,10 @@ public struct WebCertificate: Sendable {
                 + "fingerprint=\(fingerprint)\nspki=\(spki)\n"
         }
     }
+}
+
+/// "0A": a byte as two uppercase hex digits (the fingerprint's format, as browsers show it).
+private func upperHex(_ byte: UInt8) -> String {
+    let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
+    return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
 }

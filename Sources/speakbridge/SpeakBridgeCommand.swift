@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeStore
 import SpeakBridgeSupport
 
@@ -23,7 +26,7 @@ struct SpeakBridgeCommand: ParsableCommand {
             try command.run()
         } catch let error as CLIError {
             Console.error(error.message, hint: error.hint)
-            Foundation.exit(error.exitCode)
+            Glibc.exit(error.exitCode)
         } catch {
             exit(withError: error)
         }

@@ -27,6 +27,7 @@ fi
 echo "     release build and generate-manual: $(($(date +%s) - start)) s"
 BIN="$SCRATCH/release/speakbridge"
 version=$("$BIN" --version)
+check "the release binary links no Foundation, CoreFoundation or ICU" bash Tests/packaging/no-foundation.sh "$BIN"
 
 # ---- make install into a fresh DESTDIR -----------------------------------------------------------------------
 DEST="$TMP/dest"

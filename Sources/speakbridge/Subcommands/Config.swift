@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
 import SpeakBridgeStore
@@ -149,7 +149,7 @@ struct Config: ParsableCommand {
         func run() throws {
             let tx = try ConfigCLI.run { try ConfigCLI.store(homeOptions.resolved).read() }
             let pending = tx.document.pending.keys.sorted().map { tx.document.pending[$0]! }
-            let formatter = ISO8601DateFormatter()
+            let formatter = Date.ISO8601FormatStyle()
             func here(_ key: String) -> String {
                 guard let r = tx.document.records[key], !r.isDeleted else { return "(not set)" }
                 return (try? tx.shown(r, reveal: false)) ?? "?"
@@ -169,7 +169,7 @@ struct Config: ParsableCommand {
                 return
             }
             for p in pending {
-                let when = formatter.string(from: Date(timeIntervalSince1970: Double(p.received)))
+                let when = formatter.format(Date(timeIntervalSince1970: Double(p.received)))
                 Console.out("\(p.record.key)  from \"\(PeerText.escape(p.fromName, limit: 64))\" (\(p.from)) at \(when)\(p.record.isSecret ? "  (secret)" : "")")
                 Console.out("  - \(here(p.record.key))")
                 Console.out("  + \((try? tx.shown(p.record, reveal: false)) ?? "?")")

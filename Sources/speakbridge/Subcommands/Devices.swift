@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import SpeakBridgeControl
 import SpeakBridgeProtocol
 import SpeakBridgeStore
@@ -35,9 +35,9 @@ struct Devices: ParsableCommand {
                 Console.info("no paired devices; pair one with `speakbridge pair` (desktop) and `speakbridge join` (capture device)")
                 return
             }
-            let formatter = ISO8601DateFormatter()
+            let formatter = Date.ISO8601FormatStyle()
             for d in devices {
-                let seen = d.lastSeen.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
+                let seen = d.lastSeen.map { formatter.format(Date(timeIntervalSince1970: Double($0))) } ?? "never"
                 var line = "\(d.id)  \(d.role)  \"\(d.name)\"  last seen \(seen)"
                 if d.kind == DeviceKind.browser.rawValue {
                     line += "  browser" + (d.agent.map { " (\($0))" } ?? "")
@@ -109,9 +109,9 @@ func listMatches(_ devices: [JSONValue]) { listMatches(devices.compactMap(Device
 func deviceJSON(_ p: Peer) -> JSONValue { deviceEntry(p).json }
 
 func listMatches(_ devices: [DeviceSummary]) {
-    let formatter = ISO8601DateFormatter()
+    let formatter = Date.ISO8601FormatStyle()
     for d in devices {
-        let seen = d.lastSeen.map { formatter.string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never"
+        let seen = d.lastSeen.map { formatter.format(Date(timeIntervalSince1970: Double($0))) } ?? "never"
         Console.info("  \(d.id)  \(d.role)  \"\(d.name)\"  last seen \(seen)")
     }
 }

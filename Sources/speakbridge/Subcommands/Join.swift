@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import SpeakBridgeClient
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol

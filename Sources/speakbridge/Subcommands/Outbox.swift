@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeSupport
@@ -48,13 +48,13 @@ struct OutboxCommand: ParsableCommand {
                 Console.info("the outbox is empty: every line sent was acknowledged")
                 return
             }
-            let formatter = ISO8601DateFormatter()
+            let formatter = Date.ISO8601FormatStyle()
             for e in entries {
                 let who = "\"\(names[e.desktop] ?? "unknown desktop")\" (\(displayID(e.desktop)))"
                 let oldest = e.oldest.map { ", oldest \"\(PeerText.escape($0, limit: 40))\"" } ?? ""
                 let line = e.held
                     ? "\(who): \(e.count) line(s) held from an earlier pairing (since "
-                        + "\(formatter.string(from: e.heldSince ?? Date(timeIntervalSince1970: 0))))\(oldest)"
+                        + "\(formatter.format(e.heldSince ?? Date(timeIntervalSince1970: 0))))\(oldest)"
                     : "\(who): \(e.count) line(s) queued, session \(e.session ?? "?")\(oldest)"
                 // The queued text is shown cut and escaped: one line each, no control reaches the terminal.
                 Console.out(PeerText.escape(line.count > 200 ? String(line.prefix(200)) + "…" : line))
@@ -125,7 +125,7 @@ struct OutboxCommand: ParsableCommand {
                                        hint: "stdin is not a terminal, so `outbox clear` cannot ask: add --yes")
                     }
                     Console.raw(PeerText.escape("speakbridge: drop \(count) line(s) queued for \(whom)? [y/N] "))
-                    let answer = (readLine() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+                    let answer = TextTrim.whitespace(readLine() ?? "").lowercased()
                     guard answer == "y" || answer == "yes" else {
                         Console.info("nothing dropped")
                         return
@@ -165,7 +165,7 @@ private func resolveDesktop(_ home: Home, _ query: String) throws -> String {
             throw ambiguousDevices(query, matches, usage: "speakbridge outbox … ID")
         }
     }
-    let compact = query.uppercased().replacingOccurrences(of: "-", with: "")
+    let compact = query.uppercased().replacing("-", with: "")
     let known = Set(((try? OutboxShelf.list(home: home)) ?? []).map(\.desktop)).filter { !compact.isEmpty && $0.hasPrefix(compact) }
     guard known.count == 1, let only = known.first else {
         throw CLIError("no desktop with queued lines matches \"\(PeerText.escape(query, limit: 64))\"",

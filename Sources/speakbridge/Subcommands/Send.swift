@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeClient
 import SpeakBridgeStore
 
@@ -58,6 +61,6 @@ struct Send: ParsableCommand {
             throw CLIError(error.message, hint: error.hint, exitCode: error.exitCode)
         }
         let code = sender.run()
-        if code != 0 { Foundation.exit(code) }
+        if code != 0 { Glibc.exit(code) }
     }
 }

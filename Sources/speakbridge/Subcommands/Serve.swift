@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import SpeakBridgeConfig
 import SpeakBridgeControl
 import SpeakBridgeDaemon
@@ -111,8 +115,8 @@ struct Serve: ParsableCommand {
         // withdrawal stalls (avahi-daemon not answering over D-Bus), leave anyway after 3 s.
         // _exit, not exit: atexit handlers of the C libraries could wait on the very thread that is stuck.
         // Nothing is lost by skipping them: every write this process makes is a plain write(2).
-        Thread.detachNewThread {
-            Thread.sleep(forTimeInterval: 3)
+        Threads.start {
+            Threads.sleep(seconds: 3)
             Console.warning("withdrawing the mDNS record took too long; exiting without it")
             _exit(0)
         }
