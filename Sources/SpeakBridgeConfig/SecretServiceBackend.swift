@@ -80,6 +80,12 @@ public enum SecretBackends {
                 let keyring = try SecretServiceKeyring.probe(home: canonical(home.config))
                 return SecretServiceBackend(keyring: keyring, file: file)
             } catch {
+                if case .libraryMissing(let missing) = error {
+                    // A session bus but no libsecret (it is loaded on first use, not linked): say so, never silently.
+                    if mode == "secret-service" { throw .local(error.description, hint: missing.hint) }
+                    Console.warning("\(error.description); secrets go to \(file.path)")
+                    return file
+                }
                 if mode == "secret-service" {
                     throw .local(error.description, hint: "start a keyring daemon in this session, or set \(environmentKey)=file")
                 }
