@@ -51,8 +51,8 @@ let package = Package(
                        pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets",
                        pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
-        .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
-                       pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // No pkgConfig: it would link libqrencode, which SpeakBridgeQR dlopens on first use (qrencode.h is in /usr/include).
+        .systemLibrary(name: "CQREncode", path: "Sources/CQREncode", providers: [.apt(["libqrencode-dev"])]),
         // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", providers: [.apt(["libssl-dev"])]),
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport",
                                                        .product(name: "DequeModule", package: "swift-collections")]),
-        .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
+        .target(name: "SpeakBridgeQR", dependencies: ["CQREncode", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),

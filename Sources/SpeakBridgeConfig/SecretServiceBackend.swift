@@ -83,7 +83,8 @@ public enum SecretBackends {
                 if case .libraryMissing(let missing) = error {
                     // A session bus but no libsecret (it is loaded on first use, not linked): say so, never silently.
                     if mode == "secret-service" { throw .local(error.description, hint: missing.hint) }
-                    Console.warning("\(error.description); secrets go to \(file.path)")
+                    Console.warning("\(error.description); secrets go to \(file.path) until the Debian package "
+                                    + "\(missing.package) is installed")
                     return file
                 }
                 if mode == "secret-service" {

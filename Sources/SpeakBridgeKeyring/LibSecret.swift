@@ -31,4 +31,11 @@ enum LibSecret {
             return .failure(error)
         }
     }
+
+    /// Why `soname` cannot serve as this library, or nil when it loads and every symbol resolves. Without C types,
+    /// so that tests (which do not see the C leaf's headers) can check the loader with present and absent sonames.
+    static func loadError(soname: String) -> SharedLibraryError? {
+        if case .failure(let error) = load(soname: soname) { return error }
+        return nil
+    }
 }

@@ -19,7 +19,7 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .unavailable(let why): "no Secret Service: \(why)"
         case .failed(let why): "Secret Service: \(why)"
-        case .libraryMissing(let error): "no Secret Service: \(error.fullDescription)"
+        case .libraryMissing(let error): "no Secret Service: \(error.description)"
         }
     }
 }
@@ -212,7 +212,7 @@ extension KeyringError {
     var reason: String {
         switch self {
         case .unavailable(let why), .failed(let why): why
-        case .libraryMissing(let error): error.fullDescription
+        case .libraryMissing(let error): error.description
         }
     }
 }
