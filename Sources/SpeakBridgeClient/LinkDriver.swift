@@ -47,8 +47,8 @@ final class LinkDriver: @unchecked Sendable {
         }
     }
 
-    /// Looks for the desktop by its ID over mDNS, after `grace` (at once when a connection closes meanwhile); what
-    /// is found comes as `.found`. Must be called on `queue`.
+    /// Looks for the desktop by its ID over mDNS after `grace`, or as soon as every dial has failed without any
+    /// connection opening, whichever comes first; what is found comes as `.found`. Must be called on `queue`.
     func findDesktop(_ desktop: DeviceID, after grace: Duration = LinkDriver.mdnsGrace) {
         guard finder == nil, pendingFind == nil, !findingStopped else { return }
         let start = DispatchWorkItem { [weak self] in self?.startFinding(desktop) }
