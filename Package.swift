@@ -19,6 +19,21 @@
 //   wiring          speakbridge (argument parsing only)
 import PackageDescription
 
+// glib's glibconfig.h lives in the multiarch library directory. `pkg-config --cflags glib-2.0` names it, but a
+// `pkgConfig:` on CSecret would also link glib into every process, which SpeakBridgeKeyring now loads only on first
+// use (dlopen); so the Debian multiarch path is spelled out here for the one target that needs it.
+#if arch(x86_64)
+let multiarch = "x86_64-linux-gnu"
+#elseif arch(arm64)
+let multiarch = "aarch64-linux-gnu"
+#elseif arch(arm)
+let multiarch = "arm-linux-gnueabihf"
+#elseif arch(riscv64)
+let multiarch = "riscv64-linux-gnu"
+#else
+let multiarch = "unknown-linux-gnu"
+#endif
+
 let package = Package(
     name: "SpeakBridge",
     platforms: [.macOS(.v15)],
@@ -36,19 +51,19 @@ let package = Package(
                        pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets",
                        pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
-        .systemLibrary(name: "CQREncode", path: "Sources/CQREncode",
-                       pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // No pkgConfig: it would link libqrencode, which SpeakBridgeQR dlopens on first use (qrencode.h is in /usr/include).
+        .systemLibrary(name: "CQREncode", path: "Sources/CQREncode", providers: [.apt(["libqrencode-dev"])]),
         // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", providers: [.apt(["libssl-dev"])]),
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
-        // The headers are in /usr/include and the modulemap links the libraries; `make` installs libavahi-client-dev.
+        // The headers are in /usr/include; the modulemap links nothing (SpeakBridgeDiscovery dlopens
+        // libavahi-client.so.3 on first use); `make` installs libavahi-client-dev.
         .systemLibrary(name: "CAvahi", path: "Sources/CAvahi"),
-        // libsecret-1.pc (through gio-2.0) adds -pthread, which SwiftPM drops with a warning whenever it plans the
-        // build. So pkg-config is asked for glib-2.0 only (the architecture-specific glib include path, no
-        // -pthread), and the one libsecret include path, the same on every architecture, is added to the single
-        // target that imports CSecret. The modulemap links libsecret, gio, gobject and glib.
-        .systemLibrary(name: "CSecret", path: "Sources/CSecret",
-                       pkgConfig: "glib-2.0", providers: [.apt(["libsecret-1-dev"])]),
+        // No pkgConfig either: libsecret-1.pc (through gio-2.0) adds -pthread, which SwiftPM drops with a warning,
+        // and glib-2.0.pc would link glib. The include paths (libsecret, glib, and glib's multiarch glibconfig.h;
+        // see `multiarch` above) go to the single target that imports CSecret. The modulemap links nothing:
+        // SpeakBridgeKeyring dlopens libsecret on first use.
+        .systemLibrary(name: "CSecret", path: "Sources/CSecret", providers: [.apt(["libsecret-1-dev"])]),
 
         // the support leaf: small types every layer may use (no C, no Foundation): the lock, hex, peer-text escaping,
         // and the Console facade over swift-log
@@ -58,12 +73,13 @@ let package = Package(
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport",
                                                        .product(name: "DequeModule", package: "swift-collections")]),
-        .target(name: "SpeakBridgeQR", dependencies: ["CQREncode"]),
+        .target(name: "SpeakBridgeQR", dependencies: ["CQREncode", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),
         .target(name: "SpeakBridgeDiscovery", dependencies: ["CAvahi", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeSinks", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeStore"]),
-        .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret"],
-                swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1"])]),
+        .target(name: "SpeakBridgeKeyring", dependencies: ["CSecret", "SpeakBridgeSupport"],
+                swiftSettings: [.unsafeFlags(["-Xcc", "-I/usr/include/libsecret-1", "-Xcc", "-I/usr/include/glib-2.0",
+                                              "-Xcc", "-I/usr/lib/\(multiarch)/glib-2.0/include"])]),
 
         // pure protocol core
         .target(name: "SpeakBridgeProtocol", dependencies: [

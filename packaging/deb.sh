@@ -3,7 +3,8 @@
 #
 # Flow: stage with packaging/install.sh (PREFIX=/usr, Debian's directories, binary stripped, no manifest: dpkg
 # keeps its own list) -> Depends from dpkg-shlibdeps on the staged binary (the Debian packages of the shared
-# libraries it links, with their minimum versions) -> DEBIAN/control and md5sums -> dpkg-deb --build.
+# libraries it links, with their minimum versions), plus the libraries it dlopens -> DEBIAN/control and md5sums
+# -> dpkg-deb --build.
 # The version is the binary's own `--version` (one place: SpeakBridgeCommand's configuration).
 # DEB_COMPRESS=gzip builds faster (the tests use it); the default, xz, is smaller.
 set -euo pipefail
@@ -35,6 +36,13 @@ depends=$(cd "$OUTDIR/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/speakbridge" 
     die "dpkg-shlibdeps failed: $(cat "$OUTDIR/shlibdeps.log")"
 depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
+# libsecret, avahi-client and libqrencode are opened with dlopen on first use (SharedLibrary in SpeakBridgeSupport;
+# LibSecret, LibAvahi, LibQREncode), not linked, so dpkg-shlibdeps cannot see them. They stay in Depends, not
+# Recommends: the Secret Service is the default secret store, mDNS is on by default in `serve`, `join` and `send`,
+# and `pair` shows a QR code; without them those features stop with an error naming the package. Minimum versions:
+# the newest symbol SpeakBridge resolves, from the packages' symbols files (libsecret: secret_password_searchv_sync
+# and secret_retrievable_get_attributes, 0.19.1; avahi-client and avahi-common: all 0.6.16; libqrencode: 3.2.0).
+depends="$depends, libavahi-client3 (>= 0.6.16), libsecret-1-0 (>= 0.19.1), libqrencode4 (>= 3.2.0)"
 
 installed_kb=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 cat >"$stage/DEBIAN/control" <<EOF

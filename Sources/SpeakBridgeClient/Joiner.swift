@@ -130,7 +130,8 @@ final class PairingSession: @unchecked Sendable {
         }
         driver.onEvent = { [weak self] event in self?.handle(event) }
         queue.async {
-            self.driver.findDesktop(KeySchedule.deviceID(of: self.desktopKey))
+            // At once: the pairing core needs to know whether mDNS browses (and pairing is rare).
+            self.driver.findDesktop(KeySchedule.deviceID(of: self.desktopKey), after: .zero)
             var core = PairingCore(localStatic: self.identity.privateKey, desktopKey: self.desktopKey,
                                    secret: self.secret, name: self.name, candidates: candidates,
                                    browsing: self.driver.isBrowsing)

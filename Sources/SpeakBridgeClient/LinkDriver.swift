@@ -28,6 +28,17 @@ final class LinkDriver: @unchecked Sendable {
     var sockets: [AttemptID: WebSocketConnectionID] = [:]
     var attempts: [WebSocketConnectionID: AttemptID] = [:]
     var finder: DesktopFinder?
+    /// A `findDesktop` waiting for its grace period (see `mdnsGrace`); `findingStopped` after `stopFinding`.
+    var pendingFind: DispatchWorkItem?
+    var findingStopped = false
+    var anyOpened = false
+
+    /// How long a dial to the known addresses has before mDNS starts too. Browsing loads avahi-client (dlopen, about
+    /// 20 libraries) and connects to the D-Bus system bus: work a `send --text` to a desktop that answers at its
+    /// known address never needs (it is done well within this), and that used to delay its first dial. When every
+    /// dial fails before any connection opened (the known addresses are stale), mDNS starts at once, so a desktop
+    /// that moved is looked for without waiting out the grace.
+    static let mdnsGrace: Duration = .milliseconds(300)
 
     init(queue: DispatchQueue) throws {
         self.queue = queue
@@ -37,9 +48,24 @@ final class LinkDriver: @unchecked Sendable {
         }
     }
 
-    /// Looks for the desktop by its ID over mDNS; what is found comes as `.found`. Must be called on `queue`.
-    func findDesktop(_ desktop: DeviceID) {
-        guard finder == nil else { return }
+    /// Looks for the desktop by its ID over mDNS after `grace`, or as soon as every dial has failed without any
+    /// connection opening, whichever comes first; what is found comes as `.found`. Must be called on `queue`.
+    func findDesktop(_ desktop: DeviceID, after grace: Duration = LinkDriver.mdnsGrace) {
+        guard finder == nil, pendingFind == nil, !findingStopped else { return }
+        let start = DispatchWorkItem { [weak self] in self?.startFinding(desktop) }
+        if grace <= .zero {
+            start.perform()
+            return
+        }
+        pendingFind = start
+        let (seconds, attoseconds) = grace.components
+        queue.asyncAfter(deadline: .now() + .milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)),
+                         execute: start)
+    }
+
+    private func startFinding(_ desktop: DeviceID) {
+        pendingFind = nil
+        guard finder == nil, !findingStopped else { return }
         finder = DesktopFinder(desktop: desktop, queue: queue) { [weak self] found in self?.onEvent(.found(found)) }
     }
 
@@ -61,7 +87,12 @@ final class LinkDriver: @unchecked Sendable {
     }
 
     /// Stops mDNS (the core's `hangUp` closes the connections). Must be called on `queue`.
-    func stopFinding() { finder?.stop() }
+    func stopFinding() {
+        findingStopped = true
+        pendingFind?.cancel()
+        pendingFind = nil
+        finder?.stop()
+    }
 
     /// Joins the socket thread: no event comes after it. Not on `queue`.
     func shutdown() { client.shutdown() }
@@ -69,12 +100,17 @@ final class LinkDriver: @unchecked Sendable {
     func handle(_ event: WebSocketEvent) {
         switch event {
         case .opened(let socket, _, _):
+            anyOpened = true
             if let id = attempts[socket] { onEvent(.opened(id)) }
         case .message(let socket, let bytes):
             if let id = attempts[socket] { onEvent(.frame(id, bytes)) }
         case .closed(let socket, let reason):
             guard let id = attempts.removeValue(forKey: socket) else { return }
             sockets[id] = nil
+            if let pendingFind, attempts.isEmpty, !anyOpened {   // every dial failed: look for the desktop now
+                pendingFind.perform()
+                pendingFind.cancel()
+            }
             onEvent(.closed(id, reason))
         }
     }

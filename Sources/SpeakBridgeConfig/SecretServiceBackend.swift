@@ -80,6 +80,13 @@ public enum SecretBackends {
                 let keyring = try SecretServiceKeyring.probe(home: canonical(home.config))
                 return SecretServiceBackend(keyring: keyring, file: file)
             } catch {
+                if case .libraryMissing(let missing) = error {
+                    // A session bus but no libsecret (it is loaded on first use, not linked): say so, never silently.
+                    if mode == "secret-service" { throw .local(error.description, hint: missing.hint) }
+                    Console.warning("\(error.description); secrets go to \(file.path) until the Debian package "
+                                    + "\(missing.package) is installed")
+                    return file
+                }
                 if mode == "secret-service" {
                     throw .local(error.description, hint: "start a keyring daemon in this session, or set \(environmentKey)=file")
                 }

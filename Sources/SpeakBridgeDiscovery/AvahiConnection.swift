@@ -1,6 +1,8 @@
 // One avahi-client connection that survives avahi-daemon being absent, restarting or crashing.
 //
 // Flow:
+//   0. The owner (MDNSPublisher, MDNSBrowser) loads avahi first (LibAvahi) and hands in its function table;
+//      without the library no connection is made.
 //   1. init creates an AvahiThreadedPoll; start() makes the first AvahiClient and starts the
 //      poll thread. From then on every avahi callback runs on that thread with its lock held.
 //   2. Client RUNNING -> clientRunning(_:) (subclass publishes or browses).
@@ -26,6 +28,8 @@ import Synchronization
 /// read is mirrored into a `Mutex` by the subclasses.
 class AvahiConnection: @unchecked Sendable {
     let retryInterval: Duration
+    /// avahi's functions (LibAvahi): every avahi call goes through this table.
+    let avahi: sb_avahi_api
     private let poll: OpaquePointer?                // AvahiThreadedPoll*; nil only when out of memory
     private(set) var client: OpaquePointer?         // AvahiClient*
     private var timers: [PollTimer] = []
@@ -35,8 +39,9 @@ class AvahiConnection: @unchecked Sendable {
     private(set) var isShutDown = false
     private let shutdownOnce = Atomic<Bool>(false)
 
-    init(retryInterval: Duration) {
-        self.poll = avahi_threaded_poll_new()
+    init(avahi: sb_avahi_api, retryInterval: Duration) {
+        self.avahi = avahi
+        self.poll = avahi.avahi_threaded_poll_new()
         self.retryInterval = retryInterval
     }
 
@@ -53,12 +58,12 @@ class AvahiConnection: @unchecked Sendable {
         let flags = failIfAbsent ? AvahiClientFlags(rawValue: 0) : AVAHI_CLIENT_NO_FAIL
         let error = connect(flags: flags)
         if error != 0 {
-            let reason = Self.unreachableReason(error)
+            let reason = unreachableReason(error)
             if failIfAbsent { return .noDaemon(reason) }
             clientUnavailable(reason)
             reconnectTimer?.arm(after: retryInterval)
         }
-        guard avahi_threaded_poll_start(poll) >= 0 else {
+        guard avahi.avahi_threaded_poll_start(poll) >= 0 else {
             return .avahi("cannot start avahi's event loop thread")
         }
         started = true
@@ -75,20 +80,20 @@ class AvahiConnection: @unchecked Sendable {
         guard !shutdownOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
         guard let poll else { return }
         if started {
-            avahi_threaded_poll_lock(poll)
+            avahi.avahi_threaded_poll_lock(poll)
             isShutDown = true
-            avahi_threaded_poll_unlock(poll)
-            avahi_threaded_poll_stop(poll)           // joins the poll thread
+            avahi.avahi_threaded_poll_unlock(poll)
+            _ = avahi.avahi_threaded_poll_stop(poll)       // joins the poll thread
         }
         isShutDown = true
         if let client {
-            avahi_client_free(client)                // also frees its groups, browsers, resolvers
+            avahi.avahi_client_free(client)                // also frees its groups, browsers, resolvers
             self.client = nil
         }
         for timer in timers { timer.free() }
         timers.removeAll()
         reconnectTimer = nil
-        avahi_threaded_poll_free(poll)
+        avahi.avahi_threaded_poll_free(poll)
     }
 
     // MARK: hooks for subclasses (poll thread, lock held)
@@ -106,14 +111,14 @@ class AvahiConnection: @unchecked Sendable {
 
     /// A timer on the poll thread, disarmed until `arm(after:)`. Freed by `shutdown()`.
     func makeTimer(_ fire: @escaping () -> Void) -> PollTimer? {
-        guard let poll else { return nil }
-        let timer = PollTimer(api: avahi_threaded_poll_get(poll), fire: fire)
+        guard let poll, let api = avahi.avahi_threaded_poll_get(poll) else { return nil }
+        let timer = PollTimer(avahi: avahi, api: api, fire: fire)
         timers.append(timer)
         return timer
     }
 
-    static func message(_ code: Int32) -> String {
-        String(cString: avahi_strerror(code))
+    func message(_ code: Int32) -> String {
+        avahi.avahi_strerror(code).map { String(cString: $0) } ?? "error \(code)"
     }
 
     // MARK: internals
@@ -124,7 +129,7 @@ class AvahiConnection: @unchecked Sendable {
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         insideClientNew = true
         // The state callback may run before avahi_client_new returns; it records the pointer.
-        let made = avahi_client_new(avahi_threaded_poll_get(poll), flags, avahiClientCallback, userdata, &error)
+        let made = avahi.avahi_client_new(avahi.avahi_threaded_poll_get(poll), flags, avahiClientCallback, userdata, &error)
         insideClientNew = false
         client = made
         return made == nil ? (error != 0 ? error : Int32(AVAHI_ERR_FAILURE)) : 0
@@ -134,7 +139,7 @@ class AvahiConnection: @unchecked Sendable {
         guard !isShutDown, client == nil else { return }
         let error = connect(flags: AVAHI_CLIENT_NO_FAIL)
         if error != 0 {
-            clientUnavailable(Self.unreachableReason(error))
+            clientUnavailable(unreachableReason(error))
             reconnectTimer?.arm(after: retryInterval)
         }
     }
@@ -150,13 +155,13 @@ class AvahiConnection: @unchecked Sendable {
         case AVAHI_CLIENT_CONNECTING:
             clientUnavailable("avahi-daemon is not running (the D-Bus system bus is up); waiting for it to start")
         case AVAHI_CLIENT_FAILURE:
-            let error = avahi_client_errno(client)
+            let error = avahi.avahi_client_errno(client)
             let lost = error == Int32(AVAHI_ERR_DISCONNECTED)
             clientUnavailable(lost
-                ? "lost the connection to avahi-daemon (\(Self.message(error))); reconnecting"
-                : "avahi-daemon failed: \(Self.message(error)); retrying")
+                ? "lost the connection to avahi-daemon (\(message(error))); reconnecting"
+                : "avahi-daemon failed: \(message(error)); retrying")
             if insideClientNew { return }            // avahi_client_new cleans up and returns NULL
-            avahi_client_free(client)
+            avahi.avahi_client_free(client)
             self.client = nil
             reconnectTimer?.arm(after: lost ? .zero : retryInterval)
         default:
@@ -164,7 +169,7 @@ class AvahiConnection: @unchecked Sendable {
         }
     }
 
-    private static func unreachableReason(_ error: Int32) -> String {
+    private func unreachableReason(_ error: Int32) -> String {
         if error == Int32(AVAHI_ERR_NO_DAEMON) {
             return "cannot reach avahi-daemon over the D-Bus system bus (\(message(error)))"
         }
@@ -182,11 +187,13 @@ private func avahiClientCallback(_ client: OpaquePointer?, _ state: AvahiClientS
 /// A timeout on avahi's poll. Touched only on the poll thread, or before start / after the poll
 /// thread was joined (see AvahiConnection's threading rule).
 final class PollTimer {
+    private let avahi: sb_avahi_api
     private let api: UnsafePointer<AvahiPoll>
     private var timeout: OpaquePointer?
     fileprivate let fire: () -> Void
 
-    fileprivate init(api: UnsafePointer<AvahiPoll>, fire: @escaping () -> Void) {
+    fileprivate init(avahi: sb_avahi_api, api: UnsafePointer<AvahiPoll>, fire: @escaping () -> Void) {
+        self.avahi = avahi
         self.api = api
         self.fire = fire
         // A NULL time creates the timeout disarmed.
@@ -196,7 +203,7 @@ final class PollTimer {
     func arm(after delay: Duration) {
         guard let timeout else { return }
         var when = timeval()
-        avahi_elapse_time(&when, Self.milliseconds(delay), 0)
+        _ = avahi.avahi_elapse_time(&when, Self.milliseconds(delay), 0)
         api.pointee.timeout_update(timeout, &when)
     }
 

@@ -1,4 +1,5 @@
 // Public values of SpeakBridgeDiscovery. No avahi types appear in this module's public API.
+import SpeakBridgeSupport
 
 /// Fixed DNS-SD names of SpeakBridge.
 public enum MDNSConstants {
@@ -71,6 +72,8 @@ public enum DiscoveryError: Error, Equatable, CustomStringConvertible {
     case invalidTXT(String)
     /// avahi refused a request; the text is avahi's own message.
     case avahi(String)
+    /// libavahi-client cannot be loaded (it is opened on first use, not linked): not installed, or too old.
+    case libraryMissing(SharedLibraryError)
 
     public var description: String {
         switch self {
@@ -80,6 +83,8 @@ public enum DiscoveryError: Error, Equatable, CustomStringConvertible {
             "invalid TXT record: \(why)"
         case .avahi(let why):
             "avahi error: \(why)"
+        case .libraryMissing(let error):
+            "mDNS is unavailable: \(error.description)"
         }
     }
 
@@ -93,6 +98,8 @@ public enum DiscoveryError: Error, Equatable, CustomStringConvertible {
             "TXT keys are short printable ASCII without '=', each key=value at most 255 bytes"
         case .avahi:
             "check avahi-daemon's log (journalctl -u avahi-daemon)"
+        case .libraryMissing(let error):
+            error.hint
         }
     }
 }

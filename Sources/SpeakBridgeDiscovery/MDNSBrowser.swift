@@ -31,7 +31,12 @@ public final class MDNSBrowser: Sendable {
     }
 
     init(retryInterval: Duration, onChange: @escaping @Sendable ([DiscoveredService]) -> Void) throws {
-        core = BrowserCore(events: EventQueue(label: "speakbridge.mdns.browser", handler: onChange),
+        let avahi: sb_avahi_api
+        switch LibAvahi.shared {
+        case .success(let loaded): avahi = loaded
+        case .failure(let missing): throw DiscoveryError.libraryMissing(missing)
+        }
+        core = BrowserCore(avahi: avahi, events: EventQueue(label: "speakbridge.mdns.browser", handler: onChange),
                            retryInterval: retryInterval)
         if let error = core.start(failIfAbsent: true) {
             core.shutdown()
@@ -101,15 +106,15 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
     /// Pause before resolving again after a resolver failed.
     private let resolveRetry: Duration = .seconds(1)
 
-    init(events: EventQueue<[DiscoveredService]>, retryInterval: Duration) {
+    init(avahi: sb_avahi_api, events: EventQueue<[DiscoveredService]>, retryInterval: Duration) {
         self.events = events
-        super.init(retryInterval: retryInterval)
+        super.init(avahi: avahi, retryInterval: retryInterval)
     }
 
     override func start(failIfAbsent: Bool) -> DiscoveryError? {
         resolveTimer = makeTimer { [unowned self] in resolvePending() }
         browserTimer = makeTimer { [unowned self] in
-            if let client, browser == nil, avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING {
+            if let client, browser == nil, avahi.avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING {
                 clientRunning(client)
             }
         }
@@ -126,7 +131,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
     override func clientRunning(_ client: OpaquePointer) {
         guard browser == nil else { return }
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        browser = avahi_service_browser_new(client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC),
+        browser = avahi.avahi_service_browser_new(client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC),
                                             MDNSConstants.serviceType, nil, AvahiLookupFlags(rawValue: 0),
                                             avahiServiceBrowserCallback, userdata)
         if browser == nil { browserTimer?.arm(after: retryInterval) }
@@ -154,7 +159,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
             if table.remove(key) { emitIfChanged() }
         case AVAHI_BROWSER_FAILURE:
             // Usually the daemon went away (the client reports that too); start over later.
-            avahi_service_browser_free(browser)
+            _ = avahi.avahi_service_browser_free(browser)
             self.browser = nil
             for key in Array(resolvers.keys) { stopResolver(key) }
             forgetAll()
@@ -186,7 +191,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         // Address family = the protocol of the report: an IPv4 report resolves A records, an
         // IPv6 report AAAA records, so every address shows up exactly once.
-        guard let resolver = avahi_service_resolver_new(client, key.interface, proto, key.name, key.type, key.domain,
+        guard let resolver = avahi.avahi_service_resolver_new(client, key.interface, proto, key.name, key.type, key.domain,
                                                         proto, AvahiLookupFlags(rawValue: 0),
                                                         avahiServiceResolverCallback, userdata) else {
             pendingResolves.insert(key)
@@ -200,7 +205,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
     private func stopResolver(_ key: ResolveKey) {
         guard let resolver = resolvers.removeValue(forKey: key) else { return }
         keysByResolver[resolver] = nil
-        avahi_service_resolver_free(resolver)
+        _ = avahi.avahi_service_resolver_free(resolver)
     }
 
     private func resolvePending() {
@@ -253,21 +258,22 @@ private func avahiServiceResolverCallback(
     _ txt: UnsafeMutablePointer<AvahiStringList>?, _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
 ) {
     guard let resolver, let userdata else { return }
+    let core = Unmanaged<BrowserCore>.fromOpaque(userdata).takeUnretainedValue()
     var found: Resolution?
     if event == AVAHI_RESOLVER_FOUND, let address {
         found = Resolution(hostName: hostName.map { String(cString: $0) } ?? "",
-                           address: addressText(address, interface: interface),
+                           address: addressText(core.avahi, address, interface: interface),
                            port: Int(port),
-                           txt: TXTRecord.decode(txtStrings(txt)),
+                           txt: TXTRecord.decode(txtStrings(core.avahi, txt)),
                            isLocal: flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0)
     }
-    Unmanaged<BrowserCore>.fromOpaque(userdata).takeUnretainedValue().resolveEvent(resolver, event, found)
+    core.resolveEvent(resolver, event, found)
 }
 
 /// avahi's text form of `address`, with the interface as zone for IPv6 link-local addresses.
-private func addressText(_ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> String? {
+private func addressText(_ avahi: sb_avahi_api, _ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> String? {
     var buffer = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
-    guard avahi_address_snprint(&buffer, buffer.count, address) != nil else { return nil }
+    guard avahi.avahi_address_snprint(&buffer, buffer.count, address) != nil else { return nil }
     let text = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     let a = address.pointee
     let isLinkLocal = a.proto == AvahiProtocol(AVAHI_PROTO_INET6)
@@ -284,15 +290,15 @@ private func addressText(_ address: UnsafePointer<AvahiAddress>, interface: Avah
 
 /// The raw TXT strings of `list`, which a resolver hands over in wire order (measured: a peer's
 /// "id=a" "ID=b" arrive in that order; unlike lists made for publishing, see addService).
-private func txtStrings(_ list: UnsafeMutablePointer<AvahiStringList>?) -> [[UInt8]] {
+private func txtStrings(_ avahi: sb_avahi_api, _ list: UnsafeMutablePointer<AvahiStringList>?) -> [[UInt8]] {
     var strings: [[UInt8]] = []
     var node = list
     while let current = node {
-        let size = Int(avahi_string_list_get_size(current))
-        if let text = avahi_string_list_get_text(current) {
+        let size = Int(avahi.avahi_string_list_get_size(current))
+        if let text = avahi.avahi_string_list_get_text(current) {
             strings.append(Array(UnsafeBufferPointer(start: text, count: size)))
         }
-        node = avahi_string_list_get_next(current)
+        node = avahi.avahi_string_list_get_next(current)
     }
     return strings
 }

@@ -18,8 +18,12 @@ import SpeakBridgeSupport
 /// State changes arrive through `onStateChange` on a private serial queue, in order, never on
 /// avahi's thread; the handler may call `stop()`. Without avahi-daemon the publisher reports
 /// `.noDaemon` once and keeps retrying every few seconds; print one warning and carry on.
+/// Without libavahi-client (loaded on first use, see LibAvahi) it reports `.failed` once, naming the
+/// package to install, and does nothing more.
 public final class MDNSPublisher: Sendable {
-    private let core: PublisherCore
+    /// nil when libavahi-client cannot be loaded; then `missing` is the state.
+    private let core: PublisherCore?
+    private let missing: PublisherState?
 
     /// - Parameters:
     ///   - name: the service instance name shown to users, e.g. "Desk" (at most 63 bytes of UTF-8).
@@ -54,30 +58,41 @@ public final class MDNSPublisher: Sendable {
         } else if !(1...65535).contains(port) {
             invalid = "port \(port) is not a TCP port"
         }
-        core = PublisherCore(name: name, port: UInt16(clamping: port), txt: entries, events: events,
-                             retryInterval: retryInterval)
-        core.begin(invalidInput: invalid)
+        switch LibAvahi.shared {
+        case .success(let avahi):
+            let core = PublisherCore(avahi: avahi, name: name, port: UInt16(clamping: port), txt: entries,
+                                     events: events, retryInterval: retryInterval)
+            self.core = core
+            missing = nil
+            core.begin(invalidInput: invalid)
+        case .failure(let error):
+            core = nil
+            let state = PublisherState.failed(error.fullDescription)
+            missing = state
+            events.post(state)
+        }
     }
 
     deinit {
-        core.shutdown()
+        core?.shutdown()
     }
 
     /// The current state.
     public var state: PublisherState {
-        core.snapshot.withLock { $0.state }
+        if let missing { return missing }
+        return core?.snapshot.withLock { $0.state } ?? .starting
     }
 
     /// The name the service is established under, which differs from the requested name after a
     /// collision ("Desk" -> "Desk #2"); nil while not established.
     public var publishedName: String? {
-        core.snapshot.withLock { $0.publishedName }
+        core?.snapshot.withLock { $0.publishedName }
     }
 
     /// Withdraws the service (avahi sends goodbye packets) and stops. Idempotent; no state change
     /// is reported after it returns except one already being delivered.
     public func stop() {
-        core.shutdown()
+        core?.shutdown()
     }
 }
 
@@ -101,13 +116,14 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
     private var retryTimer: PollTimer?
     private static let maxRenames = 50
 
-    init(name: String, port: UInt16, txt: [TXTEntry], events: EventQueue<PublisherState>, retryInterval: Duration) {
+    init(avahi: sb_avahi_api, name: String, port: UInt16, txt: [TXTEntry], events: EventQueue<PublisherState>,
+         retryInterval: Duration) {
         self.requestedName = name
         self.name = name
         self.port = port
         self.txt = txt
         self.events = events
-        super.init(retryInterval: retryInterval)
+        super.init(avahi: avahi, retryInterval: retryInterval)
     }
 
     func begin(invalidInput: String?) {
@@ -133,7 +149,7 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
     }
 
     override func clientNotReady(_ client: OpaquePointer) {
-        if let group { avahi_entry_group_reset(group) }
+        if let group { _ = avahi.avahi_entry_group_reset(group) }
         report(.registering)
     }
 
@@ -150,8 +166,8 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
         if group == nil {
             let userdata = Unmanaged.passUnretained(self).toOpaque()
             // The group callback may already run inside avahi_entry_group_new (UNCOMMITED).
-            guard let made = avahi_entry_group_new(client, avahiEntryGroupCallback, userdata) else {
-                failAndRetry("cannot create an avahi entry group: \(Self.message(avahi_client_errno(client)))")
+            guard let made = avahi.avahi_entry_group_new(client, avahiEntryGroupCallback, userdata) else {
+                failAndRetry("cannot create an avahi entry group: \(message(avahi.avahi_client_errno(client)))")
                 return
             }
             group = made
@@ -166,14 +182,14 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
                 continue
             }
             if result < 0 {
-                failAndRetry("cannot add service \"\(name)\": \(Self.message(result))")
+                failAndRetry("cannot add service \"\(name)\": \(message(result))")
                 return
             }
             break
         }
-        let committed = avahi_entry_group_commit(group)
+        let committed = avahi.avahi_entry_group_commit(group)
         guard committed >= 0 else {
-            failAndRetry("cannot commit service \"\(name)\": \(Self.message(committed))")
+            failAndRetry("cannot commit service \"\(name)\": \(message(committed))")
             return
         }
         report(.registering)
@@ -184,30 +200,30 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
         // order puts the strings on the wire in that order (checked with python-zeroconf).
         var list: UnsafeMutablePointer<AvahiStringList>? = nil
         for entry in txt {
-            list = avahi_string_list_add_pair(list, entry.key, entry.value)
+            list = avahi.avahi_string_list_add_pair(list, entry.key, entry.value)
         }
-        defer { avahi_string_list_free(list) }
+        defer { avahi.avahi_string_list_free(list) }
         if !txt.isEmpty && list == nil { return Int32(AVAHI_ERR_NO_MEMORY) }
-        return avahi_entry_group_add_service_strlst(
+        return avahi.avahi_entry_group_add_service_strlst(
             group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(rawValue: 0),
             name, MDNSConstants.serviceType, nil, nil, port, list)
     }
 
     private func rename() {
-        guard let alternative = avahi_alternative_service_name(name) else { return }
+        guard let alternative = avahi.avahi_alternative_service_name(name) else { return }
         name = String(cString: alternative)
-        avahi_free(alternative)
+        avahi.avahi_free(alternative)
     }
 
     private func failAndRetry(_ reason: String) {
-        if let group { avahi_entry_group_reset(group) }
+        if let group { _ = avahi.avahi_entry_group_reset(group) }
         report(.failed(reason))
         retryTimer?.arm(after: retryInterval)
     }
 
     private func retryRegistration() {
-        guard !isShutDown, let client, avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING else { return }
-        if let group { avahi_entry_group_reset(group) }
+        guard !isShutDown, let client, avahi.avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING else { return }
+        if let group { _ = avahi.avahi_entry_group_reset(group) }
         register(client)
     }
 
@@ -219,11 +235,11 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
         case AVAHI_ENTRY_GROUP_COLLISION:
             // Another host's service won the probe for this name.
             rename()
-            avahi_entry_group_reset(group)
-            register(avahi_entry_group_get_client(group))
+            _ = avahi.avahi_entry_group_reset(group)
+            if let client = avahi.avahi_entry_group_get_client(group) { register(client) }
         case AVAHI_ENTRY_GROUP_FAILURE:
-            let error = avahi_client_errno(avahi_entry_group_get_client(group))
-            failAndRetry("avahi could not publish \"\(name)\": \(Self.message(error))")
+            let error = avahi.avahi_client_errno(avahi.avahi_entry_group_get_client(group))
+            failAndRetry("avahi could not publish \"\(name)\": \(message(error))")
         default:
             break                                    // UNCOMMITED, REGISTERING
         }

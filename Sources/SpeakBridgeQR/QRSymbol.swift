@@ -1,5 +1,6 @@
 // The only file that talks to libqrencode (the CQREncode C leaf).
 internal import CQREncode
+import SpeakBridgeSupport
 #if canImport(Glibc)
 private import Glibc
 #elseif canImport(Darwin)
@@ -45,15 +46,20 @@ public struct QRSymbol: Sendable, Equatable {
     private init(encoding text: String, level: QRErrorCorrection, minimumVersion: Int) throws(QRError) {
         if text.utf8.contains(0) { throw .containsNUL }
         if text.isEmpty { throw .empty }
+        let qr: sb_qrencode_api
+        switch LibQREncode.shared {
+        case .success(let loaded): qr = loaded
+        case .failure(let missing): throw .libraryMissing(missing)
+        }
         // libqrencode sets errno and returns NULL on failure; its result must be freed with QRcode_free.
         let (code, err): (UnsafeMutablePointer<QRcode>?, Int32) = text.withCString { cString in
-            let code = QRcode_encodeString(cString, Int32(minimumVersion), level.libqrencode, QR_MODE_8, 1)
+            let code = qr.QRcode_encodeString(cString, Int32(minimumVersion), level.libqrencode, QR_MODE_8, 1)
             return (code, errno)  // read at once: errno is only meaningful right after the failing call
         }
         guard let code else {
             throw err == ERANGE ? .tooLong(bytes: text.utf8.count) : .encodingFailed(errno: err)
         }
-        defer { QRcode_free(code) }
+        defer { qr.QRcode_free(code) }
         let width = Int(code.pointee.width)
         let version = Int(code.pointee.version)
         guard width == 17 + 4 * version, let data = code.pointee.data else {
@@ -97,6 +103,8 @@ public enum QRError: Error, Equatable, Sendable, CustomStringConvertible {
     case tooLong(bytes: Int)
     /// libqrencode failed for another reason (errno as it reported it, 0 if it returned a malformed symbol).
     case encodingFailed(errno: Int32)
+    /// libqrencode cannot be loaded (it is opened on first use, not linked).
+    case libraryMissing(SharedLibraryError)
 
     public var description: String {
         switch self {
@@ -104,6 +112,7 @@ public enum QRError: Error, Equatable, Sendable, CustomStringConvertible {
         case .empty: "text for QR code is empty"
         case .tooLong(let bytes): "text of \(bytes) bytes is too long for a QR code"
         case .encodingFailed(let err): "QR encoding failed (errno \(err))"
+        case .libraryMissing(let error): error.fullDescription
         }
     }
 }

@@ -29,6 +29,61 @@ BIN="$SCRATCH/release/speakbridge"
 version=$("$BIN" --version)
 check "the release binary links no Foundation, CoreFoundation or ICU" bash Tests/packaging/no-foundation.sh "$BIN"
 
+# ---- libraries opened on first use (dlopen), not linked ------------------------------------------------------------
+# libsecret and avahi-client (and the ~20 libraries under them) and libqrencode are loaded only by what uses them
+# (SharedLibrary in SpeakBridgeSupport). The release binary must not link them, and a missing one must be a clear error, never a crash.
+needed=$(readelf -d "$BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+echo "     NEEDED: $needed"
+for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode; do
+    check "the release binary does not link $lib" bash -c "! grep -q '$lib\\.so' <<<'$needed'"
+done
+check "--version loads neither libsecret, avahi, glib nor qrencode" \
+    bash -c "LD_DEBUG=files '$BIN' --version 2>'$TMP/ld-files' >/dev/null && grep -q 'file=libc.so.6' '$TMP/ld-files' &&
+             ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode)' '$TMP/ld-files'"
+# Each loader's soname is shipped by the Debian package it names (the one its error tells users to install).
+for loader in Sources/SpeakBridgeKeyring/LibSecret.swift Sources/SpeakBridgeDiscovery/LibAvahi.swift \
+              Sources/SpeakBridgeQR/LibQREncode.swift; do
+    so=$(sed -n 's/.*static let soname = "\(.*\)"/\1/p' "$loader")
+    pkg=$(sed -n 's/.*static let package = "\(.*\)"/\1/p' "$loader")
+    check "$loader: $so is shipped by $pkg" bash -c "[ -n '$so' ] && dpkg -S '*/$so' | grep -q '^$pkg[:,]'"
+done
+# A library that is missing (here: hidden under an empty file in a private mount namespace; needs root).
+hide() {   # hide SONAME CMD...: CMD runs with SONAME's file unloadable
+    local path
+    path=$(ldconfig -p | awk -v so="$1" '$1 == so { print $NF; exit }')
+    shift
+    unshare -m bash -c 'mount --bind /dev/null "$0" && exec "$@"' "$path" "$@"
+}
+if unshare -m true 2>/dev/null; then
+    H="$TMP/nolib"
+    hide libavahi-client.so.3 "$BIN" discover --timeout 0.2 --home "$H/a" >"$TMP/noavahi" 2>&1
+    rc=$?
+    check "discover without libavahi-client: exit 1, error and hint name libavahi-client3" bash -c \
+        "[ $rc -eq 1 ] && grep -q '^speakbridge: error: mDNS is unavailable: cannot load libavahi-client.so.3' '$TMP/noavahi' &&
+         grep -q '^speakbridge: hint: install the Debian package libavahi-client3' '$TMP/noavahi'"
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    hide libavahi-client.so.3 "$BIN" serve --home "$H/d" --listen "127.0.0.1:$port" --sink stdout >/dev/null 2>"$TMP/serve-noavahi" &
+    serve_pid=$!
+    for _ in $(seq 100); do "$BIN" status --home "$H/d" >/dev/null 2>&1 && break; sleep 0.05; done
+    check "serve without libavahi-client runs (status answers)" "$BIN" status --home "$H/d"
+    kill "$serve_pid"; wait "$serve_pid" 2>/dev/null
+    check "serve without libavahi-client warns once, naming libavahi-client3" \
+        bash -c "grep 'mDNS publishing failed: cannot load libavahi-client.so.3' '$TMP/serve-noavahi' | grep -q 'libavahi-client3'"
+    hide libsecret-1.so.0 env SPEAKBRIDGE_SECRETS=secret-service DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
+        "$BIN" config list --home "$H/c" >"$TMP/nosecret" 2>&1
+    rc=$?
+    check "config with SPEAKBRIDGE_SECRETS=secret-service without libsecret: exit 1, hint names libsecret-1-0" bash -c \
+        "[ $rc -eq 1 ] && grep -q '^speakbridge: error: no Secret Service: cannot load libsecret-1.so.0' '$TMP/nosecret' &&
+         grep -q '^speakbridge: hint: install the Debian package libsecret-1-0' '$TMP/nosecret'"
+    hide libsecret-1.so.0 env DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
+        "$BIN" config list --home "$H/c" >"$TMP/nosecret-auto" 2>&1
+    rc=$?
+    check "config without libsecret (auto): works with the file, warns naming libsecret-1-0" bash -c \
+        "[ $rc -eq 0 ] && grep -q '^# secrets: file' '$TMP/nosecret-auto' && grep -q 'warning: .*libsecret-1-0' '$TMP/nosecret-auto'"
+else
+    echo "skip unshare -m is not permitted (not root): missing-library behaviour not checked"
+fi
+
 # ---- make install into a fresh DESTDIR -----------------------------------------------------------------------
 DEST="$TMP/dest"
 mkdir -p "$DEST"
@@ -147,6 +202,10 @@ depends=$(dpkg-deb -f "$DEB" Depends)
 for lib in libsodium23 libwebsockets17 libqrencode4 libavahi-client3 libsecret-1-0 libc6; do
     check "Depends names $lib" grep -q "\\b$lib\\b" <<<"$depends"
 done
+# The libraries opened with dlopen (LibSecret, LibAvahi): dpkg-shlibdeps cannot see them, so deb.sh names them.
+check "Depends names the dlopened libraries with minimum versions" \
+    bash -c "grep -q 'libavahi-client3 (>= 0.6.16)' <<<'$depends' && grep -q 'libsecret-1-0 (>= 0.19.1)' <<<'$depends' &&
+             grep -q 'libqrencode4 (>= 3.2.0)' <<<'$depends'"
 check "Depends names only installed Debian packages" bash -c \
     "for p in \$(tr ',' '\n' <<<'$depends' | sed 's/(.*//'); do dpkg -s \"\$p\" >/dev/null 2>&1 || { echo \"\$p\"; exit 1; }; done"
 check "Recommends the sink tools" bash -c "dpkg-deb -f '$DEB' Recommends | grep -q xclip && dpkg-deb -f '$DEB' Recommends | grep -q wtype"
