@@ -52,13 +52,8 @@ public enum MessageCodec {
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
-        for byte in c.text.utf8 {
-            switch byte {
-            case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 2
-            case 0..<0x20, 0x7F: size += 6
-            default: size += 1
-            }
-        }
+        // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
+        size += JSONValue.escapedSize(c.text)
         if let lang = c.lang { size += 12 + lang.utf8.count * 6 }
         if let speaker = c.speaker { size += 14 + speaker.utf8.count * 6 }
         if c.start != nil { size += 34 }
