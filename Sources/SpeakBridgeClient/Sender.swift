@@ -49,13 +49,14 @@ public struct SendOptions: Sendable {
 /// outbox window, acks, refusals, timeouts, exit codes). This carries its actions out and feeds it events:
 /// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
 /// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
-/// 3. Sockets and mDNS through `LinkDriver`; acks journaled (`ackJournal`); fsync off the queue on the tick.
+/// 3. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
+///    the queue on the tick.
 /// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line).
 /// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
 ///    then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastFrameFrom`, `finishing` and `completed` are used on
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ackToJournal`, `lastFrameFrom`, `finishing` and `completed` are used on
 /// `queue` only (driver events, stdin lines through `queue.sync`, timers through `asyncAfter`; `run` reads the exit
 /// code through `queue.sync`); `driver` is set in `run` before anything is queued; everything else is immutable.
 public final class Sender: @unchecked Sendable {
@@ -72,6 +73,8 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// The highest ack not journaled yet (`journalAck`).
+    var ackToJournal: UInt64 = 0
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
     var lastFrameFrom: AttemptID?
     var finishing = false
@@ -211,10 +214,12 @@ public final class Sender: @unchecked Sendable {
                 Trace.mark("encrypt")
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
-            case .ackJournal(let seq): markAcked(seq)
+            case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
             case .rememberAddress(let candidate): SessionLink.remember(candidate, of: desktop, in: peers)
             case .report(let report): show(report)
-            case .syncJournal: try? outbox.sync()
+            case .syncJournal:
+                journalAck()
+                try? outbox.sync()
             case .exit(let code): finish(code)
             }
         }
@@ -231,9 +236,13 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func markAcked(_ seq: UInt64) {
+    /// Journals the latest ack, if it moved: once per tick (and before a sync or the end) rather than once per
+    /// ack frame, one write(2) per paced line less. A lost or late ack record only means a resend that the desktop
+    /// drops (it answers `resume` with what it has), never a lost line.
+    func journalAck() {
+        guard ackToJournal > outbox.acked else { return }
         do {
-            try outbox.markAcked(seq)
+            try outbox.markAcked(ackToJournal)
         } catch {
             // Not fatal: a lost ack record only means a resend that the desktop drops.
             status.warning("cannot journal an ack: \(error.description)")
@@ -255,6 +264,7 @@ public final class Sender: @unchecked Sendable {
     func complete() {
         guard !completed else { return }
         completed = true
+        journalAck()
         driver.stopFinding()
         perform(core.hangUp())
         finished.signal()
@@ -268,6 +278,7 @@ public final class Sender: @unchecked Sendable {
 
     func tick() {
         guard core.exitCode == nil else { return }
+        journalAck()
         if needsSync {
             needsSync = false
             // fsync off the queue: sending goes on while the disk catches up (the journal write already happened).
