@@ -102,3 +102,50 @@ struct JSONStringFastPathTests {
         }
     }
 }
+
+@Suite("Chunk messages: the direct encoder writes what the JSONValue tree writes")
+struct ChunkEncoderTests {
+    static func chunks() -> [Chunk] {
+        var generator = SystemRandomNumberGenerator()
+        let texts = JSONStringFastPathTests.samples + JSONStringFastPathTests.generated()
+        return texts.enumerated().map { i, text in
+            let seq: UInt64 = [1, 9, 10, 99, 100, 123_456_789, 1 << 53][i % 7] + (i % 7 == 6 ? 0 : UInt64(i))
+            let rare = Int.random(in: 0..<4, using: &generator) == 0
+            return Chunk(seq: seq, text: text, final: i % 3 != 0, lang: rare ? "fr-CA" : nil,
+                         speaker: rare && i % 2 == 0 ? "spk \u{85}1" : nil, start: rare ? 1.25 : nil,
+                         end: rare && i % 2 == 1 ? 1e21 : nil)
+        }
+    }
+
+    @Test("chunk and chunks messages: byte-identical to the tree encoding, and they decode back")
+    func identical() throws {
+        let all = Self.chunks()
+        for chunk in all {
+            let message = Message.chunk(session: "s-0123456789abcdef", chunk)
+            #expect(MessageCodec.encode(message) == MessageCodec.json(message).encoded())
+            #expect(try MessageCodec.decode(MessageCodec.encode(message)) == message)
+            var object: [UInt8] = []
+            MessageCodec.writeChunk(chunk, into: &object)
+            #expect(object == JSONValue.object(MessageCodec.chunkFields(chunk)).encoded())
+        }
+        for start in stride(from: 0, to: all.count, by: 37) {
+            let batch = all[start..<min(all.count, start + 37)].enumerated().map { i, c in
+                var c = c
+                c.seq = 1000 + UInt64(i)
+                return c
+            }
+            let message = Message.chunks(session: "s-1", Array(batch))
+            #expect(MessageCodec.encode(message) == MessageCodec.json(message).encoded())
+            #expect(try MessageCodec.decode(MessageCodec.encode(message)) == message)
+        }
+    }
+
+    @Test("decimal digits as String(_:) writes them")
+    func decimals() {
+        for v: UInt64 in [0, 1, 9, 10, 11, 99, 100, 1 << 53, UInt64.max] {
+            var out: [UInt8] = []
+            MessageCodec.writeDecimal(v, into: &out)
+            #expect(out == Array(String(v).utf8))
+        }
+    }
+}
