@@ -153,6 +153,12 @@ public enum MessageCodec {
     }
 
     public static func decode(_ bytes: [UInt8]) throws(MessageError) -> Message {
+        if let message = decodeCanonical(bytes) { return message }  // chunks as `encode` writes them
+        return try decodeGeneral(bytes)
+    }
+
+    /// Any message, through the JSONValue tree: every rule checked, every error worded.
+    static func decodeGeneral(_ bytes: [UInt8]) throws(MessageError) -> Message {
         let value: JSONValue
         do {
             value = try JSONValue.parse(bytes, maxDepth: 8, maxBytes: SpeakBridgeProtocol.maxFrameSize)

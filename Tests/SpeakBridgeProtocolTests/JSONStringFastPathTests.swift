@@ -149,3 +149,75 @@ struct ChunkEncoderTests {
         }
     }
 }
+
+@Suite("Chunk messages: the canonical decoder agrees with the general one")
+struct CanonicalDecoderTests {
+    static func canonical() -> [[UInt8]] {
+        let chunks = ChunkEncoderTests.chunks().map { Chunk(seq: $0.seq, text: $0.text, final: $0.final) }
+        var out = chunks.map { MessageCodec.encode(.chunk(session: "s-0123456789abcdef", $0)) }
+        for start in stride(from: 0, to: chunks.count, by: 29) {
+            let batch = chunks[start..<min(chunks.count, start + 29)].enumerated().map { i, c in
+                Chunk(seq: 1 + UInt64(start) + UInt64(i), text: c.text, final: c.final)
+            }
+            out.append(MessageCodec.encode(.chunks(session: "s-1", batch)))
+        }
+        return out
+    }
+
+    @Test("every encoded chunk and chunks message takes the canonical path and decodes to the same message")
+    func canonicalMatches() throws {
+        for bytes in Self.canonical() {
+            let fast = try #require(MessageCodec.decodeCanonical(bytes))
+            #expect(try MessageCodec.decodeGeneral(bytes) == fast)
+        }
+    }
+
+    /// Differential: whatever the canonical reader accepts, the general parser accepts as the same message.
+    @Test("mutated messages: accepted only as the general parser reads them; rule breakers left to it")
+    func mutations() throws {
+        var generator = SystemRandomNumberGenerator()
+        let seeds = Self.canonical()
+        let interesting: [UInt8] = Array("0123456789\"\\,:{}[]ets- \u{1}".utf8) + [0x00, 0x7F, 0x80, 0xC3, 0xFF]
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var bytes = seeds.randomElement(using: &generator)!
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[at] = interesting.randomElement(using: &generator)!
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(interesting.randomElement(using: &generator)!, at: at)
+                }
+                if bytes.isEmpty { break }
+            }
+            guard let fast = MessageCodec.decodeCanonical(bytes) else { continue }
+            accepted += 1
+            #expect(try MessageCodec.decodeGeneral(bytes) == fast, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(accepted > 0)
+    }
+
+    @Test("rule breakers in canonical form go to the general parser, which refuses them as before")
+    func ruleBreakers() {
+        let bad = [
+            #"{"type":"chunk","session":"s 1","seq":1,"text":"a","final":true}"#,
+            #"{"type":"chunk","session":"s-1","seq":0,"text":"a","final":true}"#,
+            #"{"type":"chunk","session":"s-1","seq":9007199254740993,"text":"a","final":true}"#,
+            #"{"type":"chunk","session":"s-1","seq":01,"text":"a","final":true}"#,
+            #"{"type":"chunks","session":"s-1","chunks":[]}"#,
+            #"{"type":"chunks","session":"s-1","chunks":[{"seq":1,"text":"a","final":true},{"seq":3,"text":"b","final":true}]}"#,
+            #"{"type":"chunk","session":"s-1","seq":1,"text":"a","final":true}x"#,
+        ]
+        for text in bad {
+            #expect(MessageCodec.decodeCanonical(Array(text.utf8)) == nil, "\(text)")
+            #expect(throws: MessageError.self) { try MessageCodec.decode(Array(text.utf8)) }
+        }
+        let long = #"{"type":"chunk","session":"s-1","seq":1,"text":""# + String(repeating: "a", count: 16_385) + #"","final":true}"#
+        #expect(MessageCodec.decodeCanonical(Array(long.utf8)) == nil)
+        #expect(throws: MessageError.self) { try MessageCodec.decode(Array(long.utf8)) }
+        let batch = (1...513).map { Chunk(seq: UInt64($0), text: "x") }
+        let tooMany = MessageCodec.json(.chunks(session: "s-1", batch)).encoded()
+        #expect(MessageCodec.decodeCanonical(tooMany) == nil)
+        #expect(throws: MessageError.self) { try MessageCodec.decode(tooMany) }
+    }
+}
