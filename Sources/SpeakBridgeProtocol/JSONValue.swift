@@ -113,25 +113,28 @@ extension JSONValue {
     static func escapedSize(_ s: String) -> Int {
         var text = s
         return text.withUTF8 { bytes in
-            var size = 0
+            var size = bytes.count  // each byte as itself, plus what escaping adds
             var i = 0
             while i < bytes.count {
                 let c = bytes[i]
-                switch c {
-                case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 2
-                case 0..<0x20, 0x7F: size += 6
-                case 0x80...:
-                    let length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2
-                    guard i + length <= bytes.count else { size += 1; i += 1; continue }
-                    var v = UInt32(c) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
-                    for k in 1..<length { v = v << 6 | UInt32(bytes[i + k] & 0x3F) }
-                    let escaped = Unicode.Scalar(v).map(PeerText.needsEscape) ?? false
-                    size += escaped ? 6 : length
-                    i += length
+                if c >= 0x20 && c < 0x7F && c != 0x22 && c != 0x5C {
+                    i += 1
                     continue
-                default: size += 1
                 }
-                i += 1
+                if c < 0x80 {
+                    switch c {
+                    case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 1  // two-byte escapes
+                    default: size += 5  // \u00XX
+                    }
+                    i += 1
+                    continue
+                }
+                let length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2
+                guard i + length <= bytes.count else { i += 1; continue }
+                var v = UInt32(c) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
+                for k in 1..<length { v = v << 6 | UInt32(bytes[i + k] & 0x3F) }
+                if let scalar = Unicode.Scalar(v), PeerText.needsEscape(scalar) { size += 6 - length }
+                i += length
             }
             return size
         }
