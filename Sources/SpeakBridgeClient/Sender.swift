@@ -51,12 +51,13 @@ public struct SendOptions: Sendable {
 /// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
 /// 3. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
 ///    the queue on the tick.
-/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line).
+/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
+///    while there is nothing to time (`isQuiet`) and starts again with the next event.
 /// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
 ///    then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ackToJournal`, `lastFrameFrom`, `finishing` and `completed` are used on
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing` and `completed` are used on
 /// `queue` only (driver events, stdin lines through `queue.sync`, timers through `asyncAfter`; `run` reads the exit
 /// code through `queue.sync`); `driver` is set in `run` before anything is queued; everything else is immutable.
 public final class Sender: @unchecked Sendable {
@@ -73,6 +74,8 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
+    var ticking = false
     /// The highest ack not journaled yet (`journalAck`).
     var ackToJournal: UInt64 = 0
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
@@ -134,9 +137,8 @@ public final class Sender: @unchecked Sendable {
         }
         queue.async {
             self.driver.findDesktop(self.desktop.id)
-            self.apply(.start)
+            self.apply(.start)  // starts the clock (`apply`)
         }
-        scheduleTick()
         finished.wait()
         driver.shutdown()
         return queue.sync { core.exitCode ?? 1 }
@@ -189,7 +191,10 @@ public final class Sender: @unchecked Sendable {
 
     var now: Double { clock.now.seconds(since: start) }
 
-    func apply(_ event: ClientCore.Event) { perform(core.handle(event, now: now)) }
+    func apply(_ event: ClientCore.Event) {
+        perform(core.handle(event, now: now))
+        if !ticking && core.exitCode == nil { scheduleTick() }  // something happened: the clock runs again
+    }
 
     func handle(_ event: LinkDriver.Event) {
         switch event {
@@ -273,7 +278,16 @@ public final class Sender: @unchecked Sendable {
     // MARK: - Timers
 
     func scheduleTick() {
+        ticking = true
         queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.tick() }
+    }
+
+    /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
+    /// live status line to redraw. (Redials, ack stalls, time limits and "still waiting" lines all need lines in
+    /// flight or no connection; an event — a line, a frame, a closed connection — starts the clock again.)
+    var isQuiet: Bool {
+        !needsSync && ackToJournal <= outbox.acked && core.window.isDrained && core.link.isEstablished
+            && !status.isTerminal
     }
 
     func tick() {
@@ -291,7 +305,12 @@ public final class Sender: @unchecked Sendable {
             }
         }
         apply(.tick)
-        if core.exitCode == nil { scheduleTick() }
+        guard core.exitCode == nil else { return }
+        if isQuiet {
+            ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
+        } else {
+            scheduleTick()
+        }
     }
 }
 
