@@ -50,13 +50,15 @@ public struct SendOptions: Sendable {
 /// outbox window, acks, refusals, timeouts, exit codes). This carries its actions out and feeds it events:
 /// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
 /// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
-/// 3. Sockets and mDNS through `LinkDriver`; acks journaled (`ackJournal`); fsync off the queue on the tick.
-/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line).
+/// 3. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
+///    the queue on the tick.
+/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
+///    while there is nothing to time (`isQuiet`) and starts again with the next event.
 /// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
 ///    then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastFrameFrom`, `finishing` and `completed` are used on
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing` and `completed` are used on
 /// `queue` only (driver events, stdin lines through `queue.sync`, timers through `asyncAfter`; `run` reads the exit
 /// code through `queue.sync`); `driver` is set in `run` before anything is queued; everything else is immutable.
 public final class Sender: @unchecked Sendable {
@@ -73,6 +75,10 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
+    var ticking = false
+    /// The highest ack not journaled yet (`journalAck`).
+    var ackToJournal: UInt64 = 0
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
     var lastFrameFrom: AttemptID?
     var finishing = false
@@ -130,9 +136,8 @@ public final class Sender: @unchecked Sendable {
         }
         queue.async {
             self.driver.findDesktop(self.desktop.id)
-            self.apply(.start)
+            self.apply(.start)  // starts the clock (`apply`)
         }
-        scheduleTick()
         finished.wait()
         driver.shutdown()
         return queue.sync { core.exitCode ?? 1 }
@@ -185,7 +190,10 @@ public final class Sender: @unchecked Sendable {
 
     var now: Double { clock.now.seconds(since: start) }
 
-    func apply(_ event: ClientCore.Event) { perform(core.handle(event, now: now)) }
+    func apply(_ event: ClientCore.Event) {
+        perform(core.handle(event, now: now))
+        if !ticking && core.exitCode == nil { scheduleTick() }  // something happened: the clock runs again
+    }
 
     func handle(_ event: LinkDriver.Event) {
         switch event {
@@ -210,12 +218,14 @@ public final class Sender: @unchecked Sendable {
                 Trace.mark("encrypt")
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
-            case .ackJournal(let seq): markAcked(seq)
+            case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
             case .rememberAddress(let candidate):
                 // Off the queue: the resume and the first lines need not wait for peers.json's fsyncs.
                 syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
             case .report(let report): show(report)
-            case .syncJournal: try? outbox.sync()
+            case .syncJournal:
+                journalAck()
+                try? outbox.sync()
             case .exit(let code): finish(code)
             }
         }
@@ -232,9 +242,13 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func markAcked(_ seq: UInt64) {
+    /// Journals the latest ack, if it moved: once per tick (and before a sync or the end) rather than once per
+    /// ack frame, one write(2) per paced line less. A lost or late ack record only means a resend that the desktop
+    /// drops (it answers `resume` with what it has), never a lost line.
+    func journalAck() {
+        guard ackToJournal > outbox.acked else { return }
         do {
-            try outbox.markAcked(seq)
+            try outbox.markAcked(ackToJournal)
         } catch {
             // Not fatal: a lost ack record only means a resend that the desktop drops.
             status.warning("cannot journal an ack: \(error.description)")
@@ -256,6 +270,7 @@ public final class Sender: @unchecked Sendable {
     func complete() {
         guard !completed else { return }
         completed = true
+        journalAck()
         driver.stopFinding()
         perform(core.hangUp())
         syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
@@ -265,11 +280,21 @@ public final class Sender: @unchecked Sendable {
     // MARK: - Timers
 
     func scheduleTick() {
+        ticking = true
         queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.tick() }
+    }
+
+    /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
+    /// live status line to redraw. (Redials, ack stalls, time limits and "still waiting" lines all need lines in
+    /// flight or no connection; an event — a line, a frame, a closed connection — starts the clock again.)
+    var isQuiet: Bool {
+        !needsSync && ackToJournal <= outbox.acked && core.window.isDrained && core.link.isEstablished
+            && !status.isTerminal
     }
 
     func tick() {
         guard core.exitCode == nil else { return }
+        journalAck()
         if needsSync {
             needsSync = false
             // fsync off the queue: sending goes on while the disk catches up (the journal write already happened).
@@ -282,7 +307,12 @@ public final class Sender: @unchecked Sendable {
             }
         }
         apply(.tick)
-        if core.exitCode == nil { scheduleTick() }
+        guard core.exitCode == nil else { return }
+        if isQuiet {
+            ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
+        } else {
+            scheduleTick()
+        }
     }
 }
 

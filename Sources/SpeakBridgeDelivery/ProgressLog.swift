@@ -41,6 +41,8 @@ public final class ProgressLog: @unchecked Sendable {
     var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
     var tail: [UInt8]?
+    /// Serializes `sync` (and so `compact`, the only place `fd` changes outside init and deinit).
+    let syncGate = Locked(())
     /// Guarded by `lock`; a test lowers it.
     var compactAfterBytes = 8 << 20
 
@@ -117,23 +119,25 @@ public final class ProgressLog: @unchecked Sendable {
         tail? += line
     }
 
-    /// Makes every record so far durable; compacts the log when it has grown. The fsync runs on a duplicate of
-    /// the descriptor without holding the lock, so sinks keep recording (and writing) while the disk catches up.
-    /// At most one compaction runs at a time (a non-nil `tail` marks it); a concurrent call just fsyncs.
+    /// Makes every record so far durable; compacts the log when it has grown. The fsync runs without holding
+    /// `lock`, so sinks keep recording (and writing) while the disk catches up. Calls are serialized by
+    /// `syncGate` (one compaction at a time; a non-nil `tail` marks it).
     public func sync() throws(StoreError) {
-        lock.lock()
-        if appendedBytes > compactAfterBytes && tail == nil {
-            let state = (live, retired)
-            tail = []
-            lock.unlock()
-            if compact(state) { return }
+        try syncGate.withLock { _ throws(StoreError) in
             lock.lock()
+            if appendedBytes > compactAfterBytes && tail == nil {
+                let state = (live, retired)
+                tail = []
+                lock.unlock()
+                if compact(state) { return }
+                lock.lock()
+            }
+            // No dup(2)/close(2) per sync: `fd` is replaced and closed only by `compact`, which runs only here,
+            // under `syncGate`; so it stays open until this fsync returns.
+            let handle = fd
+            lock.unlock()
+            guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
         }
-        let handle = dup(fd)
-        lock.unlock()
-        guard handle >= 0 else { throw .io("sync", path, errno: errno) }
-        defer { close(handle) }
-        guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
     }
 
     /// Writes `state` to a new file (outside the lock), then under the lock appends what was recorded meanwhile

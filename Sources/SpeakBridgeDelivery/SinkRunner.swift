@@ -75,17 +75,18 @@ final class SinkRunner: @unchecked Sendable {
             return nil
         }
         guard let batch = inline else { return }
-        var taken = 0
-        if sink.waitUntilReady(timeout: .zero) == nil {
-            let (n, problem) = deliver(batch)
-            taken = n
-            setProblem(problem)
-        }
+        // No `waitUntilReady(.zero)` first: the FIFO's write polls for room itself before each write (one poll(2)
+        // per line less). A pipe that is full or has no reader takes nothing; that is not reported as a problem
+        // here (the runner thread waits for readiness and reports what lasts).
+        let (taken, problem) = deliver(batch)
+        if taken > 0 || problem == nil { setProblem(problem) }
         report(batch[0..<taken])
         condition.withLock {
             queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
             busy = false
-            condition.signal()
+            // Wake the runner only when it has work: after an inline write that took everything, waking it cost a
+            // thread wake-up (and three futex calls) per line for nothing.
+            if !queue.isEmpty { condition.signal() }
         }
     }
 
@@ -94,10 +95,21 @@ final class SinkRunner: @unchecked Sendable {
         guard !items.isEmpty else { return }
         var levels: [SessionKey: UInt64] = [:]
         var counts: [DeviceID: BacklogMeter.Level] = [:]
-        for item in items {
-            levels[SessionKey(device: item.device, session: item.session)] = item.chunk.seq
-            counts[item.device, default: BacklogMeter.Level()].chunks &+= 1
-            counts[item.device, default: BacklogMeter.Level()].bytes &+= UInt64(item.chunk.text.utf8.count)
+        // By runs of one (device, session) (a batch is usually one run): the dictionaries are hashed once per
+        // run, not once per item. The last run of a session gives its level, as the last item did.
+        var start = items.startIndex
+        while start < items.endIndex {
+            let first = items[start]
+            var end = start
+            var bytes: UInt64 = 0
+            while end < items.endIndex, items[end].session == first.session, items[end].device == first.device {
+                bytes &+= UInt64(items[end].chunk.text.utf8.count)
+                end += 1
+            }
+            levels[SessionKey(device: first.device, session: first.session)] = items[end - 1].chunk.seq
+            counts[first.device, default: BacklogMeter.Level()].chunks &+= UInt64(end - start)
+            counts[first.device, default: BacklogMeter.Level()].bytes &+= bytes
+            start = end
         }
         pipeline.sinkAdvanced(index, levels, counts: counts)
     }
@@ -197,12 +209,17 @@ final class SinkRunner: @unchecked Sendable {
         func record(through k: Int) throws(StoreError) {
             guard k > recorded else { return }
             var latest: [SessionKey: UInt64] = [:]
-            for item in batch[recorded..<k] {
-                let key = SessionKey(device: item.device, session: item.session)
+            var start = recorded
+            while start < k {  // by runs of one (device, session), as in `report`
+                let first = batch[start]
+                var end = start + 1
+                while end < k, batch[end].session == first.session, batch[end].device == first.device { end += 1 }
+                let key = SessionKey(device: first.device, session: first.session)
                 if before[key] == nil {
-                    before[key] = progress.progress(sink: label, device: item.device, session: item.session) ?? 0
+                    before[key] = progress.progress(sink: label, device: first.device, session: first.session) ?? 0
                 }
-                latest[key] = item.chunk.seq
+                latest[key] = batch[end - 1].chunk.seq
+                start = end
             }
             for (key, seq) in latest {
                 try progress.record(sink: label, device: key.device, session: key.session, seq: seq)

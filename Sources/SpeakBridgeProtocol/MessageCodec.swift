@@ -7,8 +7,84 @@
 /// JSON implementation); chunk text is at most 16 KiB of UTF-8; names at most 64 bytes.
 public enum MessageCodec {
     public static func encode(_ message: Message) -> [UInt8] {
-        json(message).encoded()
+        switch message {
+        case let .chunks(session, chunks):
+            // The hot path: written straight into bytes, byte for byte what `json(message).encoded()` writes
+            // (tested), without building a JSONValue tree per chunk (its allocations and reference counting were
+            // most of `send`'s CPU in a burst).
+            var out: [UInt8] = []
+            out.reserveCapacity(48 + session.utf8.count + chunks.count * 48)
+            out += Self.chunksPrefix
+            JSONValue.writeString(session, into: &out)
+            out += Self.chunksArrayKey
+            for (i, chunk) in chunks.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeChunk(chunk, into: &out)
+            }
+            out += [UInt8(ascii: "]"), UInt8(ascii: "}")]
+            return out
+        case let .chunk(session, chunk):
+            var out: [UInt8] = []
+            out.reserveCapacity(96 + session.utf8.count + chunk.text.utf8.count)
+            out += Self.chunkPrefix
+            JSONValue.writeString(session, into: &out)
+            out.append(UInt8(ascii: ","))
+            writeChunkMembers(chunk, into: &out)
+            out.append(UInt8(ascii: "}"))
+            return out
+        default:
+            return json(message).encoded()
+        }
     }
+
+    static let chunksPrefix = Array(#"{"type":"chunks","session":"#.utf8)
+    static let chunksArrayKey = Array(#","chunks":["#.utf8)
+    static let chunkPrefix = Array(#"{"type":"chunk","session":"#.utf8)
+
+    /// One chunk object, as `JSONValue.object(chunkFields(c)).encoded()` writes it (same members, same order).
+    public static func writeChunk(_ c: Chunk, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        writeChunkMembers(c, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The members of one chunk, without braces.
+    static func writeChunkMembers(_ c: Chunk, into out: inout [UInt8]) {
+        out += Self.seqKey
+        writeDecimal(c.seq, into: &out)
+        out += Self.textKey
+        JSONValue.writeString(c.text, into: &out)
+        out += c.final ? Self.finalTrue : Self.finalFalse
+        if c.lang != nil || c.speaker != nil || c.start != nil || c.end != nil {
+            // Rare members: through the general writer, in `chunkMembers` order.
+            for (key, value) in chunkMembers(c).dropFirst(3) {
+                out.append(UInt8(ascii: ","))
+                JSONValue.writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                value.write(into: &out)
+            }
+        }
+    }
+
+    /// `String(value)`'s digits, without the String.
+    static func writeDecimal(_ value: UInt64, into out: inout [UInt8]) {
+        guard value > 0 else { out.append(UInt8(ascii: "0")); return }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value
+            var i = digits.count
+            while rest > 0 {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+        }
+    }
+
+    static let seqKey = Array(#""seq":"#.utf8)
+    static let textKey = Array(#","text":"#.utf8)
+    static let finalTrue = Array(#","final":true"#.utf8)
+    static let finalFalse = Array(#","final":false"#.utf8)
 
     public static func json(_ message: Message) -> JSONValue {
         var m: [(String, JSONValue)] = [("type", .string(message.type))]
@@ -52,13 +128,8 @@ public enum MessageCodec {
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
-        for byte in c.text.utf8 {
-            switch byte {
-            case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 2
-            case 0..<0x20, 0x7F: size += 6
-            default: size += 1
-            }
-        }
+        // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
+        size += JSONValue.escapedSize(c.text)
         if let lang = c.lang { size += 12 + lang.utf8.count * 6 }
         if let speaker = c.speaker { size += 14 + speaker.utf8.count * 6 }
         if c.start != nil { size += 34 }
@@ -82,6 +153,12 @@ public enum MessageCodec {
     }
 
     public static func decode(_ bytes: [UInt8]) throws(MessageError) -> Message {
+        if let message = decodeCanonical(bytes) { return message }  // chunks as `encode` writes them
+        return try decodeGeneral(bytes)
+    }
+
+    /// Any message, through the JSONValue tree: every rule checked, every error worded.
+    static func decodeGeneral(_ bytes: [UInt8]) throws(MessageError) -> Message {
         let value: JSONValue
         do {
             value = try JSONValue.parse(bytes, maxDepth: 8, maxBytes: SpeakBridgeProtocol.maxFrameSize)

@@ -66,6 +66,12 @@ public enum OutputSanitizer {
     }
 
     static func needsWork(_ text: String) -> Bool {
+        // Fast path: printable ASCII (and tab, newline) needs nothing; the scan below looks at byte pairs.
+        var copy = text
+        let plainASCII = copy.withUTF8 { bytes in
+            bytes.allSatisfy { ($0 >= 0x20 && $0 < 0x7F) || $0 == 0x09 || $0 == 0x0A }
+        }
+        if plainASCII { return false }
         var utf8 = text.utf8.makeIterator()
         var previous: UInt8 = 0
         var beforePrevious: UInt8 = 0

@@ -35,12 +35,25 @@ enum POSIX {
         _ = nanosleep(&request, nil)
     }
 
+    /// Whether SIGPIPE was ignored process-wide when a sink first wrote (read once: one rt_sigaction(2)). Only
+    /// a true answer skips the masking, and nothing in this program turns an ignored SIGPIPE back on.
+    static let pipeSignalIgnored: Bool = {
+        var current = sigaction()
+        guard sigaction(SIGPIPE, nil, &current) == 0 else { return false }
+        // Function pointers compare by address: SIG_IGN is the constant 1 cast to a handler.
+        return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
+    }()
+
     /// Runs `body` with SIGPIPE blocked on this thread, and discards a SIGPIPE that `body` raised.
     ///
     /// Writing to a pipe without readers raises SIGPIPE, which kills the process unless it is ignored. The daemon
     /// ignores it process-wide; this makes the sinks safe even where that was forgotten (tests, other hosts).
     /// A SIGPIPE that was already pending before `body` is left alone.
     static func suppressingSIGPIPE<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        // The daemon ignores SIGPIPE for the whole process before any sink exists, and nothing restores it: then
+        // a write to a pipe without readers just fails with EPIPE, and the four signal-mask calls per write are
+        // not needed.
+        if pipeSignalIgnored { return try body() }
         var pipeOnly = sigset_t()
         sigemptyset(&pipeOnly)
         sigaddset(&pipeOnly, SIGPIPE)

@@ -85,10 +85,12 @@ public final class Outbox: @unchecked Sendable {
     public func append(texts: [String]) throws(StoreError) -> [Chunk] {
         var chunks: [Chunk] = []
         var out: [UInt8] = []
+        chunks.reserveCapacity(texts.count)
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
             chunks.append(chunk)
-            out += Self.chunkLine(chunk)
+            out += Self.chunkPrefix
+            Self.chunkLine(chunk, into: &out)
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
@@ -116,9 +118,19 @@ public final class Outbox: @unchecked Sendable {
         JSONValue.object([("session", .string(session)), ("acked", .integer(Int64(acked)))]).encoded() + [0x0A]
     }
 
+    static let chunkPrefix = Array(#"{"c":"#.utf8)
+
     static func chunkLine(_ chunk: Chunk) -> [UInt8] {
-        JSONValue.object([("c", .object(MessageCodec.chunkFields(chunk)))])
-            .encoded() + [0x0A]
+        var out: [UInt8] = chunkPrefix
+        chunkLine(chunk, into: &out)
+        return out
+    }
+
+    /// Appends `{"c":{chunk}}` and a newline, the chunk written directly (`MessageCodec.writeChunk`).
+    static func chunkLine(_ chunk: Chunk, into out: inout [UInt8]) {
+        MessageCodec.writeChunk(chunk, into: &out)
+        out.append(UInt8(ascii: "}"))
+        out.append(0x0A)
     }
 
     /// A journal up to this size is not compacted on open (see `init`).

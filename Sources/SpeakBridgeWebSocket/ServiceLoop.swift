@@ -11,7 +11,8 @@
 //    commands run in the order they were enqueued: a caller that encrypts and enqueues under
 //    one lock of its own gets its frames on the wire in encryption order, whatever thread
 //    each enqueue came from. Other threads never call lws except `lws_cancel_service`: when
-//    they make the inbox non-empty they call it, still holding the lock, and lws then calls
+//    they make the inbox non-empty they call it right after releasing the lock (counted in
+//    `wakers`, so the context outlives the call), and lws then calls
 //    LWS_CALLBACK_EVENT_WAIT_CANCELLED on the service thread.
 // 4. The service thread drains the inbox when the outermost lws callback returns (every
 //    callback, EVENT_WAIT_CANCELLED included), so lws is never re-entered from a handler and
@@ -55,8 +56,10 @@ struct EventSink: Sendable {
 }
 
 /// The context pointer as other threads see it. Why unchecked: they use it only for
-/// `lws_cancel_service`, which lws documents as safe from any thread, and only under the
-/// inbox lock while the service thread has not yet marked the inbox dead.
+/// `lws_cancel_service`, which lws documents as safe from any thread, and only after taking it
+/// from the inbox under its lock while the service thread had not yet marked the inbox dead,
+/// counted in `ServiceLoop.wakers` until the call returns (the service thread waits for that
+/// count to reach 0 before it destroys the context).
 struct ContextHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
@@ -91,6 +94,9 @@ final class ServiceLoop: @unchecked Sendable {
     private let servicePthread = Atomic<UInt>(0)
     /// The service thread's kernel thread id, for tests that read /proc.
     let serviceTID = Atomic<Int32>(0)
+    /// Threads between taking the context from the inbox (under its lock) and returning from their
+    /// `lws_cancel_service` (outside it). The service thread destroys the context only once this is 0 again.
+    let wakers = Atomic<Int>(0)
     /// The TLS listener's port once bound (0: none). Written once on the service thread before `start` returns.
     let securePort = Atomic<Int>(0)
     /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
@@ -214,16 +220,23 @@ final class ServiceLoop: @unchecked Sendable {
     /// any thread). Dropped once the loop has stopped.
     func enqueue(_ command: Command) {
         let fromServiceThread = isServiceThread
-        inbox.withLock { inbox in
-            guard let context = inbox.context else { return }
+        let wake: ContextHandle? = inbox.withLock { inbox in
+            guard let context = inbox.context else { return nil }
             inbox.commands.append(command)
             // The service thread drains the inbox when its current callback returns, so it needs
             // no wake-up for its own commands. Another thread wakes it when the inbox becomes
             // non-empty; later commands ride on that wake-up (the drain takes the whole inbox,
             // and one that leaves commands behind wakes itself: `drainInbox`).
-            if !fromServiceThread && inbox.commands.count == 1 {
-                lws_cancel_service(context.pointer)
-            }
+            guard !fromServiceThread && inbox.commands.count == 1 else { return nil }
+            // Counted under the lock, while the context is known to be alive (see `run`).
+            wakers.add(1, ordering: .relaxed)
+            return context
+        }
+        // The wake-up goes out after the unlock: the service thread, woken, takes the inbox lock at once
+        // to drain it, and found it still held (a futex wait and wake, and a context switch, per message).
+        if let wake {
+            lws_cancel_service(wake.pointer)
+            wakers.subtract(1, ordering: .releasing)
         }
     }
 
@@ -265,6 +278,9 @@ final class ServiceLoop: @unchecked Sendable {
             inbox.context = nil
             inbox.commands.removeAll()
         }
+        // A thread that took the context before it was cleared may still be inside `lws_cancel_service`
+        // (`enqueue`): the context must outlive that call. No new waker can start now.
+        while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
