@@ -168,7 +168,7 @@ def main():
     # 100 ms: 1,000 lines/s from 100 devices (real dictation is a phrase every second or two). At 20 ms the 100
     # `send` processes need more CPU than a 2-core bench machine has and the figure measures the machine.
     ap.add_argument("--pace", type=float, default=0.1, help="seconds between one device's lines")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 1)))
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="run desktop and devices on every CPU")
     ap.add_argument("--read", help=argparse.SUPPRESS)
