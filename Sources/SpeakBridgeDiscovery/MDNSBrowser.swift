@@ -12,7 +12,7 @@
 //   5. Every change of the merged table goes to `onChange` (the whole list) and to `services`.
 //   6. Daemon gone -> the list empties; after reconnecting, step 1 runs again.
 //   7. Browser ALL_FOR_NOW (avahi: the first answers are in, about 1 s after browsing started) and every
-//      report seen so far resolved once (FOUND or FAILURE) -> `isComplete`, announced with one more event.
+//      report seen so far resolved once (FOUND or FAILURE) -> `isComplete`, and `whenComplete`'s handler runs.
 internal import CAvahi
 import Dispatch
 import Glibc
@@ -55,6 +55,13 @@ public final class MDNSBrowser: Sendable {
         core.complete.withLock { $0 }
     }
 
+    /// Runs `handler` once the list is complete (see `isComplete`; at once if it already is). It runs on avahi's
+    /// thread with avahi's lock held, or on the caller's: it must only signal (a semaphore), never call back in.
+    func whenComplete(_ handler: @escaping @Sendable () -> Void) {
+        core.completeHandler.withLock { $0 = handler }
+        if isComplete { handler() }
+    }
+
     /// Stops browsing. Idempotent.
     public func stop() {
         core.shutdown()
@@ -77,14 +84,10 @@ public final class MDNSBrowser: Sendable {
     public static func browse(timeout: Duration, untilList: (@Sendable ([DiscoveredService]) -> Bool)?,
                               orComplete: Bool = false) throws -> [DiscoveredService] {
         let found = DispatchSemaphore(value: 0)
-        let complete = Locked<MDNSBrowser?>(nil)
         let browser = try MDNSBrowser { services in
             if let untilList, untilList(services) { found.signal() }
-            if orComplete, complete.withLock({ $0?.isComplete ?? false }) { found.signal() }
         }
-        complete.withLock { $0 = browser }
-        defer { complete.withLock { $0 = nil } }
-        if orComplete, browser.isComplete { found.signal() }
+        if orComplete { browser.whenComplete { found.signal() } }
         defer { browser.stop() }
         _ = found.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(timeout)))
         return browser.services
@@ -103,6 +106,8 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
     let snapshot = Locked<[DiscoveredService]>([])
     /// ALL_FOR_NOW came and `unresolved` is empty (read by other threads).
     let complete = Locked<Bool>(false)
+    /// Called once `complete` turns true (see `MDNSBrowser.whenComplete`).
+    let completeHandler = Locked<(@Sendable () -> Void)?>(nil)
     private var allForNow = false
     /// Reports listed by the browser whose resolver has not answered (FOUND or FAILURE) yet.
     private var unresolved: Set<ResolveKey> = []
@@ -210,7 +215,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
         if let key { unresolved.remove(key) }
         guard allForNow, unresolved.isEmpty, !complete.withLock({ $0 }) else { return }
         complete.withLock { $0 = true }
-        events.post(emitted)
+        completeHandler.withLock { $0 }?()
     }
 
     private func startResolver(_ key: ResolveKey) {
