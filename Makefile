@@ -1,7 +1,8 @@
 # SpeakBridge — two commands do all the set-up on a fresh Debian machine:
 #   make run    install what the daemon needs, build a release binary, start the daemon (stdout sink, pairing QR)
 #   make test   install what the tests need, build, run the whole suite (unit, end-to-end, network namespaces)
-# `make bench` measures latency, throughput, idle CPU and memory (figures go in the README).
+# `make bench` measures latency, throughput, idle CPU and memory, reconnect after a desktop restart, 100 devices at
+# once against one, and `discover` on a namespaced LAN (figures go in the README).
 # `make fuzz` runs the libFuzzer targets (Fuzz/README.md), `make sanitize` the suite under ASan and TSan,
 # `make load` 100 paired devices x 10,000 lines against one release daemon.
 # `make torture` 1,000 SIGKILL/restart cycles of a streaming daemon, then of the client; counts lost and repeated
@@ -92,7 +93,7 @@ netns:
 	@SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/netns/run-lan-e2e.sh; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
 
 # The comparison rows: a private sshd on loopback (its own host key and config in a temp dir), strace for syscall counts.
-DEB_BENCH = openssh-server openssh-client strace
+DEB_BENCH = openssh-server openssh-client strace util-linux
 
 deps-bench:
 	$(call apt_install,$(DEB_BENCH))

@@ -11,7 +11,9 @@ import SpeakBridgeSupport
 ///    order and keeps at most `maxInFlight` unacknowledged. Lines the shell journaled come in as `appended`.
 /// 3. Acks (and `delivered`) are journaled (`ackJournal`) and drop chunks. A `held` notice is reported once per
 ///    (sink, reason); the line stays journaled and the ack is still awaited.
-/// 4. A lost, refused or unreachable round is redialled after a backoff (0.2 s doubling to 5 s), on `tick`; a
+/// 4. A lost, refused or unreachable round is redialled after a backoff, on `tick` (`RedialSchedule`: 0.2 s, then
+///    at most 0.3 s for `fastWindow` after the connection was lost or a line was read, doubling to 5 s after; each
+///    delay ×0.75–1, jittered); a line read while waiting brings the redial forward to the fast cap. A
 ///    connection with no ack progress for `ackTimeout` is dropped and redialled.
 /// 5. Done when the input ended and every chunk is acknowledged: `bye`, exit 0.
 /// 6. Exit 75 when a chunk waited longer than the time limit (`Settings.timeout`, or `endedInputTimeout`
@@ -26,10 +28,13 @@ public struct ClientCore {
         public var refusalLimit: Int
         public var maxInFlight: Int
         public var ackTimeout: Double
+        /// Seeds the redial jitter (so many devices that lost one desktop do not dial it in step).
+        public var jitterSeed: UInt64
 
         public init(desktopName: String, agent: String = "speakbridge-cli/0.1", timeout: Double?,
                     endedInputTimeout: Double = ClientCore.defaultTimeout, refusalLimit: Int = ClientCore.refusalLimit,
-                    maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
+                    maxInFlight: Int = 4_096, ackTimeout: Double = 15,
+                    jitterSeed: UInt64 = .random(in: .min ... .max)) {
             self.desktopName = desktopName
             self.agent = agent
             self.timeout = timeout
@@ -37,6 +42,7 @@ public struct ClientCore {
             self.refusalLimit = refusalLimit
             self.maxInFlight = maxInFlight
             self.ackTimeout = ackTimeout
+            self.jitterSeed = jitterSeed
         }
     }
 
@@ -97,7 +103,7 @@ public struct ClientCore {
     var inputEndedAt: Double = 0
     /// Consecutive dial rounds refused by the desktop (see `refusalLimit`).
     var refusals = 0
-    var backoff = 0.2
+    var redial: RedialSchedule
     var redialAt: Double?
     var reportedUnreachable = false
     /// (last sequence number of a batch read together, when read), ascending: for the time limit.
@@ -120,6 +126,7 @@ public struct ClientCore {
         window = OutboxWindow(session: session, pending: pending, acked: acked, maxInFlight: settings.maxInFlight,
                               ackTimeout: settings.ackTimeout)
         startAcked = acked
+        redial = RedialSchedule(seed: settings.jitterSeed, now: now)
         startedAt = now
         lastNow = now
         // Chunks of an earlier run wait from the start.
@@ -145,6 +152,9 @@ public struct ClientCore {
         case .appended(let chunks):
             guard let last = chunks.last else { return [] }
             waitingSince.append((seq: last.seq, at: now))
+            // Someone is dictating: a desktop that is away is looked for at the fast pace again.
+            redial.active(now: now)
+            if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
             return transmit(window.append(contentsOf: chunks)) + checkDone()
         case .inputEnded:
             inputDone = true
@@ -184,7 +194,7 @@ public struct ClientCore {
                 }
                 // Also after a move: what was in flight goes again after `resume`.
                 window.connectionLost()
-                backoff = 0.2
+                redial.reset()
                 refusals = 0
                 reportedUnreachable = false
                 redialAt = nil
@@ -194,6 +204,7 @@ public struct ClientCore {
                 out += receive(message, now: now)
             case .lost(let reason):
                 window.connectionLost()
+                redial.active(now: now)
                 out += scheduleReconnect("connection lost: \(reason)", now: now)
             case .machineClosed(let reason, let chosen):
                 if chosen { out.append(.report(.warning("closing the connection: \(reason)"))) }
@@ -215,8 +226,7 @@ public struct ClientCore {
 
     mutating func scheduleReconnect(_ reason: String, now: Double) -> [Action] {
         reportedUnreachable = true
-        redialAt = now + backoff
-        backoff = min(backoff * 2, 5)
+        redialAt = now + redial.next(now: now)
         return [.report(.waiting(Self.shortReason(reason)))]
     }
 

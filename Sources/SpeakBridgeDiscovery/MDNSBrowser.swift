@@ -11,6 +11,8 @@
 //   4. Browser REMOVE -> free the resolver, drop the report.
 //   5. Every change of the merged table goes to `onChange` (the whole list) and to `services`.
 //   6. Daemon gone -> the list empties; after reconnecting, step 1 runs again.
+//   7. Browser ALL_FOR_NOW (avahi: the first answers are in, about 1 s after browsing started) and every
+//      report seen so far resolved once (FOUND or FAILURE) -> `isComplete`, and `whenComplete`'s handler runs.
 internal import CAvahi
 import Dispatch
 import Glibc
@@ -53,6 +55,18 @@ public final class MDNSBrowser: Sendable {
         core.snapshot.withLock { $0 }
     }
 
+    /// avahi said its list is complete for now (ALL_FOR_NOW) and every service it listed was resolved once.
+    public var isComplete: Bool {
+        core.complete.withLock { $0 }
+    }
+
+    /// Runs `handler` once the list is complete (see `isComplete`; at once if it already is). It runs on avahi's
+    /// thread with avahi's lock held, or on the caller's: it must only signal (a semaphore), never call back in.
+    func whenComplete(_ handler: @escaping @Sendable () -> Void) {
+        core.completeHandler.withLock { $0 = handler }
+        if isComplete { handler() }
+    }
+
     /// Stops browsing. Idempotent.
     public func stop() {
         core.shutdown()
@@ -71,12 +85,14 @@ public final class MDNSBrowser: Sendable {
 
     /// Browses for `timeout` and returns what was resolved by then; returns as soon as the whole list
     /// satisfies `untilList`, if given (see `DiscoveryStopRule`). Blocks the calling thread.
-    public static func browse(timeout: Duration,
-                              untilList: (@Sendable ([DiscoveredService]) -> Bool)?) throws -> [DiscoveredService] {
+    /// With `orComplete`, also as soon as the list is complete for now (see `isComplete`).
+    public static func browse(timeout: Duration, untilList: (@Sendable ([DiscoveredService]) -> Bool)?,
+                              orComplete: Bool = false) throws -> [DiscoveredService] {
         let found = DispatchSemaphore(value: 0)
         let browser = try MDNSBrowser { services in
             if let untilList, untilList(services) { found.signal() }
         }
+        if orComplete { browser.whenComplete { found.signal() } }
         defer { browser.stop() }
         _ = found.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(timeout)))
         return browser.services
@@ -93,6 +109,13 @@ public final class MDNSBrowser: Sendable {
 /// state other threads read.
 final class BrowserCore: AvahiConnection, @unchecked Sendable {
     let snapshot = Locked<[DiscoveredService]>([])
+    /// ALL_FOR_NOW came and `unresolved` is empty (read by other threads).
+    let complete = Locked<Bool>(false)
+    /// Called once `complete` turns true (see `MDNSBrowser.whenComplete`).
+    let completeHandler = Locked<(@Sendable () -> Void)?>(nil)
+    private var allForNow = false
+    /// Reports listed by the browser whose resolver has not answered (FOUND or FAILURE) yet.
+    private var unresolved: Set<ResolveKey> = []
     private let events: EventQueue<[DiscoveredService]>
     private var browser: OpaquePointer?             // AvahiServiceBrowser*
     private var browsed: [ResolveKey: Bool] = [:]   // reports the browser lists -> published locally
@@ -150,6 +173,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
         guard !isShutDown else { return }
         switch event {
         case AVAHI_BROWSER_NEW:
+            if browsed[key] == nil { unresolved.insert(key) }
             browsed[key] = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
             if resolvers[key] == nil { startResolver(key) }
         case AVAHI_BROWSER_REMOVE:
@@ -157,6 +181,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
             pendingResolves.remove(key)
             stopResolver(key)
             if table.remove(key) { emitIfChanged() }
+            resolvedOnce(key)
         case AVAHI_BROWSER_FAILURE:
             // Usually the daemon went away (the client reports that too); start over later.
             _ = avahi.avahi_service_browser_free(browser)
@@ -164,8 +189,11 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
             for key in Array(resolvers.keys) { stopResolver(key) }
             forgetAll()
             browserTimer?.arm(after: retryInterval)
+        case AVAHI_BROWSER_ALL_FOR_NOW:
+            allForNow = true
+            resolvedOnce(nil)
         default:
-            break                                    // CACHE_EXHAUSTED, ALL_FOR_NOW
+            break                                    // CACHE_EXHAUSTED
         }
     }
 
@@ -174,6 +202,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
         if event == AVAHI_RESOLVER_FOUND, var found {
             found.isLocal = found.isLocal || (browsed[key] ?? false)
             if table.update(key, found) { emitIfChanged() }
+            resolvedOnce(key)
             return
         }
         // FAILURE: the service data is not (or no longer) available on this report.
@@ -183,6 +212,15 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
             pendingResolves.insert(key)
             resolveTimer?.arm(after: resolveRetry)
         }
+        resolvedOnce(key)
+    }
+
+    /// `key` had its first answer (nil: none, ALL_FOR_NOW came); once the list is complete, says so once.
+    private func resolvedOnce(_ key: ResolveKey?) {
+        if let key { unresolved.remove(key) }
+        guard allForNow, unresolved.isEmpty, !complete.withLock({ $0 }) else { return }
+        complete.withLock { $0 = true }
+        completeHandler.withLock { $0 }?()
     }
 
     private func startResolver(_ key: ResolveKey) {
@@ -219,6 +257,7 @@ final class BrowserCore: AvahiConnection, @unchecked Sendable {
 
     private func forgetAll() {
         browsed.removeAll()
+        unresolved.removeAll()
         resolvers.removeAll()
         keysByResolver.removeAll()
         pendingResolves.removeAll()

@@ -61,9 +61,9 @@ final class Bench {
     var toDesktop: [Wire] = []
 
     init(known: [String] = ["192.0.2.1"], extra: [String] = [], pending: [Chunk] = [], acked: UInt64 = 0,
-         timeout: Double? = nil, maxInFlight: Int = 4_096, session: String = "s-bench") {
+         timeout: Double? = nil, maxInFlight: Int = 4_096, session: String = "s-bench", jitterSeed: UInt64 = 0) {
         core = ClientCore(settings: ClientCore.Settings(desktopName: "office", timeout: timeout,
-                                                        maxInFlight: maxInFlight),
+                                                        maxInFlight: maxInFlight, jitterSeed: jitterSeed),
                           localStatic: deviceKey, desktopKey: desktopKey.publicKey, psk: psk,
                           known: known.map { Candidate(host: $0, port: 7777, source: "last known") },
                           extra: extra.map { Candidate(host: $0, port: 7777, source: "--address") },

@@ -15,7 +15,8 @@
 #   4. two desktops (A and C) with the same --name: one is renamed and its status says so; B's lines
 #      land only on A's FIFO
 #   5. `discover --json` in B lists A and C with ID, addresses, port; paired only for A; it returns once A
-#      (the only desktop B is paired with) answered, well before its timeout
+#      (the only desktop B is paired with) answered, well before its timeout; from a home paired with none it
+#      returns once avahi's list is complete for now (about 1 s), still listing A and C
 #  5b. two more desktops started at the same moment with --name office: "office" and "office #2"
 #   4b. A stopped and C now at A's old address and port: `send --timeout 5` gives up (77 refused or 75), C refuses the
 #      handshake, nothing reaches C's FIFO
@@ -415,6 +416,17 @@ note "discover --timeout 10, paired desktop A on the LAN: returned in $TOOK s"
 check "discover returns once the paired desktop answered (< 5 s, half its timeout)" \
     awk -v t="$TOOK" 'BEGIN { exit !(t < 5) }'
 check "... and still lists A" grep -qF "$ID_A" "$WORK/discover-fast.out"
+
+# Paired with none, discover stops once avahi's list is complete for now (about 1 s), not at its timeout.
+HN=$WORK/nobody
+mkdir -m 700 "$HN"
+t=$(date +%s.%N)
+sb b "$HN" discover --json --timeout 10 > "$WORK/discover-unpaired.out" 2> /dev/null
+TOOK=$(elapsed "$t")
+note "discover --timeout 10, paired with no desktop: returned in $TOOK s"
+check "discover paired with none returns once avahi's list is complete (< 5 s, half its timeout)" \
+    awk -v t="$TOOK" 'BEGIN { exit !(t < 5) }'
+check "... and lists A and C" sh -c 'grep -qF "$1" "$3" && grep -qF "$2" "$3"' _ "$ID_A" "$ID_C" "$WORK/discover-unpaired.out"
 
 # ================================================================== 5b
 section "5b. two desktops started together with the same --name: \"office\" and \"office #2\""

@@ -15,20 +15,23 @@ struct Discover: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp(
         "Seconds to listen at most.",
-        discussion: "discover returns earlier once every desktop this installation is paired with has answered."))
+        discussion: "discover returns earlier once every desktop this installation is paired with has answered; "
+            + "paired with none, once avahi's list is complete for now (its first answers are in, about 1 s) "
+            + "and resolved."))
     var timeout: Double = 3
 
     func run() throws {
         let paired = Set(((try? PeerStore(home: homeOptions.resolved))?.all ?? []).filter { $0.role == .desktop }.map(\.id))
         let known = Set(paired.map(\.description))
         let services: [DiscoveredService]
+        let started = ContinuousClock.now
         do {
             services = try MDNSBrowser.browse(timeout: .milliseconds(Int(min(3_600, max(0.1, timeout)) * 1000)),
                                               untilList: { found in
                 DiscoveryStopRule.everyKnownAnswered(found, known: known) { s in
                     s.txt["id"].flatMap { try? DeviceID(parsing: $0) }?.description
                 }
-            })
+            }, orComplete: known.isEmpty)
         } catch let error as DiscoveryError {
             throw CLIError(error.description, hint: error.hint)
         }
@@ -49,7 +52,9 @@ struct Discover: ParsableCommand {
             return
         }
         if rows.isEmpty {
-            Console.info("no SpeakBridge desktop answered within \(timeout) s")
+            let waited = (ContinuousClock.now - started).components
+            let seconds = Double(waited.seconds) + Double(waited.attoseconds) / 1e18
+            Console.info("no SpeakBridge desktop answered (listened \((seconds * 10).rounded() / 10) s)")
             return
         }
         for r in rows {
