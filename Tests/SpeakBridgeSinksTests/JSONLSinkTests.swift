@@ -139,9 +139,12 @@ import Testing
             #expect(error.delivered == 0 && error.message.contains("is full"))
         }
         dying.close()  // the desktop dies with part of the line in the pipe
-        let reader = BackgroundThread { readUntil(fd: fd, deadline: .seconds(20)) { $0.last == 0x0A } }
         let restarted = try JSONLSink(path: path)
         defer { restarted.close() }
+        // The write end is open before the reader starts: a reader that drained the torn piece while no writer
+        // had the FIFO open would read end-of-file and stop (a race that failed this test on a loaded machine).
+        _ = restarted.waitUntilReady(timeout: .milliseconds(10))
+        let reader = BackgroundThread { readUntil(fd: fd, deadline: .seconds(20)) { $0.last == 0x0A } }
         var written = false
         for _ in 0..<200 where !written {
             _ = restarted.waitUntilReady(timeout: .seconds(1))
