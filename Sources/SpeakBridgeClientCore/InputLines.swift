@@ -10,22 +10,27 @@ public enum InputLines {
         return String(decoding: line, as: UTF8.self)
     }
 
-    /// Chunk texts for these lines: blank lines are skipped; a line over `limit` bytes of UTF-8 is cut into pieces
-    /// of at most `limit` bytes, at character boundaries — or, inside one character longer than `limit` (a letter
-    /// with thousands of combining marks), at scalar boundaries. Every piece is non-empty, so this always ends.
-    public static func pieces(_ texts: [String], limit: Int = SpeakBridgeProtocol.maxChunkTextBytes) -> [String] {
-        precondition(limit >= 4, "a piece must hold any one scalar")
+    /// Chunk texts for these lines: blank lines are skipped; a line too long for one chunk is cut into pieces, each
+    /// at most `limit` bytes of UTF-8 (the protocol's text limit) and at most `escapedLimit` bytes once written
+    /// as a JSON string (`JSONValue.escapedSize`: a control is 6 bytes, `"` and `\` 2), the size for which the
+    /// packer fits that piece, alone, into one frame (`OutboxWindow.maxEscapedTextBytes`). Cuts fall at character
+    /// boundaries — or, inside one character longer than a piece (a letter with thousands of combining marks), at
+    /// scalar boundaries. Every piece is non-empty, so this always ends.
+    public static func pieces(_ texts: [String], limit: Int = SpeakBridgeProtocol.maxChunkTextBytes,
+                              escapedLimit: Int = OutboxWindow.maxEscapedTextBytes) -> [String] {
+        precondition(limit >= 4 && escapedLimit >= 6, "a piece must hold any one scalar")
+        let budget = Budget(bytes: limit, escaped: escapedLimit)
         var pieces: [String] = []
         for text in texts where !text.isEmpty {
             var rest = Substring(text)
-            while rest.utf8.count > limit {
-                let cut = characterCut(rest, limit: limit)
+            while !budget.fits(rest) {
+                let cut = characterCut(rest, budget)
                 if cut > rest.startIndex {
                     pieces.append(String(rest[..<cut]))
                     rest = rest[cut...]
                 } else {
                     let scalars = rest.unicodeScalars
-                    let at = scalarCut(scalars, limit: limit)
+                    let at = scalarCut(scalars, budget)
                     pieces.append(String(String.UnicodeScalarView(scalars[..<at])))
                     rest = Substring(scalars[at...])
                 }
@@ -35,25 +40,47 @@ public enum InputLines {
         return pieces
     }
 
-    /// The end of the longest run of whole characters from the start that fits `limit` bytes.
-    static func characterCut(_ text: Substring, limit: Int) -> Substring.Index {
+    /// The two sizes a piece is held to, and how much of them a run of text has used.
+    struct Budget {
+        let bytes: Int
+        let escaped: Int
+
+        func fits(_ text: Substring) -> Bool {
+            let count = text.utf8.count
+            guard count <= bytes else { return false }
+            // Escaping at most sextuples a byte (a 1-byte control becomes \u00XX), so most lines need no count.
+            guard count > escaped / 6 else { return true }
+            return JSONValue.escapedSize(String(text)) <= escaped
+        }
+
+        /// Adds `piece` (a character or a scalar) to the running sizes; false, untouched, if it would exceed either.
+        func take(_ piece: String, _ used: inout (bytes: Int, escaped: Int)) -> Bool {
+            let next = (bytes: used.bytes + piece.utf8.count, escaped: used.escaped + JSONValue.escapedSize(piece))
+            guard next.bytes <= bytes, next.escaped <= escaped else { return false }
+            used = next
+            return true
+        }
+    }
+
+    /// The end of the longest run of whole characters from the start that fits the budget (escaping is per
+    /// scalar, so a run's escaped size is the sum of its characters').
+    static func characterCut(_ text: Substring, _ budget: Budget) -> Substring.Index {
         var cut = text.startIndex
-        var bytes = 0
+        var used = (bytes: 0, escaped: 0)
         for i in text.indices {
-            bytes += text[i].utf8.count
-            if bytes > limit { break }
+            guard budget.take(String(text[i]), &used) else { break }
             cut = text.index(after: i)
         }
         return cut
     }
 
-    /// The same by scalars (a scalar is at most 4 bytes, so at least one fits).
-    static func scalarCut(_ scalars: Substring.UnicodeScalarView, limit: Int) -> Substring.UnicodeScalarView.Index {
+    /// The same by scalars (a scalar is at most 4 bytes and 6 escaped, so at least one fits).
+    static func scalarCut(_ scalars: Substring.UnicodeScalarView,
+                          _ budget: Budget) -> Substring.UnicodeScalarView.Index {
         var cut = scalars.startIndex
-        var bytes = 0
+        var used = (bytes: 0, escaped: 0)
         for i in scalars.indices {
-            bytes += UTF8.width(scalars[i])
-            if bytes > limit { break }
+            guard budget.take(String(Character(scalars[i])), &used) else { break }
             cut = scalars.index(after: i)
         }
         return cut

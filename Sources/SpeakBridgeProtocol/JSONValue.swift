@@ -110,7 +110,7 @@ extension JSONValue {
     }
 
     /// Exactly how many bytes `writeString` writes for `s`, without the quotes.
-    static func escapedSize(_ s: String) -> Int {
+    public static func escapedSize(_ s: String) -> Int {
         var text = s
         return text.withUTF8 { bytes in
             var size = bytes.count  // each byte as itself, plus what escaping adds

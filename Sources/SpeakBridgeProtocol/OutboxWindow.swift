@@ -24,6 +24,16 @@ public struct OutboxWindow: Sendable {
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
     static let frameBudget = SpeakBridgeProtocol.maxFrameSize - 1_024
 
+    /// What `nextMessages` counts for a message's envelope around its chunks.
+    static func envelopeSize(sessionBytes: Int) -> Int { 64 + sessionBytes }
+
+    /// The most bytes a chunk's text may take once escaped (`JSONValue.escapedSize`, as
+    /// `MessageCodec.encodedSizeBound` counts it) for that chunk, alone in a message of any valid session ID (at most
+    /// 64 bytes), to fit `frameBudget` by the rule `nextMessages` packs with. A longer one would go alone in a frame
+    /// too large to encrypt (16384 controls escape to 98304 bytes), so `send` splits its lines by this as well.
+    public static let maxEscapedTextBytes = frameBudget - envelopeSize(sessionBytes: 64)
+        - (MessageCodec.encodedSizeBound(Chunk(seq: 1, text: "")) + 1)
+
     public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
         self.session = session
         self.storage = Deque(pending.filter { $0.seq > acked })
@@ -98,7 +108,7 @@ public struct OutboxWindow: Sendable {
         let available = storage.count
         while next < available, next < maxInFlight {
             var batch: [Chunk] = []
-            var size = 64 + session.utf8.count
+            var size = Self.envelopeSize(sessionBytes: session.utf8.count)
             while next < available, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
                 let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
