@@ -283,13 +283,15 @@ public struct ClientCore {
 
     mutating func transmit(_ messages: [Message]) -> [Action] { io(link.send(messages)) }
 
-    /// The link's socket actions only (for commands whose outcomes come later as events).
+    /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
+    /// connection itself (a message it cannot seal).
     func io(_ actions: [LinkCore.Action]) -> [Action] {
         actions.compactMap { action in
             switch action {
             case .dial(let id, let c, let path): .dial(id, c, path: path)
             case .send(let id, let bytes): .send(id, bytes)
             case .close(let id): .close(id)
+            case .machineClosed(let reason, chosen: true): .report(.warning("closing the connection: \(reason)"))
             default: nil
             }
         }

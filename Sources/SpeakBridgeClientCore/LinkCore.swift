@@ -123,7 +123,17 @@ public struct LinkCore {
         else { return [] }
         var out: [Action] = []
         for message in messages {
-            for case .send(let frame) in m.encryptAndSend(message) { out.append(.send(id, frame)) }
+            for action in m.encryptAndSend(message) {
+                switch action {
+                case .send(let frame): out.append(.send(id, frame))
+                case .close(let reason):
+                    // A message the session cannot seal (too large for a frame): say so and close, rather than
+                    // keep a connection that silently sends nothing until the ack timeout.
+                    attempts[id]?.phase = .chosen(m)
+                    return out + [.machineClosed(reason, chosen: true)] + close(id)
+                default: continue
+                }
+            }
         }
         attempts[id]?.phase = .chosen(m)
         return out

@@ -71,6 +71,19 @@ struct ClientCoreTests {
         #expect(bench.core.window.isDrained)
     }
 
+    @Test("a message the session cannot seal (a journal from an older send holds a chunk too big for a frame) closes the connection loudly instead of sending nothing until the ack timeout")
+    func unsealableMessageCloses() {
+        let huge = Chunk(seq: 1, text: String(repeating: "\u{1}", count: 16_384))  // 98,304 bytes as JSON
+        let bench = Bench(pending: [huge])
+        bench.send(.start)
+        #expect(bench.reports.contains { report in
+            if case .warning(let text) = report { return text.contains("closing the connection") }
+            return false
+        })
+        #expect(!bench.established)
+        #expect(bench.received.isEmpty)
+    }
+
     @Test("acks trim the window: at most maxInFlight unacknowledged, the rest follows each ack")
     func acksTrimWindow() {
         let bench = Bench(maxInFlight: 4)
