@@ -9,6 +9,7 @@ import SpeakBridgeSupport
 /// Local commands are here; push, pull and sync in `ConfigTransfer.swift`.
 struct Config: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "config",
         abstract: "Preferences and API keys: set them here, move them to a paired device, with consent.",
         discussion: """
         Keys are dotted names (deepgram.apiKey, transcription.locale); values are strings, numbers or booleans.
@@ -51,7 +52,8 @@ struct Config: ParsableCommand {
     }
 
     struct Get: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a key's value (secrets masked unless --reveal).")
+        static let configuration = CommandConfiguration(
+            commandName: "get", abstract: "Print a key's value (secrets masked unless --reveal).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "The key.") var key: String
         @Flag(name: .long, help: "Print a secret in full (on this machine's stdout only).") var reveal = false
@@ -76,7 +78,8 @@ struct Config: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List keys (secrets masked), where secrets are kept, the policy.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List keys (secrets masked), where secrets are kept, the policy.")
         @OptionGroup var homeOptions: HomeOptions
         @Flag(name: .long, help: "Print JSON.") var json = false
         @Flag(name: .long, help: "Also list deletions (tombstones).") var all = false
@@ -116,7 +119,8 @@ struct Config: ParsableCommand {
     }
 
     struct Unset: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a key (the deletion syncs to paired devices).")
+        static let configuration = CommandConfiguration(
+            commandName: "unset", abstract: "Delete a key (the deletion syncs to paired devices).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "The key.") var key: String
 
@@ -142,7 +146,8 @@ struct Config: ParsableCommand {
     }
 
     struct Pending: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show changes from peers that wait for your consent (secrets masked).")
+        static let configuration = CommandConfiguration(
+            commandName: "pending", abstract: "Show changes from peers that wait for your consent (secrets masked).")
         @OptionGroup var homeOptions: HomeOptions
         @Flag(name: .long, help: "Print JSON.") var json = false
 
@@ -179,7 +184,8 @@ struct Config: ParsableCommand {
     }
 
     struct Accept: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Apply pending changes (all, or the keys given).")
+        static let configuration = CommandConfiguration(
+            commandName: "accept", abstract: "Apply pending changes (all, or the keys given).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "Keys (default: all pending).") var keys: [String] = []
 
@@ -197,7 +203,8 @@ struct Config: ParsableCommand {
     }
 
     struct Reject: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Drop pending changes (all, or the keys given).")
+        static let configuration = CommandConfiguration(
+            commandName: "reject", abstract: "Drop pending changes (all, or the keys given).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "Keys (default: all pending).") var keys: [String] = []
 
@@ -212,6 +219,7 @@ struct Config: ParsableCommand {
 
     struct Policy: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "policy",
             abstract: "Show or set what happens to changes from peers: accept, ask (default) or deny.",
             discussion: "The policy is local trust: it is never sent, and no peer can change it.")
         @OptionGroup var homeOptions: HomeOptions
@@ -249,6 +257,7 @@ struct Config: ParsableCommand {
 
     struct Share: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "share",
             abstract: "Show or set what a paired device gets when it pulls: public (default: no secrets), all or none.",
             discussion: """
             With `all`, every paired device can pull every secret (API keys, tokens) without asking. Local-only keys \

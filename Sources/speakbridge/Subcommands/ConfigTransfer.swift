@@ -28,6 +28,7 @@ extension Config {
 
     struct Push: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "push",
             abstract: "Send keys (default: all that are not local-only) to a paired device.",
             discussion: "From a capture device: sent now. From the desktop: staged until that device next pulls or syncs.")
         @OptionGroup var homeOptions: HomeOptions
@@ -48,6 +49,7 @@ extension Config {
 
     struct Pull: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "pull",
             abstract: "Fetch keys (default: all it shares) from a paired device; applied under your policy.",
             discussion: "From a capture device: fetched now. From the desktop: staged until that device next pulls or syncs.")
         @OptionGroup var homeOptions: HomeOptions
@@ -70,6 +72,7 @@ extension Config {
 
     struct Sync: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "sync",
             abstract: "Pull and push everything with a paired device: afterwards both hold the newest value of every key.")
         @OptionGroup var homeOptions: HomeOptions
         @Option(name: .long, help: "The device (ID, prefix or name); needed when there are several.") var with: String?

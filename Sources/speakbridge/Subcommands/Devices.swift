@@ -7,12 +7,13 @@ import SpeakBridgeSupport
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "devices",
         abstract: "List paired devices, or revoke one.",
         subcommands: [List.self, Revoke.self],
         defaultSubcommand: List.self)
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List paired devices.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List paired devices.")
         @OptionGroup var homeOptions: HomeOptions
         @Flag(name: .long, help: "Print JSON.") var json = false
 
@@ -53,6 +54,7 @@ struct Devices: ParsableCommand {
 
     struct Revoke: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "revoke",
             abstract: "Forget a paired device: it can no longer connect (live connections are closed).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "Device ID (or an unambiguous prefix, or its name).", completion: Completions.devices) var id: String

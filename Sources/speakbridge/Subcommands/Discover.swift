@@ -7,6 +7,7 @@ import SpeakBridgeSupport
 
 struct Discover: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "discover",
         abstract: "List SpeakBridge desktops on the LAN (mDNS): name, ID, addresses, port, and whether this installation is paired with it.")
 
     @OptionGroup var homeOptions: HomeOptions

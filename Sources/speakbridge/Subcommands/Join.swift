@@ -11,6 +11,7 @@ import SpeakBridgeSupport
 
 struct Join: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "join",
         abstract: "Pair this installation with a desktop, using the code it showed (`speakbridge pair`).")
 
     @OptionGroup var homeOptions: HomeOptions

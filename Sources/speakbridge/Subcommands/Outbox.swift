@@ -22,7 +22,8 @@ struct OutboxCommand: ParsableCommand {
         defaultSubcommand: List.self)
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List queued and held lines per desktop.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List queued and held lines per desktop.")
         @OptionGroup var homeOptions: HomeOptions
         @Flag(name: .long, help: "Print JSON.") var json = false
 
@@ -68,6 +69,7 @@ struct OutboxCommand: ParsableCommand {
 
     struct Release: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "release",
             abstract: "Queue the lines held from an earlier pairing again: the next `send` delivers them.")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "Which desktop (name, ID or ID prefix); default: every desktop with held lines.")
@@ -99,6 +101,7 @@ struct OutboxCommand: ParsableCommand {
 
     struct Clear: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "clear",
             abstract: "Drop queued lines (asks first on a terminal).")
         @OptionGroup var homeOptions: HomeOptions
         @Argument(help: "Which desktop (name, ID or ID prefix); default: every desktop.") var desktop: String?

@@ -6,6 +6,7 @@ import SpeakBridgeSupport
 
 struct Pair: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pair",
         abstract: "Show a one-time pairing code (QR and text) from the running daemon.")
 
     @OptionGroup var homeOptions: HomeOptions

@@ -8,6 +8,7 @@ import SpeakBridgeStore
 
 struct Send: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "send",
         abstract: "Send text to the paired desktop: each stdin line (or each --text) is one chunk.",
         discussion: """
         Exits 0 once the desktop acknowledged every chunk. Chunks are journaled before they are sent; \

@@ -14,6 +14,7 @@ import SpeakBridgeSupport
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Run the desktop daemon: receive dictation and write it to the sinks.",
         discussion: """
         Sinks: stdout (default), fifo:PATH, jsonl:PATH, transcript:DIR, clipboard, clipboard:primary, type, \

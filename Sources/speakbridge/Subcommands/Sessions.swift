@@ -11,6 +11,7 @@ import SpeakBridgeSupport
 /// running daemon.
 struct Sessions: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sessions",
         abstract: "List transcripts (serve --sink transcript:DIR), newest first: device, session, lines, file.")
 
     @OptionGroup var homeOptions: HomeOptions

@@ -7,6 +7,7 @@ import SpeakBridgeSupport
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show the running daemon: address and port, sinks and their health, devices, sessions, mDNS.")
 
     @OptionGroup var homeOptions: HomeOptions
