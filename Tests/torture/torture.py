@@ -104,8 +104,10 @@ class RawReader:
         self.proc.wait()
 
 
-def journal_texts(phone):
-    """Texts of the chunks in the client's outbox journal(s) (state/outbox/*.journal)."""
+def journal_texts(phone, prefix=""):
+    """Texts of the chunks in the client's outbox journal(s) (state/outbox/*.journal) that start with `prefix`.
+    A small journal is appended to across runs (not compacted on open), so it may still hold chunks of an
+    earlier phase that were acknowledged long ago: each phase counts only its own lines."""
     texts = set()
     for root, _dirs, files in os.walk(phone.home):
         for f in files:
@@ -118,7 +120,8 @@ def journal_texts(phone):
                     except ValueError:
                         continue  # a line torn by the kill: not accepted
                     chunk = obj.get("c") if isinstance(obj, dict) else None
-                    if isinstance(chunk, dict) and isinstance(chunk.get("text"), str):
+                    if isinstance(chunk, dict) and isinstance(chunk.get("text"), str) \
+                            and chunk["text"].startswith(prefix):
                         texts.add(chunk["text"])
     return texts
 
@@ -296,7 +299,7 @@ def main():
             feeder.stop()
             next_line = feeder.next
             fed.update(feeder.written)
-            accepted |= journal_texts(phone)
+            accepted |= journal_texts(phone, "B")
             if (i + 1) % 100 == 0:
                 say("  %d kills, %d lines written, %.0f s" % (i + 1, len(fed), time.monotonic() - t0))
         flush = subprocess.run([binary, "send", "--home", phone.home, "--timeout", "120"], stdin=subprocess.DEVNULL,
