@@ -47,8 +47,8 @@ deps-run: deps-build
 deps-test: deps-build
 	$(call apt_install,$(DEB_TEST))
 
-# The release binary links the Swift runtime statically (idle RSS 19 MB instead of 25 MB; runs without the
-# toolchain's shared libraries). lld, because gold prints a "mktemp is dangerous" warning for the static
+# The release binary links the Swift runtime statically (a smaller idle RSS than with the toolchain's shared
+# libraries, figures in the README's Benchmarks; runs without them). lld, because gold prints a "mktemp is dangerous" warning for the static
 # FoundationEssentials archive (the toolchain's code, not ours; lld does not print .gnu.warning notes).
 release: deps-build
 	$(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --scratch-path $(SCRATCH)
