@@ -11,33 +11,23 @@ import Glibc
 
 /// Holds `Value`; every access goes through `withLock`.
 ///
-/// `@unchecked Sendable` is sound: `value` is read and written only between `pthread_mutex_lock` and
-/// `pthread_mutex_unlock` on `mutex`, which lives (at a fixed heap address, as pthread requires) as long as the
-/// object; and `Value` is itself Sendable, so what leaves the lock may cross threads.
+/// `@unchecked Sendable` is sound: `value` is read and written only while `mutex` (a `ThreadLock`: a pthread mutex at
+/// a fixed heap address for the life of the object) is held; and `Value` is itself Sendable, so what leaves the
+/// lock may cross threads.
 public final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = ThreadLock()
     private var value: Value
 
     public init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        let status = pthread_mutex_init(mutex, nil)
-        precondition(status == 0, "pthread_mutex_init failed: \(status)")
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
     }
 
     /// Runs `body` with exclusive access to the value.
     public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return try body(&value)
     }
 }
