@@ -13,12 +13,7 @@ enum LibQREncode {
 
     /// Opens `soname` (a parameter so tests can ask for one that does not exist) and resolves every symbol.
     static func load(soname: String) -> Result<sb_qrencode_api, SharedLibraryError> {
-        do throws(SharedLibraryError) {
-            let library = try SharedLibrary.open(soname: soname, package: package, withoutIt: withoutIt)
-            return .success(try library.resolve { sb_qrencode_resolve($0, $1) })
-        } catch {
-            return .failure(error)
-        }
+        SharedLibrary.load(soname: soname, package: package, withoutIt: withoutIt) { sb_qrencode_resolve($0, $1) }
     }
 
     /// Why `soname` cannot serve as this library, or nil when it loads and every symbol resolves (for tests).

@@ -76,6 +76,19 @@ public struct SharedLibrary: @unchecked Sendable {
         return SharedLibrary(soname: soname, package: package, withoutIt: withoutIt, handle: handle)
     }
 
+    /// Opens `soname` and resolves every symbol into a `Table` with `resolver`: what each loader's `static let` keeps
+    /// (a failure is kept too, not retried).
+    public static func load<Table>(
+        soname: String, package: String, withoutIt: String,
+        _ resolver: (UnsafeMutableRawPointer, UnsafeMutablePointer<Table>) -> UnsafePointer<CChar>?
+    ) -> Result<Table, SharedLibraryError> {
+        do throws(SharedLibraryError) {
+            return .success(try open(soname: soname, package: package, withoutIt: withoutIt).resolve(resolver))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Fills a C table of function pointers with `resolver` (a shim's `sb_*_resolve(handle, table)`, which returns
     /// nil when every symbol was found, else the first missing name). On failure the handle is closed.
     public func resolve<Table>(
