@@ -52,7 +52,9 @@ deps-test: deps-build
 # FoundationEssentials archive (the toolchain's code, not ours; lld does not print .gnu.warning notes).
 # Each function in its own section, and the ones the daemon runs first (packaging/speakbridge.order, regenerated
 # by packaging/order-symbols.sh; stale names are ignored): that code then spans a few 64 KiB fault-around windows
-# instead of most of the text segment.
+# instead of most of the text segment (idle RSS with a client 17.8 -> 14.5 MiB). A release build dir made before
+# -function-sections keeps its objects (the driver does not recompile for a -Xfrontend change): rm -rf .build/release/
+# once.
 RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc -Xfrontend -Xswiftc -function-sections \
                 -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/speakbridge.order -Xlinker --no-warn-symbol-ordering
 release: deps-build

@@ -7,12 +7,13 @@
 # Flow: release build (BIN, default .build/release/speakbridge, built by the caller: `make release`) -> a daemon
 # with a fifo sink on loopback started under `valgrind --tool=callgrind` -> `pair --json` + `join` a phone home ->
 # a `send` connects, 1,000 lines, 1 s idle, status -> SIGTERM -> every function callgrind saw executed in the
-# binary itself (not in libc and the other shared libraries), by its mangled name, sorted (a stable order: the set
-# is what matters for fault-around, and sorting keeps diffs readable).
+# binary itself (not in libc and the other shared libraries) in either of two such runs, by its mangled name,
+# sorted (a stable order: the set is what matters for fault-around, and sorting keeps diffs readable).
 #
 # Needs valgrind (apt-get install valgrind) and python3; `make release` does not: it only reads the committed file,
 # and stale names (code that changed since) are ignored by lld (--no-warn-symbol-ordering). Regenerate when the
-# daemon's code changed a lot: `make release && bash packaging/order-symbols.sh && make release`.
+# daemon's code changed a lot: `make release && bash packaging/order-symbols.sh`, then relink (SwiftPM does not
+# know the file is an input): `rm .build/release/speakbridge && make release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.build/release/speakbridge}
@@ -22,7 +23,10 @@ command -v valgrind >/dev/null || { echo "order-symbols: valgrind is needed (apt
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-python3 - "$BIN" "$TMP" <<'EOF'
+# Two runs, their union: which rare paths run (a retry, an accept loop's last turn) depends on timing.
+for run in 1 2; do
+mkdir "$TMP/run$run"
+python3 - "$BIN" "$TMP/run$run" <<'EOF'
 import json, os, signal, socket, subprocess, sys, time
 binary, tmp = os.path.abspath(sys.argv[1]), sys.argv[2]
 desk, phone, fifo = (os.path.join(tmp, n) for n in ("desk", "phone", "sb.fifo"))
@@ -67,6 +71,7 @@ subprocess.run([binary, "status", "--home", desk], capture_output=True)
 sender.stdin.close(); sender.wait(timeout=30)
 daemon.send_signal(signal.SIGTERM); daemon.wait(timeout=60)
 EOF
+done
 
 # callgrind.out: "ob=(N) path" sets the object of the following "fn=(M) name" lines (names are given once, then
 # referred to by number). Keep functions of the binary itself; drop unnamed code (0x...).
@@ -75,7 +80,7 @@ python3 - "$TMP" "$bin_real" >"$TMP/order" <<'EOF'
 import glob, os, re, sys
 tmp, binary = sys.argv[1], sys.argv[2]
 names = set()
-for path in glob.glob(os.path.join(tmp, "callgrind.out*")):
+for path in glob.glob(os.path.join(tmp, "run*", "callgrind.out*")):
     objs, fns, ob = {}, {}, None
     for line in open(path, errors="replace"):
         m = re.match(r"^(c?ob|c?fn|c?fi|c?fe|fl)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
@@ -92,7 +97,7 @@ for path in glob.glob(os.path.join(tmp, "callgrind.out*")):
         elif kind == "fn" and ob is not None and os.path.realpath(ob) == binary:
             fn = fns.get(num)
             fn = re.sub(r"'\d+$", "", fn or "")   # recursion levels: name'2
-            if fn and not fn.startswith("0x"):
+            if fn and not fn.startswith("0x") and " " not in fn:   # (below main): callgrind's own
                 names.add(fn)
 for n in sorted(names):
     print(n)
