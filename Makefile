@@ -54,9 +54,10 @@ deps-test: deps-build
 # by packaging/order-symbols.sh; stale names are ignored): that code then spans a few 64 KiB fault-around windows
 # instead of most of the text segment (idle RSS with a client 17.8 -> 14.5 MiB). A release build dir made before
 # -function-sections keeps its objects (the driver does not recompile for a -Xfrontend change): rm -rf .build/release/
-# once.
+# once. Relative relocations packed (DT_RELR, glibc >= 2.36): 8 KB instead of a 1 MB table that the loader reads at
+# every start (-> 13.6 MiB).
 RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc -Xfrontend -Xswiftc -function-sections \
-                -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/speakbridge.order -Xlinker --no-warn-symbol-ordering
+                -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/speakbridge.order -Xlinker --no-warn-symbol-ordering -Xlinker -z -Xlinker pack-relative-relocs
 release: deps-build
 	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(SCRATCH)
 
