@@ -50,8 +50,16 @@ deps-test: deps-build
 # The release binary links the Swift runtime statically (a smaller idle RSS than with the toolchain's shared
 # libraries, figures in the README's Benchmarks; runs without them). lld, because gold prints a "mktemp is dangerous" warning for the static
 # FoundationEssentials archive (the toolchain's code, not ours; lld does not print .gnu.warning notes).
+# Each function in its own section, and the ones the daemon runs first (packaging/speakbridge.order, regenerated
+# by packaging/order-symbols.sh; stale names are ignored): that code then spans a few 64 KiB fault-around windows
+# instead of most of the text segment (idle RSS with a client 17.8 -> 14.5 MiB). A release build dir made before
+# -function-sections keeps its objects (the driver does not recompile for a -Xfrontend change): rm -rf .build/release/
+# once. Relative relocations packed (DT_RELR, glibc >= 2.36): 8 KB instead of a 1 MB table that the loader reads at
+# every start (-> 13.6 MiB).
+RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc -Xfrontend -Xswiftc -function-sections \
+                -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/speakbridge.order -Xlinker --no-warn-symbol-ordering -Xlinker -z -Xlinker pack-relative-relocs
 release: deps-build
-	$(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --scratch-path $(SCRATCH)
+	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(SCRATCH)
 
 build: deps-build
 	$(SWIFT) build --scratch-path $(SCRATCH)
@@ -169,7 +177,7 @@ PKG_ENV      = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" MANDIR
 
 # Same flags as `release`, so the release build is reused (about 10 s the first time, then nothing).
 generate-manual:
-	$(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --scratch-path $(SCRATCH) --product generate-manual
+	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(SCRATCH) --product generate-manual
 
 install: release generate-manual
 	@$(PKG_ENV) bash packaging/install.sh install

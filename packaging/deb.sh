@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { printf 'speakbridge: error: %s\n' "$1" >&2; [ -z "${2:-}" ] || printf 'speakbridge: hint: %s\n' "$2" >&2; exit 1; }
-for tool in dpkg-deb dpkg-shlibdeps; do
+for tool in dpkg-deb dpkg-shlibdeps readelf; do
     command -v "$tool" >/dev/null || die "$tool is missing" "apt-get install dpkg-dev"
 done
 
@@ -43,6 +43,11 @@ depends=${depends#shlibs:Depends=}
 # the newest symbol SpeakBridge resolves, from the packages' symbols files (libsecret: secret_password_searchv_sync
 # and secret_retrievable_get_attributes, 0.19.1; avahi-client and avahi-common: all 0.6.16; libqrencode: 3.2.0).
 depends="$depends, libavahi-client3 (>= 0.6.16), libsecret-1-0 (>= 0.19.1), libqrencode4 (>= 3.2.0)"
+# `make release` packs relative relocations (DT_RELR): the binary then needs the GLIBC_ABI_DT_RELR version, which
+# glibc has since 2.36 and which dpkg-shlibdeps does not count (its libc6 minimum comes from the symbols only).
+if readelf -V "$stage/usr/bin/speakbridge" | grep -q 'GLIBC_ABI_DT_RELR'; then
+    depends="$depends, libc6 (>= 2.36)"
+fi
 
 installed_kb=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 cat >"$stage/DEBIAN/control" <<EOF

@@ -206,6 +206,8 @@ done
 check "Depends names the dlopened libraries with minimum versions" \
     bash -c "grep -q 'libavahi-client3 (>= 0.6.16)' <<<'$depends' && grep -q 'libsecret-1-0 (>= 0.19.1)' <<<'$depends' &&
              grep -q 'libqrencode4 (>= 3.2.0)' <<<'$depends'"
+check "a binary with packed relocations (DT_RELR) depends on libc6 (>= 2.36)" bash -c \
+    "! readelf -V '$BIN' | grep -q GLIBC_ABI_DT_RELR || grep -q 'libc6 (>= 2.36)' <<<'$depends'"
 check "Depends names only installed Debian packages" bash -c \
     "for p in \$(tr ',' '\n' <<<'$depends' | sed 's/(.*//'); do dpkg -s \"\$p\" >/dev/null 2>&1 || { echo \"\$p\"; exit 1; }; done"
 check "Recommends the sink tools" bash -c "dpkg-deb -f '$DEB' Recommends | grep -q xclip && dpkg-deb -f '$DEB' Recommends | grep -q wtype"

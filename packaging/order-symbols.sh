@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Regenerates packaging/speakbridge.order: the linkage names of the functions `speakbridge serve` runs, which
+# `make release` passes to lld (--symbol-ordering-file) so that this code sits together at the front of the text
+# segment. Why: the kernel maps 64 KiB around each page fault in a file mapping (fault-around), so code scattered
+# over the 11 MB text keeps most of it resident; clustered, the daemon's code spans few 64 KiB windows.
+#
+# Flow: release build (BIN, default .build/release/speakbridge, built by the caller: `make release`) -> a daemon
+# with a fifo sink on loopback started under `valgrind --tool=callgrind` -> `pair --json` + `join` a phone home ->
+# a `send` connects, 1,000 lines, 1 s idle, status -> SIGTERM -> every function callgrind saw executed in the
+# binary itself (not in libc and the other shared libraries) in either of two such runs, by its mangled name,
+# sorted (a stable order: the set is what matters for fault-around, and sorting keeps diffs readable).
+#
+# Needs valgrind (apt-get install valgrind) and python3; `make release` does not: it only reads the committed file,
+# and stale names (code that changed since) are ignored by lld (--no-warn-symbol-ordering). Regenerate when the
+# daemon's code changed a lot: `make release && bash packaging/order-symbols.sh`, then relink (SwiftPM does not
+# know the file is an input): `rm .build/release/speakbridge && make release`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.build/release/speakbridge}
+OUT=${OUT:-packaging/speakbridge.order}
+command -v valgrind >/dev/null || { echo "order-symbols: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "order-symbols: no binary at $BIN (run make release first)" >&2; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# Two runs, their union: which rare paths run (a retry, an accept loop's last turn) depends on timing.
+for run in 1 2; do
+mkdir "$TMP/run$run"
+python3 - "$BIN" "$TMP/run$run" <<'EOF'
+import json, os, signal, socket, subprocess, sys, time
+binary, tmp = os.path.abspath(sys.argv[1]), sys.argv[2]
+desk, phone, fifo = (os.path.join(tmp, n) for n in ("desk", "phone", "sb.fifo"))
+os.mkfifo(fifo, 0o600)
+keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # the FIFO always has a reader
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+daemon = subprocess.Popen(["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
+                           f"--callgrind-out-file={tmp}/callgrind.out", binary, "serve", "--home", desk,
+                           "--listen", f"127.0.0.1:{free_port()}", "--web-port", str(free_port()), "--no-mdns",
+                           "--sink", "fifo:" + fifo], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(1200):
+    if subprocess.run([binary, "status", "--json", "--home", desk], capture_output=True).returncode == 0:
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("order-symbols: the daemon did not start")
+code = json.loads(subprocess.run([binary, "pair", "--json", "--home", desk], capture_output=True, text=True,
+                                 check=True).stdout)["code"]
+subprocess.run([binary, "join", code, "--name", "order", "--home", phone], check=True, capture_output=True)
+sender = subprocess.Popen([binary, "send", "--home", phone], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+got = b""
+def drain(n, timeout=120.0):
+    global got
+    end = time.time() + timeout
+    while got.count(b"\n") < n and time.time() < end:
+        try:
+            got += os.read(keep, 1 << 16)
+        except BlockingIOError:
+            time.sleep(0.01)
+    if got.count(b"\n") < n:
+        sys.exit("order-symbols: %d of %d lines arrived" % (got.count(b"\n"), n))
+sender.stdin.write(b"first line\n"); sender.stdin.flush()
+drain(1)
+for i in range(1000):
+    sender.stdin.write(f"line {i} with some dictated words in it\n".encode()); sender.stdin.flush()
+    if i % 50 == 49:
+        drain(i + 2)
+drain(1001)
+time.sleep(1.0)
+subprocess.run([binary, "status", "--home", desk], capture_output=True)
+sender.stdin.close(); sender.wait(timeout=30)
+daemon.send_signal(signal.SIGTERM); daemon.wait(timeout=60)
+EOF
+done
+
+# callgrind.out: "ob=(N) path" sets the object of the following "fn=(M) name" lines (names are given once, then
+# referred to by number). Keep functions of the binary itself; drop unnamed code (0x...).
+bin_real=$(readlink -f "$BIN")
+python3 - "$TMP" "$bin_real" >"$TMP/order" <<'EOF'
+import glob, os, re, sys
+tmp, binary = sys.argv[1], sys.argv[2]
+names = set()
+for path in glob.glob(os.path.join(tmp, "run*", "callgrind.out*")):
+    objs, fns, ob = {}, {}, None
+    for line in open(path, errors="replace"):
+        m = re.match(r"^(c?ob|c?fn|c?fi|c?fe|fl)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if not m:
+            continue
+        kind, num, name = m.groups()
+        table = objs if kind.endswith("ob") else fns if kind.endswith("fn") else None
+        if table is None:
+            continue
+        if name is not None:
+            table[num] = name
+        if kind == "ob":
+            ob = objs.get(num)
+        elif kind == "fn" and ob is not None and os.path.realpath(ob) == binary:
+            fn = fns.get(num)
+            fn = re.sub(r"'\d+$", "", fn or "")   # recursion levels: name'2
+            if fn and not fn.startswith("0x") and " " not in fn:   # (below main): callgrind's own
+                names.add(fn)
+for n in sorted(names):
+    print(n)
+EOF
+[ -s "$TMP/order" ] || { echo "order-symbols: no function of $BIN was recorded" >&2; exit 1; }
+{
+    echo "# Functions run by \`speakbridge serve\` (start-up, pairing, a client sending 1,000 lines, idle): lld puts them"
+    echo "# first in the text segment (--symbol-ordering-file). Generated by packaging/order-symbols.sh; do not edit."
+    cat "$TMP/order"
+} >"$OUT"
+echo "order-symbols: $(wc -l <"$TMP/order") functions -> $OUT"
