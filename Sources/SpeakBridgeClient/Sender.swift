@@ -58,9 +58,10 @@ public struct SendOptions: Sendable {
 ///    then every connection closes.
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing` and `completed` are used on
-/// `queue` only (driver events, stdin lines through `queue.sync`, timers through `asyncAfter`; `run` reads the exit
-/// code through `queue.sync`); `driver` is set in `run` before anything is queued; everything else is immutable.
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// and `completed` are used on `queue` only (driver events, stdin lines through `queue.sync`, timers through
+/// `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
+/// everything else is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
     let identity: Identity

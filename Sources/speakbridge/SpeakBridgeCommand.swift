@@ -25,7 +25,7 @@ struct SpeakBridgeCommand: ParsableCommand {
     static func main() {
         signal(SIGPIPE, SIG_IGN)
         do {
-            var command = try parsedAlone() ?? parseAsRoot()
+            var command = try parseAsRoot()
             Console.bootstrap(HomeOptions.found(in: command)?.verbosity ?? .normal)
             try command.run()
         } catch let error as CLIError {
@@ -34,27 +34,6 @@ struct SpeakBridgeCommand: ParsableCommand {
         } catch {
             exit(withError: error)
         }
-    }
-}
-
-extension SpeakBridgeCommand {
-    /// `send` is what scripts and editor commands run many times a minute, and `serve` is the process that stays
-    /// resident, so each is parsed on its own, without building the whole command tree (each command type's name is
-    /// found by dynamic casts that scan the binary's protocol conformances, and touch pages all over the binary that
-    /// then stay in the daemon's RSS). Anything it does not parse cleanly (`--help`, a mistake) goes through the full
-    /// parser, so every message stays the same.
-    static func parsedAlone() -> ParsableCommand? {
-        let arguments = CommandLine.arguments.dropFirst()
-        let leaf: ParsableCommand.Type
-        switch arguments.first {
-        case "send": leaf = Send.self
-        case "serve": leaf = Serve.self
-        default: return nil
-        }
-        // Only the leaf itself: `--help` parses as the parser's own help command, which must come from the full tree.
-        guard let command = try? leaf.parseAsRoot(Array(arguments.dropFirst())),
-              ObjectIdentifier(type(of: command)) == ObjectIdentifier(leaf) else { return nil }
-        return command
     }
 }
 

@@ -21,9 +21,9 @@ struct SendInputTests {
     }
 }
 
-/// `send` is parsed on its own (no command tree) when it parses cleanly; help and mistakes go through the full
-/// parser, so they read exactly as for every other command.
-@Suite("End to end: send's own parser")
+/// `send`'s help and mistakes read as the full command tree words them (`speakbridge send`, its usage line), and a
+/// clean parse runs; pinned when `send` was parsed on its own for a while (see the README's Experiments).
+@Suite("End to end: send's command line")
 struct SendParserTests {
     @Test func helpAndMistakesReadAsFromTheFullParser() throws {
         let home = "/tmp/sb-sendparse-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -40,7 +40,7 @@ struct SendParserTests {
         #expect(unknown.status == 64)
         #expect(unknown.stderr.contains("Unknown option '--nope'"))
         #expect(unknown.stderr.contains("Usage: speakbridge send"), "\(unknown.stderr)")
-        // Parsed by the fast path, run for real: not paired here, so the store's error, not a parser's.
+        // Parsed and run for real: not paired here, so the store's error, not a parser's.
         let unpaired = try run(["send", "--text", "x"], home: home)
         #expect(unpaired.status == 1)
         #expect(unpaired.stderr.contains("not paired with any desktop"), "\(unpaired.stderr)")

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-/// `serve` is parsed on its own (no command tree) when it parses cleanly, like `send`; help and mistakes go through
-/// the full parser, so they read exactly as for every other command.
-@Suite("End to end: serve's own parser")
+/// `serve`'s help and mistakes read as the full command tree words them (`speakbridge serve`, its usage line); pinned
+/// when `serve` was parsed on its own for a while (see the README's Experiments).
+@Suite("End to end: serve's command line")
 struct ServeParserTests {
     @Test func helpAndMistakesReadAsFromTheFullParser() throws {
         let home = "/tmp/sb-serveparse-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
