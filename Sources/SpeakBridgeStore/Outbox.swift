@@ -40,8 +40,8 @@ public final class Outbox: @unchecked Sendable {
         nextSeq = max(acked, pending.last?.seq ?? 0) + 1
         do {
             if loaded.session != nil && loaded.size <= Self.compactAbove && loaded.endsWithNewline {
-                // Small and whole: appended to as it is. Rewriting it costs two fsyncs (file and directory) at every
-                // start, a third of a one-shot `send --text`; the records already there load the same either way.
+                // Small and whole: appended to as it is. Rewriting it cost two fsyncs (file and directory) at every
+                // start, two of a one-shot `send --text`'s five; the records already there load the same either way.
                 fd = try FileIO.openAppend(path)
             } else {
                 // Compact: header + unacknowledged chunks, atomically. Also when the last line is torn (killed
