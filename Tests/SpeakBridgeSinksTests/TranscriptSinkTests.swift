@@ -35,6 +35,21 @@ import Testing
         return lstat(path, &info) == 0 ? info.st_ino : 0
     }
 
+    /// Writes `items` through a sink that then goes away (the process dies); returns the transcript's base name.
+    func transcript(in root: TemporaryDirectory, _ items: [SinkItem]) throws -> String {
+        let sink = try TranscriptSink(directory: root.path)
+        try deliver(sink, items)
+        return String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
+    }
+
+    /// Appends raw bytes to a file, as a crash mid-write (or another writer) would leave them.
+    func append(_ path: String, _ bytes: [UInt8]) throws {
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+    }
+
     func mode(_ path: String) -> mode_t {
         var info = stat()
         return lstat(path, &info) == 0 ? info.st_mode & 0o7777 : 0
@@ -116,17 +131,9 @@ import Testing
     @Test func aTornLastLineIsCutOffAtStart() throws {
         let root = TemporaryDirectory()
         defer { root.remove() }
-        let name: String
-        do {
-            let sink = try TranscriptSink(directory: root.path)
-            try deliver(sink, [item(1, "one"), item(2, "two")])
-            name = String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
-        }
+        let name = try transcript(in: root, [item(1, "one"), item(2, "two")])
         let jsonl = "\(root.path)/\(name).jsonl"
-        let handle = try #require(FileHandle(forWritingAtPath: jsonl))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(#"{"device":"\#(device)","session":"s1","seq":3,"te"#.utf8))
-        try handle.close()
+        try append(jsonl, Array(#"{"device":"\#(device)","session":"s1","seq":3,"te"#.utf8))
         // And the Markdown lags (a crash between the JSONL and the Markdown): it is rebuilt from the JSONL.
         try Data("# cut short\n".utf8).write(to: URL(fileURLWithPath: "\(root.path)/\(name).md"))
         chmod("\(root.path)/\(name).md", 0o600)
@@ -146,27 +153,16 @@ import Testing
     @Test func aCrashBeforeTheParagraphIsRepairedByAppending() throws {
         let root = TemporaryDirectory()
         defer { root.remove() }
-        let name: String
-        do {
-            let sink = try TranscriptSink(directory: root.path)
-            try deliver(sink, [item(1, "one", start: 1, end: 2), item(2, "two", start: 2, end: 3)])
-            name = String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
-        }
+        let name = try transcript(in: root, [item(1, "one", start: 1, end: 2), item(2, "two", start: 2, end: 3)])
         let (md, vtt, jsonl) = ("\(root.path)/\(name).md", "\(root.path)/\(name).vtt", "\(root.path)/\(name).jsonl")
         let (mdBefore, vttBefore) = (text(md), text(vtt))
         let (mdInode, vttInode) = (inode(md), inode(vtt))
         // The crash: seq 3 and 4 reached the JSONL (fsynced), seq 3's cue the WebVTT, nothing the Markdown.
         let lines = [item(3, "three", start: 3, end: 4), item(4, "four", start: 4, end: 5)]
             .flatMap { JSONLine.encode($0, sanitize: true) }
-        let handle = try #require(FileHandle(forWritingAtPath: jsonl))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(lines))
-        try handle.close()
+        try append(jsonl, lines)
         let cue = try #require(TranscriptFormat.vttCue(item(3, "three", start: 3, end: 4)))
-        let vttHandle = try #require(FileHandle(forWritingAtPath: vtt))
-        try vttHandle.seekToEnd()
-        try vttHandle.write(contentsOf: Data(cue.utf8))
-        try vttHandle.close()
+        try append(vtt, Array(cue.utf8))
 
         let sink = try TranscriptSink(directory: root.path)
         #expect(sink.position(device: device, session: "s1") == 4)
@@ -183,21 +179,10 @@ import Testing
     @Test func anUnreadableMarkdownTailIsRebuiltInFull() throws {
         let root = TemporaryDirectory()
         defer { root.remove() }
-        let name: String
-        do {
-            let sink = try TranscriptSink(directory: root.path)
-            try deliver(sink, [item(1, "one"), item(2, "two")])
-            name = String(try #require(try files(root.path, ".jsonl").first).dropLast(6))
-        }
+        let name = try transcript(in: root, [item(1, "one"), item(2, "two")])
         let md = "\(root.path)/\(name).md"
-        let handle = try #require(FileHandle(forWritingAtPath: md))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("thr".utf8))  // a torn paragraph
-        try handle.close()
-        let jsonl = try #require(FileHandle(forWritingAtPath: "\(root.path)/\(name).jsonl"))
-        try jsonl.seekToEnd()
-        try jsonl.write(contentsOf: Data(JSONLine.encode(item(3, "three"), sanitize: true)))
-        try jsonl.close()
+        try append(md, Array("thr".utf8))  // a torn paragraph
+        try append("\(root.path)/\(name).jsonl", JSONLine.encode(item(3, "three"), sanitize: true))
         _ = try TranscriptSink(directory: root.path)
         #expect(text(md).hasSuffix("`s1`\n\n" + paragraphs(["one", "two", "three"])))
         #expect(TranscriptFormat.lastMarkedSeq(Array("x\n<!-- seq 12 -->\n\n".utf8)[...]) == 12)
