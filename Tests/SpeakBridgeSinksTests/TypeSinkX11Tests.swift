@@ -14,6 +14,19 @@ let everyCharacterChunks: [String] = [
     "line one\nline two",
 ]
 
+/// A new xterm on `server`, focused, and `chunks` typed into it by a fresh X11 type sink: what the xterm received
+/// once it holds `expecting` (or when it gives up waiting).
+func typeIntoNewXterm(_ server: XvfbServer, title: String, _ chunks: [String], pressEnter: Bool = false,
+                      expecting: String) throws -> String {
+    let xterm = try XtermWindow(display: server.display, title: title)
+    defer { xterm.stop() }
+    try xterm.focus()
+    let sink = try TypeSink(backend: .x11, pressEnter: pressEnter, environment: server.environment)
+    defer { sink.close() }
+    try sink.deliver(chunks) { _ in }
+    return xterm.received(expecting: expecting)
+}
+
 /// The type sink under a real X server, read back char for char from real xterms (see `XtermWindow`).
 @Suite(.serialized, .enabled(if: XvfbServer.executable != nil && XtermWindow.executable != nil && systemTool("xdotool") != nil,
                              "Xvfb, xterm or xdotool is not installed (make test installs them)"))
@@ -43,27 +56,19 @@ struct TypeSinkX11Tests {
     @Test func enterOnlyWithTypeEnter() throws {
         let server = try XvfbServer()
         defer { server.stop() }
-        let xterm = try XtermWindow(display: server.display, title: "enter")
-        defer { xterm.stop() }
-        try xterm.focus()
-        let sink = try TypeSink(backend: .x11, pressEnter: true, environment: server.environment)
-        defer { sink.close() }
-        try sink.deliver(["first Ä", "two\nlines"]) { _ in }
-        #expect(xterm.received(expecting: "first Ä\ntwo\nlines\n") == "first Ä\ntwo\nlines\n")
+        let expected = "first Ä\ntwo\nlines\n"
+        #expect(try typeIntoNewXterm(server, title: "enter", ["first Ä", "two\nlines"], pressEnter: true,
+                                     expecting: expected) == expected)
     }
 
     /// Caps Lock on must not change the case of what is typed (it is switched off for the text, back on after).
     @Test func capsLockDoesNotChangeTheText() throws {
         let server = try XvfbServer()
         defer { server.stop() }
-        let xterm = try XtermWindow(display: server.display, title: "caps")
-        defer { xterm.stop() }
-        try xterm.focus()
         try runXdotool(["key", "Caps_Lock"], display: server.display)
-        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
-        defer { sink.close() }
-        try sink.deliver(["abc ÄÖü xyz"]) { _ in }
-        #expect(xterm.received(expecting: "abc ÄÖü xyz") == "abc ÄÖü xyz")
+        let expected = "abc ÄÖü xyz"
+        #expect(try typeIntoNewXterm(server, title: "caps", ["abc ÄÖü xyz"],
+                                     expecting: expected) == expected)
     }
 
     /// A Russian keyboard layout has no Latin letters on its first group: they go through scratch bindings, and
@@ -78,13 +83,9 @@ struct TypeSinkX11Tests {
         try layout.run()
         layout.waitUntilExit()
         #expect(layout.terminationStatus == 0)
-        let xterm = try XtermWindow(display: server.display, title: "ru")
-        defer { xterm.stop() }
-        try xterm.focus()
-        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
-        defer { sink.close() }
-        try sink.deliver(["Hello, мир! Grüße ABC"]) { _ in }
-        #expect(xterm.received(expecting: "Hello, мир! Grüße ABC") == "Hello, мир! Grüße ABC")
+        let expected = "Hello, мир! Grüße ABC"
+        #expect(try typeIntoNewXterm(server, title: "ru", ["Hello, мир! Grüße ABC"],
+                                     expecting: expected) == expected)
     }
 
     /// A held Control would turn letters into shortcuts: the text is held until it is released.
