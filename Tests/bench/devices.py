@@ -7,7 +7,8 @@ Flow: one desktop (`serve --no-mdns --sink fifo:`), N paired devices (`pair --js
      (independent speakers, not a lock-step burst);
 a separate reader process takes the FIFO apart and notes, per line, arrival − stamp. Prints p50/p99 of phase 1 and,
 for phase 2, the pooled p50/p99 and the per-device p99s (median and worst), and the ratio worst per-device p99 /
-single-device p99 (goal ≤ 2). Every line must arrive exactly once. Loopback only; stops what it started by PID.
+single-device p99 (goal ≤ 2), per round and pooled over the rounds (each device's lines of every round: the steadier
+figure). Every line must arrive exactly once. Loopback only; stops what it started by PID.
 With 2 or more CPUs (and --pin, the default), the desktop side (daemon, FIFO reader) runs on the last CPU and the
 devices (every `send`, the writer) on the others, as 100 phones bring their own CPUs: otherwise 100 senders'
 CPU time (each ~120 µs a line) would starve the daemon and the figure would measure this machine, not the desktop.
@@ -188,9 +189,13 @@ def main():
         print(f"devices: {args.devices} paired in {run.pairing_s:.1f} s; each sends {args.lines} lines paced "
               f"{args.pace * 1e3:g} ms (send stdin → desktop FIFO, stamped); {where}", flush=True)
         rows = []
+        pooled_one, pooled_many = {}, {}  # device -> latencies over every round (p99 of 3 × LINES, not of LINES)
         for k in range(args.rounds):
-            one = summary(run.phase(1, f"one-{k}"))
-            many = summary(run.phase(args.devices, f"many-{k}"))
+            one_r, many_r = run.phase(1, f"one-{k}"), run.phase(args.devices, f"many-{k}")
+            for pool, r in ((pooled_one, one_r), (pooled_many, many_r)):
+                for dev, vs in r["latency"].items():
+                    pool.setdefault(dev, []).extend(vs)
+            one, many = summary(one_r), summary(many_r)
             rows.append((one, many))
             print(f"round {k + 1}: 1 device p50/p99 {one['p50']:.0f}/{one['p99']:.0f} µs; {args.devices} devices p50/p99 "
                   f"{many['p50']:.0f}/{many['p99']:.0f} µs, per-device p99 median {many['per_device_p99_median']:.0f} "
@@ -211,6 +216,12 @@ def main():
         print(f"per-device p99 / single-device p99: median device "
               f"{med(lambda o, m: m['per_device_p99_median'] / o['p99']):.2f}×, worst device "
               f"{med(lambda o, m: m['per_device_p99_max'] / o['p99']):.2f}× (goal ≤ 2×)")
+        one_p99 = percentile([v for vs in pooled_one.values() for v in vs], 99)
+        per = sorted(percentile(vs, 99) for vs in pooled_many.values())
+        print(f"pooled over the {args.rounds} rounds ({args.rounds * args.lines} lines per device): one device's p99 "
+              f"{one_p99:.0f} µs; per-device p99 median {statistics.median(per):.0f} µs, worst {per[-1]:.0f} µs: "
+              f"{statistics.median(per) / one_p99:.2f}× / {per[-1] / one_p99:.2f}× (goal ≤ 2×; the steadier figure: "
+              f"the p99 of one round's {args.lines} lines is about their worst)")
         expected = args.lines + 1 + args.devices * (args.lines + 1)
         bad = [k for k, (o, m) in enumerate(rows) if o["lines"] + m["lines"] != expected or o["duplicated"] or m["duplicated"]]
         if bad:
