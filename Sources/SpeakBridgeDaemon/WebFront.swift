@@ -151,9 +151,10 @@ final class WebFront: Sendable {
             certificate = try WebCertificate.prepare(home: settings.home, identity: settings.identity,
                                                      addresses: addresses.isEmpty ? [settings.host] : addresses)
         } catch {
-            return .failure(Failure(message: error.description,
-                                    hint: "check web-cert.pem, web-key.pem and web-cert.meta in \(settings.home.config); "
-                                        + "removing all three makes a new certificate at the next start"))
+            var hint = "check web-cert.pem, web-key.pem and web-cert.meta in \(settings.home.config); "
+                + "removing all three makes a new certificate at the next start"
+            if case let .store(stored) = error, let own = stored.hint { hint = own }
+            return .failure(Failure(message: error.description, hint: hint))
         }
         if certificate.rotated {
             Console.info("web certificate issued for \(certificate.addresses.joined(separator: ", ")); SHA-256 \(certificate.fingerprint)")

@@ -220,4 +220,25 @@ struct LazyWebFrontTests {
         #expect(try Self.httpsStatus(held.port) == "200")
         #expect(try Self.web(pair.desktopHome)["listening"] as? Bool == true)
     }
+
+    @Test("a certificate file others may read when pair --web asks: a clear error naming it; fixed, pair --web works")
+    func certificateProblemAtPairWeb() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"], extra: ["--web-port", "0"])
+        let meta = pair.desktopHome + "/config/web-cert.meta"
+        #expect(FileManager.default.createFile(atPath: meta, contents: Data("junk\n".utf8),
+                                               attributes: [.posixPermissions: 0o644]))
+        let out = try run(["pair", "--web"], home: pair.desktopHome)
+        #expect(out.status != 0)
+        #expect(out.stdout.isEmpty, "no URL, no QR")
+        #expect(out.stderr.contains("speakbridge: error: the browser front (the HTTPS page) cannot start: \(meta) is readable by other users"),
+                "\(out.stderr)")
+        #expect(pair.daemon?.process.isRunning == true)
+        #expect(Self.listeningPorts(try #require(pair.daemon?.pid)) == [pair.port])
+        chmod(meta, 0o600)
+        let again = try run(["pair", "--web", "--json"], home: pair.desktopHome)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try Self.web(pair.desktopHome)["listening"] as? Bool == true)
+    }
 }
