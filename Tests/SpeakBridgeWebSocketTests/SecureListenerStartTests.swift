@@ -41,7 +41,7 @@ struct SecureListenerStartTests {
         // A WebSocket upgrade over TLS: curl sends the handshake and then holds the connection open.
         let curl = Process()
         curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-sk", "--http1.1", "-o", "/dev/null", "--max-time", "4",
+        curl.arguments = ["-sk", "--http1.1", "-o", "/dev/null", "--max-time", "30",
                           "-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13",
                           "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
                           "-H", "Sec-WebSocket-Protocol: speakbridge.v1.aesgcm",
