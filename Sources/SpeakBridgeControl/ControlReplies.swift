@@ -55,10 +55,15 @@ public struct StatusReply: Sendable, Equatable {
         }
     }
 
-    /// The browser route (`web` in `status --json`): on with its page and certificate, or off and why.
+    /// The browser route (`web` in `status --json`): off and why; offered but not started (no browser device paired
+    /// yet, or its last start failed) and why; or listening with its page and certificate.
     public struct Web: Sendable, Equatable {
+        /// The route is offered (false: `--no-web`, no AES-NI, no page files).
         public var enabled: Bool
-        /// Off: why ("disabled (--no-web)", no AES-NI, its port taken, …).
+        /// Offered: whether its TLS listener is up (the front starts when a browser device is paired or
+        /// `pair --web` asks). nil from a daemon that started the front with itself (then `enabled` meant listening).
+        public var listening: Bool?
+        /// Off or not started: why ("disabled (--no-web)", no AES-NI, "no browser device paired; …", a failed start).
         public var reason: String?
         /// On: the page a phone opens (https://ADDRESS:PORT/), its port, the certificate's SHA-256 fingerprint
         /// (colon-separated hex, as browsers show it), the base64 SHA-256 of its public key (for
@@ -69,9 +74,10 @@ public struct StatusReply: Sendable, Equatable {
         public var spki: String?
         public var addresses: [String]
 
-        public init(enabled: Bool, reason: String? = nil, url: String? = nil, port: Int64? = nil,
+        public init(enabled: Bool, listening: Bool? = nil, reason: String? = nil, url: String? = nil, port: Int64? = nil,
                     fingerprint: String? = nil, spki: String? = nil, addresses: [String] = []) {
             self.enabled = enabled
+            self.listening = listening
             self.reason = reason
             self.url = url
             self.port = port
@@ -81,18 +87,23 @@ public struct StatusReply: Sendable, Equatable {
         }
 
         public static func off(_ reason: String) -> Web { Web(enabled: false, reason: reason) }
+        public static func notStarted(_ reason: String) -> Web { Web(enabled: true, listening: false, reason: reason) }
 
         public var json: JSONValue {
             guard enabled else { return .object([("enabled", .bool(false)), ("reason", .string(reason ?? "?"))]) }
-            return .object([
-                ("enabled", .bool(true)), ("url", .string(url ?? "")), ("port", .integer(port ?? 0)),
+            if listening == false {
+                return .object([("enabled", .bool(true)), ("listening", .bool(false)), ("reason", .string(reason ?? "?"))])
+            }
+            return .object([("enabled", .bool(true))] + (listening.map { [("listening", .bool($0))] } ?? []) + [
+                ("url", .string(url ?? "")), ("port", .integer(port ?? 0)),
                 ("fingerprint", .string(fingerprint ?? "")), ("spki", .string(spki ?? "")),
                 ("addresses", .array(addresses.map { .string($0) })),
             ])
         }
 
         public init(json j: JSONValue) {
-            self.init(enabled: j["enabled"]?.boolValue ?? false, reason: j["reason"]?.stringValue,
+            self.init(enabled: j["enabled"]?.boolValue ?? false, listening: j["listening"]?.boolValue,
+                      reason: j["reason"]?.stringValue,
                       url: j["url"]?.stringValue, port: j["port"]?.int64Value, fingerprint: j["fingerprint"]?.stringValue,
                       spki: j["spki"]?.stringValue, addresses: j["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         }

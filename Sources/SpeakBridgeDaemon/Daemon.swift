@@ -15,10 +15,12 @@ import SpeakBridgeSupport
 /// 1. Load the identity and paired devices, open the progress log, start the sinks (`DeliveryPipeline`), and
 ///    seed a `DesktopCore` with the paired devices and the durable ack levels; it lives in a `CoreDriver`, on
 ///    that driver's serial queue (`sb-core`).
-/// 2. Listen for WebSockets (lws thread): the native ws:// port and, when it can be offered, the browser route's
-///    HTTPS/WSS port (WebFront; each connection's cipher and kind reach the core with its `connected` event). Each event goes to the driver with `sync` (run right on the lws thread
-///    when the queue is idle): the core's actions there are only non-blocking hand-ins — to lws (send, close,
-///    pause), to the pipeline (submit) and one-line appends to the progress log.
+/// 2. Listen for WebSockets (lws thread) on the native ws:// port. The browser route's HTTPS/WSS port (WebFront;
+///    each connection's cipher and kind reach the core with its `connected` event) starts here only when a browser
+///    device is paired, else at the first `pair --web`: without one the daemon never initialises OpenSSL. Each event
+///    goes to the driver with `sync` (run right on the lws thread when the queue is idle): the core's actions there
+///    are only non-blocking hand-ins — to lws (send, close, pause), to the pipeline (submit) and one-line appends to
+///    the progress log.
 /// 3. Blocking work — peers.json writes (fsynced; `sb-effects`) and the config handler (synchronous libsecret
 ///    D-Bus calls; `sb-config`) — runs on the driver's two effect queues; results come back to the core as events.
 /// 4. The pipeline's callbacks (durable, drained) come back as events, asynchronously.
@@ -38,8 +40,8 @@ public final class Daemon: @unchecked Sendable {
     var server: WebSocketServer!
     var control: ControlServer!
     var discovery: DiscoveryService?
-    /// The browser route (on, or off with a reason); set once in init.
-    var web: WebFront!
+    /// The browser route: off with a reason, not started yet, or listening.
+    let web: WebFront
 
     public init(options: DaemonOptions) throws {
         self.options = options
@@ -91,15 +93,16 @@ public final class Daemon: @unchecked Sendable {
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout
         config.maxUnauthenticated = SpeakBridgeProtocol.maxUnauthenticated
         config.maxUnauthenticatedPerAddress = SpeakBridgeProtocol.maxUnauthenticatedPerAddress
-        let prepared = WebFront.prepare(options, identity: identity, config: &config)
+        web = WebFront.prepare(options, identity: identity, config: &config)
         let driver = self.driver
-        var web = prepared
         server = try driver.attach {
-            let (server, front) = try prepared.startServer(config) { event in driver.transport(event) }
-            web = front
-            return server
+            try WebSocketServer(configuration: config) { event in driver.transport(event) }
         }
-        self.web = web
+        // A paired browser's page reconnects at once after a restart; a failed start is logged and shown by
+        // `status`, the native route runs on, and `pair --web` tries again.
+        if web.isOffered, peers.all.contains(where: { $0.role == .client && $0.kind == .browser }) {
+            web.start(on: server)
+        }
         control = try ControlServer(path: options.home.controlSocket, typed: { [weak self] request in
             self?.answer(request) ?? .failure(ControlFailure("daemon is shutting down"))
         })

@@ -57,9 +57,10 @@ extension Daemon {
 
     static func clamp(_ v: UInt64) -> Int64 { v > UInt64(Int64.max) ? .max : Int64(v) }
 
-    /// `web`: also the page's URL with the code in its fragment (refused when the browser route is off).
+    /// `web`: also the page's URL with the code in its fragment. The browser front starts first (it must listen
+    /// before its URL is shown); refused when the route is off or the front cannot start.
     func pair(web wanted: Bool = false) -> ControlReply {
-        if wanted, let refusal = web.pairingRefusal(server: server) { return .failure(refusal) }
+        if wanted, let refusal = web.startForPairing(server: server) { return .failure(refusal) }
         do {
             let addresses = NetworkAddresses.forListening(host: options.host)
             let secret = SymmetricKey.random()
@@ -71,7 +72,7 @@ extension Daemon {
             Console.info("pairing code issued, valid for \(options.pairingLifetime) s")
             return .pair(PairReply(code: code.encoded(), expires: Int64(code.expiry),
                                    lifetime: Int64(options.pairingLifetime), id: identity.deviceID.description,
-                                   web: wanted ? web.pairing(code: code.encoded(), host: options.host, server: server) : nil))
+                                   web: wanted ? web.pairing(code: code.encoded(), host: options.host) : nil))
         } catch {
             return .failure(ControlFailure("cannot issue a pairing code: \(error)"))
         }

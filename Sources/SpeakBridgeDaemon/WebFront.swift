@@ -1,12 +1,18 @@
-// The browser route: the daemon's own HTTPS/WSS listener that serves the static page in Web/ and takes the
-// protocol over WSS with the AESGCM cipher (PROTOCOL.md, "Browser route").
+// The browser route: the daemon's own HTTPS/WSS listener (the "browser front") that serves the static page in Web/
+// and takes the protocol over WSS with the AESGCM cipher (PROTOCOL.md, "Browser route").
 //
 // Flow:
-// 1. `WebFront.prepare` (before the WebSocket server starts) decides whether the route can be offered: AES-GCM
-//    available (AES-NI), the page's files found, the certificate ready (WebCertificate: self-signed P-256, made
-//    once per identity, re-issued when the listening addresses change). Any "no" is a reason shown by `status`
-//    and logged once; the native route is unaffected.
-// 2. It adds the TLS listener and the AESGCM subprotocol to the server configuration.
+// 1. `WebFront.prepare` (before the WebSocket server starts) decides whether the route can be offered at all:
+//    not `--no-web`, AES-GCM available (AES-NI), the page's files found. Any "no" is a reason shown by `status`
+//    and logged once; the native route is unaffected. When offered, the server accepts the AESGCM subprotocol.
+// 2. The front itself starts lazily (`start`), so that a desktop without browser devices never initialises OpenSSL
+//    (about 4 MiB resident) and has no TLS listener: at daemon start when a browser device is paired (its page
+//    reconnects at once after a restart), or when `pair --web` asks for a code (before the URL is shown; a front
+//    that cannot start is a clear error there). Starting makes the certificate ready (WebCertificate: self-signed
+//    P-256, made once per identity, re-issued when the listening addresses change), then asks the server for its
+//    TLS listener. A failed start leaves the front "not started" with the reason; the next `pair --web` retries.
+//    Once listening it stays until the daemon stops, even when the last browser device is revoked (a revoked
+//    page must still load to say so).
 // 3. Per connection, `route(for:on:)` tells the core (DesktopCore, which never sees lws) the Noise cipher the
 //    negotiated subprotocol chose and whether it came through the TLS listener (a pairing on it is a `browser`
 //    device, saved with its user agent in short). The core decides the rest (browser devices get no config).
@@ -32,10 +38,36 @@ public struct WebFrontOptions: Sendable {
 }
 
 final class WebFront: Sendable {
-    /// Why the route is off, for `status` and the log; nil when it is on.
-    let unavailable: String?
-    let certificate: WebCertificate?
-    let root: String?
+    /// Why a start failed, and what to do about it.
+    struct Failure: Error, Sendable {
+        var message: String
+        var hint: String
+        /// The certificate, when the failure came after it was ready (a listener that came up after a timeout is
+        /// then still reported truthfully).
+        var certificate: WebCertificate?
+    }
+
+    enum Phase: Sendable {
+        /// Never offered by this daemon: why (`--no-web`, no AES-NI, no page files).
+        case off(String)
+        /// Offered, not listening: no browser device paired yet, or the last start failed.
+        case notStarted(Failure?)
+        case listening(WebCertificate, port: Int)
+    }
+
+    /// Where the front starts: the daemon's home and identity (for the certificate), address and TLS port.
+    struct Settings: Sendable {
+        var home: Home
+        var identity: String
+        var host: String
+        var port: Int
+        var root: String
+    }
+
+    private let settings: Settings?
+    private let phase: Locked<Phase>
+    /// Held for a whole start: a second `pair --web` waits for the first one's attempt, then sees its outcome.
+    private let starting = ThreadLock()
 
     /// The Content-Security-Policy of every response: nothing from elsewhere, no inline script or style, no
     /// framing; WebSockets only back to this origin.
@@ -47,61 +79,100 @@ final class WebFront: Sendable {
         ("cross-origin-opener-policy:", "same-origin"),
     ]
 
-    init(unavailable: String?, certificate: WebCertificate?, root: String?) {
-        self.unavailable = unavailable
-        self.certificate = certificate
-        self.root = root
+    private init(_ phase: Phase, settings: Settings?) {
+        self.phase = Locked(phase)
+        self.settings = settings
     }
 
-    /// Decides whether the route is offered and, if so, adds it to `config` (step 1 and 2 of the flow).
+    /// Decides whether the route is offered and, if so, lets the server accept its subprotocol (flow, step 1).
     static func prepare(_ options: DaemonOptions, identity: Identity,
                         config: inout WebSocketServerConfiguration) -> WebFront {
         let web = options.web
-        guard web.enabled else { return WebFront(unavailable: "disabled (--no-web)", certificate: nil, root: nil) }
+        guard web.enabled else { return WebFront(.off(disabledReason), settings: nil) }
         guard NoiseCipher.aesGCM.isAvailable else {
             return off("this CPU has no AES-NI, and libsodium's AES-256-GCM (the only cipher browsers have) needs it")
         }
         guard let root = findRoot(web.root) else {
             return off("the page's files were not found (looked for index.html in \(rootCandidates(web.root).joined(separator: ", ")))")
         }
-        let addresses = NetworkAddresses.forListening(host: options.host).map(\.description)
+        let port = web.port ?? (options.port == 0 ? 0 : min(options.port + 1, 65535))
+        config.extraSubprotocols = [SpeakBridgeProtocol.aesGCMSubprotocol]
+        return WebFront(.notStarted(nil), settings: Settings(home: options.home, identity: identity.deviceID.description,
+                                                            host: options.host, port: port, root: root))
+    }
+
+    static let disabledReason = "disabled (--no-web)"
+
+    private static func off(_ reason: String) -> WebFront {
+        Console.warning("the browser route (serve's HTTPS page) is off: \(reason)")
+        return WebFront(.off(reason), settings: nil)
+    }
+
+    /// The route can be started (it is not off).
+    var isOffered: Bool { settings != nil }
+
+    /// Starts the front unless it listens already (flow, step 2); nil once it listens, else why not.
+    @discardableResult
+    func start(on server: WebSocketServer) -> Failure? {
+        starting.withLock { () -> Failure? in
+            switch phase.withLock({ $0 }) {
+            case let .off(reason):
+                return Failure(message: reason, hint: "")
+            case .listening:
+                return nil
+            case .notStarted:
+                break
+            }
+            guard let settings else { return Failure(message: "the route is not offered", hint: "") }
+            let outcome = Self.listen(settings, on: server)
+            phase.withLock { phase in
+                switch outcome {
+                case let .success((certificate, port)): phase = .listening(certificate, port: port)
+                case let .failure(failure): phase = .notStarted(failure)
+                }
+            }
+            switch outcome {
+            case let .success((certificate, port)):
+                let address = preferredAddress(host: settings.host, certificate: certificate)
+                Console.info("browser front listening on \(url(host: address, port: port))")
+                return nil
+            case let .failure(failure):
+                Console.warning("the browser front did not start: \(failure.message)")
+                return failure
+            }
+        }
+    }
+
+    /// The certificate, then the TLS listener.
+    private static func listen(_ settings: Settings, on server: WebSocketServer) -> Result<(WebCertificate, Int), Failure> {
+        let addresses = NetworkAddresses.forListening(host: settings.host).map(\.description)
         let certificate: WebCertificate
         do {
-            certificate = try WebCertificate.prepare(home: options.home, identity: identity.deviceID.description,
-                                                     addresses: addresses.isEmpty ? [options.host] : addresses)
+            certificate = try WebCertificate.prepare(home: settings.home, identity: settings.identity,
+                                                     addresses: addresses.isEmpty ? [settings.host] : addresses)
         } catch {
-            return off(error.description)
+            var hint = "check web-cert.pem, web-key.pem and web-cert.meta in \(settings.home.config); "
+                + "removing all three makes a new certificate at the next start"
+            if case let .store(stored) = error, let own = stored.hint { hint = own }
+            return .failure(Failure(message: error.description, hint: hint))
         }
         if certificate.rotated {
             Console.info("web certificate issued for \(certificate.addresses.joined(separator: ", ")); SHA-256 \(certificate.fingerprint)")
         }
-        let port = web.port ?? (options.port == 0 ? 0 : min(options.port + 1, 65535))
-        config.extraSubprotocols = [SpeakBridgeProtocol.aesGCMSubprotocol]
-        config.secure = SecureListenerConfiguration(port: port, certificatePath: certificate.certificatePath,
-                                                    privateKeyPath: certificate.privateKeyPath, documentRoot: root,
-                                                    headers: headers)
-        return WebFront(unavailable: nil, certificate: certificate, root: root)
-    }
-
-    /// Starts the server; when that fails only because of the TLS listener (its port is taken), starts it without
-    /// the browser route instead, which `status` then reports as off with the reason (the native route matters more).
-    func startServer(_ config: WebSocketServerConfiguration,
-                     onEvent: @escaping @Sendable (WebSocketEvent) -> Void) throws -> (WebSocketServer, WebFront) {
-        do {
-            return (try WebSocketServer(configuration: config, onEvent: onEvent), self)
-        } catch let error as WebSocketError where config.secure != nil {
-            var plain = config
-            plain.secure = nil
-            plain.extraSubprotocols = []
-            let server = try WebSocketServer(configuration: plain, onEvent: onEvent)
-            return (server, Self.off("its port \(config.secure?.port ?? 0) cannot be used (\(error.description)); "
-                                     + "choose another with --web-port"))
+        let secure = SecureListenerConfiguration(port: settings.port, certificatePath: certificate.certificatePath,
+                                                 privateKeyPath: certificate.privateKeyPath,
+                                                 documentRoot: settings.root, headers: headers)
+        do throws(WebSocketError) {
+            return .success((certificate, try server.startSecureListener(secure)))
+        } catch {
+            let hint: String
+            if case .bindFailed = error {
+                hint = "choose a free port with `speakbridge serve --web-port PORT` (or stop what holds port \(settings.port))"
+            } else {
+                hint = "see the daemon's log"
+            }
+            return .failure(Failure(message: error.description, hint: hint, certificate: certificate))
         }
-    }
-
-    private static func off(_ reason: String) -> WebFront {
-        Console.warning("the browser route (serve's HTTPS page) is off: \(reason)")
-        return WebFront(unavailable: reason, certificate: nil, root: nil)
     }
 
     static func rootCandidates(_ explicit: String?) -> [String] {
@@ -131,28 +202,48 @@ final class WebFront: Sendable {
         return ConnectionRoute(cipher: cipher, kind: .browser, agent: UserAgent.short(info.userAgent))
     }
 
-    /// `status --json`'s `web` object.
+    /// `status --json`'s `web` object: off and why, not started and why, or listening with its page.
     func status(host: String, server: WebSocketServer) -> StatusReply.Web {
-        guard unavailable == nil, let certificate, let port = server.securePort else {
-            return .off(unavailable ?? "the TLS listener did not start")
+        switch phase.withLock({ $0 }) {
+        case let .off(reason):
+            return .off(reason)
+        case let .notStarted(failure):
+            // A listener that came up after its start timed out is listening all the same.
+            if let certificate = failure?.certificate, let port = server.securePort {
+                return listening(certificate, port: port, host: host)
+            }
+            let reason = failure.map { "the last start failed: \($0.message)" }
+                ?? "no browser device paired; `speakbridge pair --web` starts it"
+            return .notStarted(reason)
+        case let .listening(certificate, port):
+            return listening(certificate, port: port, host: host)
         }
-        return StatusReply.Web(enabled: true, url: url(host: preferredAddress(host: host), port: port),
-                               port: Int64(port), fingerprint: certificate.fingerprint, spki: certificate.spkiHash,
-                               addresses: certificate.addresses)
     }
 
-    /// `pair --web` on a desktop without the route: the refusal (why, and what to do).
-    func pairingRefusal(server: WebSocketServer) -> ControlFailure? {
-        if unavailable == nil, server.securePort != nil { return nil }
-        return ControlFailure("this desktop does not offer the browser route: \(unavailable ?? "the TLS listener did not start")",
-                              hint: "pair a native client with `speakbridge pair` (no --web)")
+    private func listening(_ certificate: WebCertificate, port: Int, host: String) -> StatusReply.Web {
+        StatusReply.Web(enabled: true, listening: true,
+                        url: url(host: preferredAddress(host: host, certificate: certificate), port: port),
+                        port: Int64(port), fingerprint: certificate.fingerprint, spki: certificate.spkiHash,
+                        addresses: certificate.addresses)
+    }
+
+    /// `pair --web`: starts the front (before any code or URL is issued); the refusal when it is off or cannot start.
+    func startForPairing(server: WebSocketServer) -> ControlFailure? {
+        if case let .off(reason) = phase.withLock({ $0 }) {
+            let hint = reason == Self.disabledReason
+                ? "the daemon runs with --no-web: restart it without that flag to pair a browser, or pair a native client with `speakbridge pair` (no --web)"
+                : "pair a native client with `speakbridge pair` (no --web)"
+            return ControlFailure("this desktop does not offer the browser route: \(reason)", hint: hint)
+        }
+        guard let failure = start(on: server) else { return nil }
+        return ControlFailure("the browser front (the HTTPS page) cannot start: \(failure.message)", hint: failure.hint)
     }
 
     /// `pair --web`'s part of the reply: the page URL with the code in its fragment (which never leaves the
-    /// phone), and the certificate's fingerprint to compare.
-    func pairing(code: String, host: String, server: WebSocketServer) -> PairReply.Web? {
-        guard let certificate, let port = server.securePort else { return nil }
-        let address = preferredAddress(host: host)
+    /// phone), and the certificate's fingerprint to compare. nil unless the front listens.
+    func pairing(code: String, host: String) -> PairReply.Web? {
+        guard case let .listening(certificate, port) = phase.withLock({ $0 }) else { return nil }
+        let address = preferredAddress(host: host, certificate: certificate)
         // The page dials its own origin and never reads the code's addresses: without them the QR is smaller.
         var short = code
         if var parsed = try? PairingCode.parse(code), !parsed.addresses.isEmpty {
@@ -164,7 +255,7 @@ final class WebFront: Sendable {
     }
 
     /// The address a phone should open: the first the daemon listens on (non-loopback first).
-    func preferredAddress(host: String) -> String {
+    func preferredAddress(host: String, certificate: WebCertificate? = nil) -> String {
         NetworkAddresses.forListening(host: host).first?.description ?? certificate?.addresses.first ?? host
     }
 

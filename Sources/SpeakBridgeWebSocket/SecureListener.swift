@@ -2,6 +2,8 @@
 // context, the protocol callback, the admission limits and the connection IDs of the plain listener, so the
 // application handles its WebSocket connections exactly like the others; in addition, plain HTTPS GETs are
 // answered from a read-only directory of static files (an lws file mount). Native clients keep the plain port.
+// It starts with the server (``WebSocketServerConfiguration/secure``) or later, on demand
+// (``WebSocketServer/startSecureListener(_:timeout:)``); OpenSSL is not touched before it starts.
 
 /// TLS listener settings (see ``WebSocketServerConfiguration/secure``).
 public struct SecureListenerConfiguration: Sendable {
@@ -46,4 +48,20 @@ public struct WebSocketConnectionInfo: Sendable {
     public var isSecure: Bool
     /// The client's User-Agent header, cut to 256 bytes ("" when absent). Peer text: sanitize before showing.
     public var userAgent: String
+}
+
+extension WebSocketServer {
+    /// Starts the TLS listener now and returns its port (the ephemeral one if `secure.port` is 0); when it is already
+    /// listening, returns its port and ignores `secure`. The subprotocols it accepts are the server's (set
+    /// `extraSubprotocols` when creating the server). Waits at most `timeout` seconds for the service thread.
+    ///
+    /// Throws ``WebSocketError/bindFailed(host:port:reason:)`` when the port cannot be bound or OpenSSL refuses the
+    /// certificate or key (the reason carries lws's lines), ``WebSocketError/stopped`` after ``shutdown()``,
+    /// ``WebSocketError/timedOut(seconds:)``, and ``WebSocketError/invalidConfiguration(_:)`` for a bad `secure` or
+    /// when called from inside `onEvent` (it cannot wait on its own thread). A failed start leaves the server as it
+    /// was: it may be called again.
+    public func startSecureListener(_ secure: SecureListenerConfiguration, timeout: Double = 10) throws(WebSocketError) -> Int {
+        try secure.validate()
+        return try loop.startSecure(secure, timeout: timeout)
+    }
 }

@@ -168,6 +168,9 @@ extension ServiceLoop {
             lws_rx_flow_control(wsi, enabled ? 1 : 0)
         case let .connect(id, request):
             connect(id, request)
+        case let .startSecure(request):
+            // Not here, inside an lws callback: `run()` creates the vhost once this `lws_service` call returns.
+            pendingSecureStarts.append(request)
         case .stop:
             beginStop()
         }

@@ -34,10 +34,9 @@ extension ServiceLoop {
             }
             // Without this lws "succeeds" with no listener when it cannot bind (notes §2).
             info.options |= UInt64(LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND)
-            if configuration.secure != nil {
-                // OpenSSL is initialised once per context; only the TLS vhost gets a certificate.
-                info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-            }
+            // No LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT here, even with a TLS listener: on the context it initialises
+            // OpenSSL at once (about 2 MiB resident) whether a TLS vhost comes or not; the TLS vhost carries it in
+            // its own creation info instead (ServiceLoop+Secure.swift, flow step 2).
             // Bounds the HTTP part of the upgrade too.
             info.timeout_secs = UInt32(configuration.handshakeTimeout)
             policy.pointee.secs_since_valid_ping = UInt16(configuration.pingInterval)

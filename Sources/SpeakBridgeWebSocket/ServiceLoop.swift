@@ -17,6 +17,9 @@
 // 4. The service thread drains the inbox when the outermost lws callback returns (every
 //    callback, EVENT_WAIT_CANCELLED included), so lws is never re-entered from a handler and
 //    a command issued on the service thread needs no wake-up (ServiceLoop+Callbacks.swift).
+// 5. A TLS listener asked for at run time (`startSecure`, the browser route started on demand) is created by
+//    `run()` between two `lws_service` calls, outside any lws callback; the asking thread waits for its result
+//    (ServiceLoop+Secure.swift).
 import Dispatch
 import Synchronization
 import SpeakBridgeSupport
@@ -33,6 +36,8 @@ enum Command: Sendable {
     /// Stops (false) or resumes (true) reading from a connection's socket (lws rx flow control).
     case setReceiving(WebSocketConnectionID, Bool)
     case connect(WebSocketConnectionID, ConnectRequest)
+    /// Creates the TLS listener now (ServiceLoop+Secure.swift); the result goes back through the request.
+    case startSecure(SecureStartRequest)
     case stop
 }
 
@@ -120,11 +125,11 @@ final class ServiceLoop: @unchecked Sendable {
     var protocols: UnsafeMutablePointer<lws_protocols>?
     /// Entries in `protocols`, the zeroed terminator included.
     var protocolCount = 0
-    /// The TLS vhost's file mount and header list (ServiceLoop+Secure.swift).
-    var mount: UnsafeMutablePointer<lws_http_mount>?
-    var headerOptions: UnsafeMutablePointer<lws_protocol_vhost_options>?
-    var headerOptionCount = 0
+    /// What the TLS vhost points at: its strings, file mount and header list (ServiceLoop+Secure.swift).
+    var secureMemory: [SecureVhostMemory] = []
     var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
+    /// TLS listeners asked for at run time, created by `run()` after the current `lws_service` call.
+    var pendingSecureStarts: [SecureStartRequest] = []
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
     let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
@@ -217,11 +222,14 @@ final class ServiceLoop: @unchecked Sendable {
     }
 
     /// Hands a command to the service thread, behind every command enqueued before it (from
-    /// any thread). Dropped once the loop has stopped.
-    func enqueue(_ command: Command) {
+    /// any thread). Dropped once the loop has stopped (then false).
+    @discardableResult
+    func enqueue(_ command: Command) -> Bool {
         let fromServiceThread = isServiceThread
+        var queued = false
         let wake: ContextHandle? = inbox.withLock { inbox in
             guard let context = inbox.context else { return nil }
+            queued = true
             inbox.commands.append(command)
             // The service thread drains the inbox when its current callback returns, so it needs
             // no wake-up for its own commands. Another thread wakes it when the inbox becomes
@@ -238,6 +246,7 @@ final class ServiceLoop: @unchecked Sendable {
             lws_cancel_service(wake.pointer)
             wakers.subtract(1, ordering: .releasing)
         }
+        return queued
     }
 
     // MARK: the service thread
@@ -262,6 +271,9 @@ final class ServiceLoop: @unchecked Sendable {
             if lws_service(context, 0) < 0 {
                 break
             }
+            if !pendingSecureStarts.isEmpty {
+                createPendingSecureVhosts(context)
+            }
         }
 
         let remaining = connections.values.sorted { $0.id.rawValue < $1.id.rawValue }
@@ -274,10 +286,15 @@ final class ServiceLoop: @unchecked Sendable {
                 emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
             }
         }
-        inbox.withLock { inbox in
+        let dropped: [Command] = inbox.withLock { inbox in
             inbox.context = nil
-            inbox.commands.removeAll()
+            defer { inbox.commands.removeAll() }
+            return inbox.commands
         }
+        // Whoever waits for a TLS listener hears that none will come.
+        for case let .startSecure(request) in dropped { request.finish(.failure(.stopped)) }
+        for request in pendingSecureStarts { request.finish(.failure(.stopped)) }
+        pendingSecureStarts = []
         // A thread that took the context before it was cleared may still be inside `lws_cancel_service`
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }

@@ -34,8 +34,9 @@ public enum WebSocketEvent: Sendable {
     case closed(WebSocketConnectionID, reason: String)
 }
 
-/// Errors thrown while creating a ``WebSocketServer`` or ``WebSocketClient``.
-/// Nothing after creation throws: connection problems arrive as ``WebSocketEvent/closed(_:reason:)``.
+/// Errors thrown while creating a ``WebSocketServer`` or ``WebSocketClient``, or its TLS listener
+/// (``WebSocketServer/startSecureListener(_:timeout:)``). Connection problems arrive as
+/// ``WebSocketEvent/closed(_:reason:)``.
 public enum WebSocketError: Error, CustomStringConvertible, Sendable {
     /// The listening socket could not be bound (address in use, address not on this host, …).
     /// `reason` carries libwebsockets' own error lines when it gave any.
@@ -46,6 +47,10 @@ public enum WebSocketError: Error, CustomStringConvertible, Sendable {
     case invalidConfiguration(String)
     /// The service thread could not be started; the value is pthread_create's error number.
     case threadCreationFailed(Int32)
+    /// The server has stopped (or is stopping): it starts nothing more.
+    case stopped
+    /// The service thread did not answer within the given time.
+    case timedOut(seconds: Double)
 
     public var description: String {
         switch self {
@@ -57,6 +62,10 @@ public enum WebSocketError: Error, CustomStringConvertible, Sendable {
             "invalid websocket configuration: \(reason)"
         case let .threadCreationFailed(code):
             "cannot start the websocket service thread (pthread_create error \(code))"
+        case .stopped:
+            "the websocket server has stopped"
+        case let .timedOut(seconds):
+            "the websocket service thread did not answer within \(seconds) s"
         }
     }
 

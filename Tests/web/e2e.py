@@ -3,12 +3,13 @@
 Chromium (390x844, trusting the desktop's certificate by its key only), the page's real WebCrypto, IndexedDB and
 WebSocket. The one double is the speech recognizer (fake_speech.js).
 
-  0. pair --web's terminal QR decodes (zbarimg) to the page's URL
+  0. a fresh daemon (no browser device) has no HTTPS listener; pair --web starts it, and its terminal QR decodes
+     (zbarimg) to the page's URL
   1. pair --web --json → open the URL → '#sb-status' says paired; `devices --json` lists a 'browser' device;
      a second tab of the same browser refuses to send
   2. 100 lines through the text box → all in the FIFO once, in order; a line without Enter goes after a pause
   3. reload the page mid-stream → exactly once
-  4. kill -9 the daemon mid-stream and restart it → exactly once
+  4. kill -9 the daemon mid-stream and restart it (a browser device is paired: its page listens at once) → exactly once
   5. dictation through SpeechRecognition: interim words greyed, each final result one chunk (with lang, start,
      end); config-pull refused
   5c. the FIFO's reader goes away: the sink holds the next line (the daemon's `held` after a second without a
@@ -117,17 +118,31 @@ class Desktop:
         self.port = 0
         self.web_port = 0
 
-    def start(self, lifetime=120):
+    def start(self, lifetime=120, listening=True):
+        """Starts the daemon; `listening`: whether its HTTPS front must listen at once (a browser device is paired)
+        or must not (none is: it starts with the first `pair --web`)."""
         args = [BIN, 'serve', '--home', self.home, '--listen', f'127.0.0.1:{self.port}', '--web-port', str(self.web_port),
                 '--web-root', os.path.join(REPO, 'Web'), '--no-mdns', '--sink', 'fifo:' + self.fifo,
                 '--pairing-lifetime', str(lifetime)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
         status = wait('the daemon', lambda: self.try_status(), timeout=20)
+        self.port = status['port']
         web = status['web']
         if not web.get('enabled'):
             fail(f"the browser route is off: {web.get('reason')}")
-        self.port, self.web_port = status['port'], web['port']
+        if web.get('listening', True) != listening:
+            fail(f"the HTTPS front {'does not listen' if listening else 'listens'} at start: {web}")
+        if listening:
+            self.web_port = web['port']
         return status
+
+    def web_status(self):
+        """status --json's web object once the front listens (and remembers its port for restarts)."""
+        web = json.loads(self.cli('status', '--json').stdout)['web']
+        if not web.get('listening', True):
+            fail(f'the HTTPS front does not listen: {web}')
+        self.web_port = web['port']
+        return web
 
     def try_status(self):
         if self.proc.poll() is not None:
@@ -191,12 +206,16 @@ def main():
     desktop = Desktop(tmp)
     drivers = []
     try:
-        status = desktop.start(lifetime=120)
-        spki = status['web']['spki']
-        assert status['web']['fingerprint'].count(':') == 31, status['web']
-        # 0. the terminal QR of `pair --web` decodes (zbarimg) to the page's URL, with the code in the fragment
+        # 0. no browser device yet: no HTTPS front (status says why); pair --web starts it before showing the QR,
+        # which decodes (zbarimg) to the page's URL, with the code in the fragment
+        status = desktop.start(lifetime=120, listening=False)
+        assert 'no browser device paired' in status['web']['reason'], status['web']
+        print('e2e.py: ok: no HTTPS front before a browser device is paired or pair --web asks')
         shown = subprocess.run([BIN, 'pair', '--web', '--home', desktop.home], capture_output=True, text=True,
                                timeout=20, env={**os.environ, 'COLUMNS': '80', 'LINES': '40'})
+        web = desktop.web_status()
+        spki = web['spki']
+        assert web['fingerprint'].count(':') == 31, web
         screen, image = os.path.join(tmp, 'qr.txt'), os.path.join(tmp, 'qr.pgm')
         with open(screen, 'w') as f:
             f.write(shown.stdout)

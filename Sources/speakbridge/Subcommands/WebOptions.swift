@@ -10,7 +10,9 @@ struct WebServeOptions: ParsableArguments {
         valueName: "PORT"))
     var webPort: Int?
 
-    @Flag(name: .customLong("no-web"), help: "Do not serve the HTTPS page for browsers.")
+    @Flag(name: .customLong("no-web"), help: ArgumentHelp(
+        "Do not serve the HTTPS page for browsers.",
+        discussion: "Without this flag the page starts once a browser device is paired or `pair --web` asks for it."))
     var noWeb = false
 
     @Option(name: .long, help: ArgumentHelp("Directory of the page's files (default: found next to the binary).",
@@ -41,11 +43,12 @@ enum WebPairing {
     }
 }
 
-/// `status`'s lines about the browser route.
+/// `status`'s lines about the browser route: off, not started (and why), or its page and certificate.
 enum WebStatusLines {
     static func lines(_ web: StatusReply.Web?) -> [String] {
         guard let web else { return [] }
         guard web.enabled else { return ["web page: off (\(web.reason ?? "?"))"] }
+        if web.listening == false { return ["web page: not started (\(web.reason ?? "?"))"] }
         return ["web page: \(web.url ?? "?") (pair a browser with `speakbridge pair --web`)",
                 "web certificate SHA-256: \(web.fingerprint ?? "?")"]
     }
