@@ -18,7 +18,8 @@ import SpeakBridgeSupport
 ///    class-(a) record back. A slow or blocked sink only holds up its own queue; when its problem starts, changes
 ///    or clears, `onHeld` says which (device, session) it holds from which seq.
 /// 4. When every sink has a (device, session) through seq N, the committer fsyncs the log once for all such
-///    advances (group commit) and only then calls `onDurable`, which sends the acks.
+///    advances (group commit) and only then calls `onDurable`, which sends the acks. The fsyncs are paced
+///    (`CommitPacing`): at once after a quiet spell, else at most one per interval while advances keep coming.
 /// Backpressure: `submit` and the runners' reports keep a `BacklogMeter` (per device: handed to the sinks, not
 /// yet taken by all) under the same lock, with no extra thread hop; `submit` answers `.pause` above the
 /// high-water mark and `onDrained` fires (on the committer's or a runner's thread) when a paused device fell to
@@ -64,16 +65,23 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var stopped = false
     var commitFailure: String?
     var meter: BacklogMeter
+    let pacing: CommitPacing
+    /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
+    /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
+    var committer = Committer.busy
+    enum Committer { case idle, pacing, busy }
 
     /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
     /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
     /// - `onHeld(label, reason, held)`: sink `label` got a problem (`reason`), a different one, or more held
     ///   sessions; `reason` nil: the problem cleared, and `held` lists what it held before (runner thread).
     public init(sinks: [any Sink], progress: ProgressLog, limits: BacklogMeter.Limits = .desktop,
+                pacing: CommitPacing = .desktop,
                 onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void,
                 onDrained: @escaping @Sendable ([DeviceID]) -> Void,
                 onHeld: @escaping @Sendable (String, String?, [HeldChunk]) -> Void = { _, _, _ in }) {
         self.progress = progress
+        self.pacing = pacing
         self.onDurable = DurableHandler(call: onDurable)
         self.onDrained = DrainedHandler(call: onDrained)
         self.onHeld = HeldHandler(call: onHeld)
@@ -170,8 +178,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     func sinkAdvanced(_ index: Int, _ advanced: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level]) {
         var drained: [DeviceID] = []
         let wake = condition.withLock {
-            var wake = false
-            for (key, seq) in advanced where levels.advance(sink: index, key, to: seq) { wake = true }
+            var moved = false
+            for (key, seq) in advanced where levels.advance(sink: index, key, to: seq) { moved = true }
+            // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
+            let wake = moved && (committer == .idle
+                                 || (committer == .pacing && levels.pendingChunks >= pacing.flushAt))
             for (device, level) in counts
             where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
                 drained.append(device)
@@ -207,16 +218,33 @@ public final class DeliveryPipeline: @unchecked Sendable {
         }
     }
 
+    /// The group commit (see `CommitPacing` for the pacing rule): waits for advances, fsyncs the log once for
+    /// all of them, then hands them to `onDurable`. Never acks before the fsync that covers the advance.
     func commitLoop() {
+        /// CLOCK_MONOTONIC at the start of the last fsync; nil before the first.
+        var lastSync: UInt64?
         while true {
             condition.lock()
+            committer = .idle
             while levels.pending.isEmpty && !stopped { condition.wait() }
             if stopped && levels.pending.isEmpty {
                 condition.unlock()
                 return
             }
+            if let lastSync {
+                // Advances came within the interval of the last fsync: gather more until it ends, unless enough
+                // chunks wait already or the pipeline stops.
+                let due = lastSync &+ pacing.intervalNanoseconds
+                committer = .pacing
+                while !stopped && levels.pendingChunks < pacing.flushAt
+                        && ThreadCondition.monotonicNanoseconds < due {
+                    condition.wait(untilMonotonic: due)
+                }
+            }
+            committer = .busy
             let batch = levels.takePending()
             condition.unlock()
+            lastSync = ThreadCondition.monotonicNanoseconds
             do {
                 try progress.sync()
             } catch {
