@@ -225,21 +225,24 @@ public final class DeliveryPipeline: @unchecked Sendable {
         var lastSync: UInt64?
         while true {
             condition.lock()
-            committer = .idle
-            while levels.pending.isEmpty && !stopped { condition.wait() }
-            if stopped && levels.pending.isEmpty {
-                condition.unlock()
-                return
-            }
             if let lastSync {
-                // Advances came within the interval of the last fsync: gather more until it ends, unless enough
-                // chunks wait already or the pipeline stops.
+                // Within the interval of the last fsync: gather advances until it ends, unless enough chunks wait
+                // or the pipeline stops. Waiting here even with nothing pending yet means a line that comes in
+                // the meantime need not wake this thread (no futex call on the lws thread per line).
                 let due = lastSync &+ pacing.intervalNanoseconds
                 committer = .pacing
                 while !stopped && levels.pendingChunks < pacing.flushAt
                         && ThreadCondition.monotonicNanoseconds < due {
                     condition.wait(untilMonotonic: due)
                 }
+            }
+            // The interval is over (or cut short): what is pending goes now; with nothing pending, the next
+            // advance is the first after a quiet spell and is fsynced at once.
+            committer = .idle
+            while levels.pending.isEmpty && !stopped { condition.wait() }
+            if stopped && levels.pending.isEmpty {
+                condition.unlock()
+                return
             }
             committer = .busy
             let batch = levels.takePending()

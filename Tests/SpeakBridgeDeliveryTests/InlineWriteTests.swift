@@ -131,4 +131,25 @@ struct InlineWriteTests {
             acks.ack(SessionKey(device: alice, session: "s")) == 200 && acks.ack(SessionKey(device: bob, session: "s")) == 20
         }
     }
+
+    /// A full pipe refuses a write after its progress was recorded (class (a): record, then write; the FIFO does
+    /// not poll first): the record is rolled back, so the log never claims a line the pipe did not take — after a
+    /// crash it would be skipped, lost without ever having been written.
+    @Test func aWriteAFullPipeRefusedIsNotLeftRecorded() throws {
+        let root = DeliveryPipelineTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (sink, reader) = try fifo(root)
+        defer { close(reader) }
+        let (pipeline, _) = try pipeline([sink], root: root)
+        let text = String(repeating: "y", count: 1_000)
+        for seq in UInt64(1)...100 {  // 100 KB into a 64 KiB pipe nobody reads
+            _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "\(seq) \(text)")])
+        }
+        pipeline.stop()
+        try wait("the runner stopped and closed the sink") { sink.health?.contains("closed") == true }
+        let lines = drain(reader).split(separator: "\n")
+        let last = try #require(lines.last.flatMap { UInt64($0.prefix { $0 != " " }) })
+        #expect(lines.count < 100 && last == UInt64(lines.count))
+        #expect(pipeline.progress.progress(sink: sink.label, device: alice, session: "s") == last)
+    }
 }
