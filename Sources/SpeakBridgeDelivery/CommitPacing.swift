@@ -3,7 +3,9 @@
 /// The rule: an advance that arrives when the last fsync started at least `interval` ago is fsynced at once (a
 /// quiet desktop, a one-shot `send --text`: no added delay). One that arrives sooner waits until `interval` after
 /// that fsync's start, gathering every advance that comes meanwhile into one fsync — unless the chunks waiting
-/// reach `flushAt` first (a burst), or the pipeline stops: then at once. An ack still goes out only after the
+/// reach `flushAt` first (a burst), the advance carries the first chunks of a connection (`submit(urgent:)`: a
+/// one-shot `send --text` that follows another within the interval waits for that ack to exit), or the pipeline
+/// stops: then at once. An ack still goes out only after the
 /// fsync that covers it; pacing only decides how many advances one fsync covers.
 ///
 /// Why 10 ms: paced at 2 ms, every line had its own fsync (0.98 per line, 40–170 µs of CPU each on the bench VM);

@@ -70,6 +70,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
     var committer = Committer.busy
     enum Committer { case idle, pacing, busy }
+    /// Per session, the last chunk of an urgent submit (the first chunks of a connection: a one-shot `send --text`
+    /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `condition`.
+    var urgent: [SessionKey: UInt64] = [:]
+    var flushNow = false
 
     /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
     /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
@@ -157,10 +161,16 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// Hands accepted chunks to every sink. Counted in the backlog first (a sink that writes inline reports them
     /// taken before this returns). `.pause`: the device is over its high-water mark.
     /// - Parameter name: the device's name, for sinks that show it (jsonl, transcript).
-    public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil) -> BacklogMeter.Pressure {
-        guard !chunks.isEmpty else { return .normal }
+    /// - Parameter urgent: fsync these chunks' progress as soon as every sink has them, without the pacing wait
+    ///   (the first chunks of a connection: a one-shot send is waiting for their ack to exit).
+    public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil,
+                       urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
+        guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let pressure = condition.withLock { meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes) }
+        let pressure = condition.withLock {
+            if isUrgent { urgent[SessionKey(device: device, session: session)] = last.seq }
+            return meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+        }
         let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
         for runner in runners { runner.enqueue(items) }
         return pressure
@@ -179,10 +189,21 @@ public final class DeliveryPipeline: @unchecked Sendable {
         var drained: [DeviceID] = []
         let wake = condition.withLock {
             var moved = false
-            for (key, seq) in advanced where levels.advance(sink: index, key, to: seq) { moved = true }
+            for (key, seq) in advanced {
+                if levels.advance(sink: index, key, to: seq) { moved = true }
+                if let through = urgent[key] {
+                    // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
+                    if (levels.pending[key] ?? 0) >= through {
+                        flushNow = true
+                        urgent[key] = nil
+                    } else if (levels.durable[key] ?? 0) >= through {
+                        urgent[key] = nil
+                    }
+                }
+            }
             // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
             let wake = moved && (committer == .idle
-                                 || (committer == .pacing && levels.pendingChunks >= pacing.flushAt))
+                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
             for (device, level) in counts
             where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
                 drained.append(device)
@@ -198,7 +219,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
     public func retire(_ key: SessionKey) {
-        condition.withLock { levels.retire(key) }
+        condition.withLock {
+            levels.retire(key)
+            urgent[key] = nil
+        }
     }
 
     /// A retired session whose ack level the log keeps instead of its per-sink progress (one line).
@@ -210,7 +234,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
     /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        condition.withLock { levels.forget(device) }
+        condition.withLock {
+            levels.forget(device)
+            urgent = urgent.filter { $0.key.device != device }
+        }
         do {
             try progress.forget(device: device)
         } catch {
@@ -231,7 +258,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 // the meantime need not wake this thread (no futex call on the lws thread per line).
                 let due = lastSync &+ pacing.intervalNanoseconds
                 committer = .pacing
-                while !stopped && levels.pendingChunks < pacing.flushAt
+                while !stopped && !flushNow && levels.pendingChunks < pacing.flushAt
                         && ThreadCondition.monotonicNanoseconds < due {
                     condition.wait(untilMonotonic: due)
                 }
@@ -245,6 +272,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 return
             }
             committer = .busy
+            flushNow = false
             let batch = levels.takePending()
             condition.unlock()
             lastSync = ThreadCondition.monotonicNanoseconds

@@ -63,7 +63,7 @@ struct CommitPacingTests {
         #expect(log.syncStatus.syncs == 1)
 
         for seq in UInt64(2)...10 { submit(pipeline, seq) }  // 9 chunks wait: under flushAt
-        try wait("the sink took them") { log.syncStatus.durableLines >= 1 && log.progress(sink: "fifo", device: device, session: "s") == 10 }
+        try wait("the sink took them") { log.progress(sink: "fifo", device: device, session: "s") == 10 }
         usleep(200_000)
         #expect(acks.last == 1, "acked before the interval or flushAt")
         #expect(log.syncStatus.syncs == 1, "an fsync per advance")
@@ -117,9 +117,32 @@ struct CommitPacingTests {
         try wait("everything acked") { acks.last == last }
         let seen = acks.seen.withLock { $0 }
         for ack in seen {
-            #expect(UInt64(ack.durableLines) >= ack.seq, "ack \(ack.seq) sent with only \(ack.durableLines) lines fsynced")
+            #expect(UInt64(ack.durableLines) >= ack.seq, "ack \(ack.seq) sent with \(ack.durableLines) lines fsynced")
         }
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.seq < $1.seq })
         #expect(log.syncStatus.syncs < Int(last), "every chunk had its own fsync")
+    }
+
+    /// An urgent submit (the first chunks of a connection: a one-shot `send --text` waiting for its ack) is fsynced
+    /// as soon as the sink has it, even within the interval; a later, ordinary one waits again.
+    @Test func anUrgentSubmitIsFsyncedWithoutThePacingWait() throws {
+        let root = DeliveryPipelineTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (pipeline, log, acks) = try pipeline(CommitPacing(intervalNanoseconds: 60_000_000_000, flushAt: 1_000),
+                                                 root: root)
+        defer { pipeline.stop() }
+        submit(pipeline, 1)
+        try wait("first ack") { acks.last == 1 }
+        submit(pipeline, 2)
+        try wait("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
+        usleep(100_000)
+        #expect(acks.last == 1, "an ordinary advance within the interval was not paced")
+        _ = pipeline.submit(device: device, session: "s", chunks: [Chunk(seq: 3, text: "one shot")], urgent: true)
+        try wait("the urgent chunk acked within the interval") { acks.last == 3 }
+        #expect(log.syncStatus.syncs == 2)
+        submit(pipeline, 4)
+        try wait("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 4 }
+        usleep(100_000)
+        #expect(acks.last == 3, "urgency outlived its chunks")
     }
 }

@@ -128,7 +128,8 @@ struct InlineWriteTests {
         #expect(a == Array(1...200))
         #expect(b == Array(1...20))
         try wait("acked") {
-            acks.ack(SessionKey(device: alice, session: "s")) == 200 && acks.ack(SessionKey(device: bob, session: "s")) == 20
+            acks.ack(SessionKey(device: alice, session: "s")) == 200
+                && acks.ack(SessionKey(device: bob, session: "s")) == 20
         }
     }
 
