@@ -14,10 +14,10 @@ import SpeakBridgeWebSocket
 /// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
 /// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
 /// or for D-Bus.
-// `@unchecked Sendable` is sound: `core`, `server`, `ticker` and `armedFor` are read and written only on `queue`
-// (dispatch preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, which `attach` set
-// before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable and themselves
-// thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
+// `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
+// on `queue` (dispatch preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, which
+// `attach` set before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable
+// and themselves thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
@@ -30,6 +30,9 @@ final class CoreDriver: @unchecked Sendable {
     private var ticker: DispatchSourceTimer?
     /// On `queue`: the deadline `ticker` is armed for (nil: disarmed).
     private var armedFor: Double?
+    /// On `queue`: connections that have had chunks submitted; a connection's first submit is urgent (the
+    /// pipeline fsyncs it without its pacing wait: a one-shot `send --text` waits for that ack).
+    private var submittedOn: Set<ConnectionID> = []
     let pipeline: DeliveryPipeline
     let progress: ProgressLog
     let peers: PeerStore
@@ -97,6 +100,7 @@ final class CoreDriver: @unchecked Sendable {
                 Trace.mark("recv")
                 dispatch(.frame(ConnectionID(id.rawValue), bytes))
             case let .closed(id, _):
+                submittedOn.remove(ConnectionID(id.rawValue))
                 dispatch(.closed(ConnectionID(id.rawValue)))
             }
         }
@@ -153,7 +157,7 @@ final class CoreDriver: @unchecked Sendable {
                 // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
                 // the next frame of this connection can be read.
                 let pressure = pipeline.submit(device: device, session: session, chunks: chunks,
-                                               name: core.name(of: device))
+                                               name: core.name(of: device), urgent: submittedOn.insert(id).inserted)
                 if pressure == .pause { dispatch(.pressure(id, device, pressure)) }
             case let .retire(device, retirement):
                 retire(device, retirement)

@@ -52,6 +52,14 @@ struct DeliveryLevels: Sendable {
         return true
     }
 
+    /// How many chunks wait for the fsync (above each session's ack level). O(sessions pending).
+    var pendingChunks: UInt64 {
+        pending.reduce(UInt64(0)) { sum, entry in
+            let floor = durable[entry.key] ?? 0
+            return sum &+ (entry.value > floor ? entry.value - floor : 0)
+        }
+    }
+
     /// Everything waiting for the fsync, handed to the committer.
     mutating func takePending() -> [SessionKey: UInt64] {
         defer { pending = [:] }

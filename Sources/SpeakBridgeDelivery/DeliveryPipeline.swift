@@ -18,7 +18,8 @@ import SpeakBridgeSupport
 ///    class-(a) record back. A slow or blocked sink only holds up its own queue; when its problem starts, changes
 ///    or clears, `onHeld` says which (device, session) it holds from which seq.
 /// 4. When every sink has a (device, session) through seq N, the committer fsyncs the log once for all such
-///    advances (group commit) and only then calls `onDurable`, which sends the acks.
+///    advances (group commit) and only then calls `onDurable`, which sends the acks. The fsyncs are paced
+///    (`CommitPacing`): at once after a quiet spell, else at most one per interval while advances keep coming.
 /// Backpressure: `submit` and the runners' reports keep a `BacklogMeter` (per device: handed to the sinks, not
 /// yet taken by all) under the same lock, with no extra thread hop; `submit` answers `.pause` above the
 /// high-water mark and `onDrained` fires (on the committer's or a runner's thread) when a paused device fell to
@@ -64,16 +65,27 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var stopped = false
     var commitFailure: String?
     var meter: BacklogMeter
+    let pacing: CommitPacing
+    /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
+    /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
+    var committer = Committer.busy
+    enum Committer { case idle, pacing, busy }
+    /// Per session, the last chunk of an urgent submit (the first chunks of a connection: a one-shot `send --text`
+    /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `condition`.
+    var urgent: [SessionKey: UInt64] = [:]
+    var flushNow = false
 
     /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
     /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
     /// - `onHeld(label, reason, held)`: sink `label` got a problem (`reason`), a different one, or more held
     ///   sessions; `reason` nil: the problem cleared, and `held` lists what it held before (runner thread).
     public init(sinks: [any Sink], progress: ProgressLog, limits: BacklogMeter.Limits = .desktop,
+                pacing: CommitPacing = .desktop,
                 onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void,
                 onDrained: @escaping @Sendable ([DeviceID]) -> Void,
                 onHeld: @escaping @Sendable (String, String?, [HeldChunk]) -> Void = { _, _, _ in }) {
         self.progress = progress
+        self.pacing = pacing
         self.onDurable = DurableHandler(call: onDurable)
         self.onDrained = DrainedHandler(call: onDrained)
         self.onHeld = HeldHandler(call: onHeld)
@@ -149,10 +161,16 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// Hands accepted chunks to every sink. Counted in the backlog first (a sink that writes inline reports them
     /// taken before this returns). `.pause`: the device is over its high-water mark.
     /// - Parameter name: the device's name, for sinks that show it (jsonl, transcript).
-    public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil) -> BacklogMeter.Pressure {
-        guard !chunks.isEmpty else { return .normal }
+    /// - Parameter urgent: fsync these chunks' progress as soon as every sink has them, without the pacing wait
+    ///   (the first chunks of a connection: a one-shot send is waiting for their ack to exit).
+    public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil,
+                       urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
+        guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let pressure = condition.withLock { meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes) }
+        let pressure = condition.withLock {
+            if isUrgent { urgent[SessionKey(device: device, session: session)] = last.seq }
+            return meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+        }
         let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
         for runner in runners { runner.enqueue(items) }
         return pressure
@@ -170,8 +188,22 @@ public final class DeliveryPipeline: @unchecked Sendable {
     func sinkAdvanced(_ index: Int, _ advanced: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level]) {
         var drained: [DeviceID] = []
         let wake = condition.withLock {
-            var wake = false
-            for (key, seq) in advanced where levels.advance(sink: index, key, to: seq) { wake = true }
+            var moved = false
+            for (key, seq) in advanced {
+                if levels.advance(sink: index, key, to: seq) { moved = true }
+                if let through = urgent[key] {
+                    // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
+                    if (levels.pending[key] ?? 0) >= through {
+                        flushNow = true
+                        urgent[key] = nil
+                    } else if (levels.durable[key] ?? 0) >= through {
+                        urgent[key] = nil
+                    }
+                }
+            }
+            // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
+            let wake = moved && (committer == .idle
+                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
             for (device, level) in counts
             where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
                 drained.append(device)
@@ -187,7 +219,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
     public func retire(_ key: SessionKey) {
-        condition.withLock { levels.retire(key) }
+        condition.withLock {
+            levels.retire(key)
+            urgent[key] = nil
+        }
     }
 
     /// A retired session whose ack level the log keeps instead of its per-sink progress (one line).
@@ -199,7 +234,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
     /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        condition.withLock { levels.forget(device) }
+        condition.withLock {
+            levels.forget(device)
+            urgent = urgent.filter { $0.key.device != device }
+        }
         do {
             try progress.forget(device: device)
         } catch {
@@ -207,16 +245,37 @@ public final class DeliveryPipeline: @unchecked Sendable {
         }
     }
 
+    /// The group commit (see `CommitPacing` for the pacing rule): waits for advances, fsyncs the log once for
+    /// all of them, then hands them to `onDurable`. Never acks before the fsync that covers the advance.
     func commitLoop() {
+        /// CLOCK_MONOTONIC at the start of the last fsync; nil before the first.
+        var lastSync: UInt64?
         while true {
             condition.lock()
+            if let lastSync {
+                // Within the interval of the last fsync: gather advances until it ends, unless enough chunks wait
+                // or the pipeline stops. Waiting here even with nothing pending yet means a line that comes in
+                // the meantime need not wake this thread (no futex call on the lws thread per line).
+                let due = lastSync &+ pacing.intervalNanoseconds
+                committer = .pacing
+                while !stopped && !flushNow && levels.pendingChunks < pacing.flushAt
+                        && ThreadCondition.monotonicNanoseconds < due {
+                    condition.wait(untilMonotonic: due)
+                }
+            }
+            // The interval is over (or cut short): what is pending goes now; with nothing pending, the next
+            // advance is the first after a quiet spell and is fsynced at once.
+            committer = .idle
             while levels.pending.isEmpty && !stopped { condition.wait() }
             if stopped && levels.pending.isEmpty {
                 condition.unlock()
                 return
             }
+            committer = .busy
+            flushNow = false
             let batch = levels.takePending()
             condition.unlock()
+            lastSync = ThreadCondition.monotonicNanoseconds
             do {
                 try progress.sync()
             } catch {

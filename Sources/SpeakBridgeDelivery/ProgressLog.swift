@@ -45,6 +45,11 @@ public final class ProgressLog: @unchecked Sendable {
     let syncGate = Locked(())
     /// Guarded by `lock`; a test lowers it.
     var compactAfterBytes = 8 << 20
+    /// Lines appended since open, and how many of them the last successful `sync` covered, with the number of
+    /// syncs: what the group-commit tests check acks against. Guarded by `lock`.
+    var appendedLines = 0
+    var syncedLines = 0
+    var syncs = 0
 
     public init(path: String) throws(StoreError) {
         self.path = path
@@ -70,6 +75,9 @@ public final class ProgressLog: @unchecked Sendable {
         }
         return out
     }
+
+    /// (fsyncs done, lines the last one made durable), for tests of the group commit.
+    var syncStatus: (syncs: Int, durableLines: Int) { lock.withLock { (syncs, syncedLines) } }
 
     /// Every retired (device, session) with its ack level.
     public func retiredEntries() -> [DeviceID: [String: UInt64]] { lock.withLock { retired } }
@@ -116,6 +124,7 @@ public final class ProgressLog: @unchecked Sendable {
     func append(_ line: [UInt8]) throws(StoreError) {
         try FileIO.writeAll(fd, line, path: path)
         appendedBytes += line.count
+        appendedLines += 1
         tail? += line
     }
 
@@ -128,15 +137,28 @@ public final class ProgressLog: @unchecked Sendable {
             if appendedBytes > compactAfterBytes && tail == nil {
                 let state = (live, retired)
                 tail = []
+                let covered = appendedLines
                 lock.unlock()
-                if compact(state) { return }
+                if compact(state) {
+                    // Everything appended before the snapshot is in the new file (fsynced); the tail too.
+                    lock.withLock {
+                        syncedLines = max(syncedLines, covered)
+                        syncs += 1
+                    }
+                    return
+                }
                 lock.lock()
             }
             // No dup(2)/close(2) per sync: `fd` is replaced and closed only by `compact`, which runs only here,
             // under `syncGate`; so it stays open until this fsync returns.
             let handle = fd
+            let covered = appendedLines
             lock.unlock()
             guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
+            lock.withLock {
+                syncedLines = covered
+                syncs += 1
+            }
         }
     }
 

@@ -75,9 +75,9 @@ final class SinkRunner: @unchecked Sendable {
             return nil
         }
         guard let batch = inline else { return }
-        // No `waitUntilReady(.zero)` first: the FIFO's write polls for room itself before each write (one poll(2)
-        // per line less). A pipe that is full or has no reader takes nothing; that is not reported as a problem
-        // here (the runner thread waits for readiness and reports what lasts).
+        // No `waitUntilReady(.zero)` first: the FIFO's non-blocking write itself says when the pipe is full or has
+        // no reader (no poll(2) per line). Such a pipe takes nothing; that is not reported as a problem here (the
+        // runner thread waits for readiness and reports what lasts).
         let (taken, problem) = deliver(batch)
         if taken > 0 || problem == nil { setProblem(problem) }
         report(batch[0..<taken])

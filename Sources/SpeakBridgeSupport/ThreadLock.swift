@@ -53,7 +53,12 @@ public final class ThreadCondition: @unchecked Sendable {
     public init() {
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
-        let status = pthread_cond_init(condition, nil)
+        // Timed waits (`wait(untilMonotonic:)`) count on CLOCK_MONOTONIC: a wall-clock step must not stretch them.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        let status = pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
         precondition(status == 0, "pthread_cond_init failed: \(status)")
     }
 
@@ -74,6 +79,20 @@ public final class ThreadCondition: @unchecked Sendable {
 
     /// Sleeps until signalled (or spuriously woken). The caller holds the lock.
     public func wait() { pthread_cond_wait(condition, mutex.mutex) }
+
+    /// Sleeps until signalled, spuriously woken, or CLOCK_MONOTONIC reaches `deadline` (nanoseconds, see
+    /// `monotonicNanoseconds`). The caller holds the lock.
+    public func wait(untilMonotonic deadline: UInt64) {
+        var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        _ = pthread_cond_timedwait(condition, mutex.mutex, &time)
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds: the clock `wait(untilMonotonic:)` counts on.
+    public static var monotonicNanoseconds: UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+    }
 
     /// Wakes one waiter.
     public func signal() { pthread_cond_signal(condition) }
