@@ -299,6 +299,14 @@ public final class Sender: @unchecked Sendable {
         guard !completed else { return }
         completed = true
         journalAck()
+        if core.exitCode == 0 {
+            // Everything acknowledged: the next start reads the journal's header only, not every line of this run.
+            do {
+                try outbox.resetIfDrained()
+            } catch {
+                status.warning("cannot shorten the journal: \(error.description)")  // it is read whole next time
+            }
+        }
         driver.stopFinding()
         perform(core.hangUp())
         syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
