@@ -25,22 +25,26 @@ struct QuickSend: Equatable {
     var defaultTimeout: Double = SendOptions.defaultTimeout
     var addresses: [String] = []
 
-    /// Options followed by a value; the others are flags.
-    static let valued: Set<String> = [
+    /// Options followed by a value; the others are flags. (Arrays, not sets: a first `Set<String>` costs a
+    /// quarter of a million instructions of metadata and hashing set-up, more than this whole reading.)
+    static let valued: [String] = [
         "--home", "--text", "--to", "--timeout", "--still-waiting-interval", "--default-timeout", "--address",
     ]
-    static let flags: Set<String> = ["--verbose", "--quiet"]
+    static let flags: [String] = ["--verbose", "--quiet"]
     /// May be given more than once (the parser collects them); every other option at most once.
-    static let repeatable: Set<String> = ["--text", "--address"]
+    static let repeatable: [String] = ["--text", "--address"]
 
     /// - Parameter arguments: the command line without the program name.
     init?(_ arguments: [String]) {
         guard arguments.first == "send" else { return nil }
-        var seen = Set<String>()
+        var seen: [String] = []
         var i = 1
         while i < arguments.count {
             let name = arguments[i]
-            guard Self.repeatable.contains(name) || seen.insert(name).inserted else { return nil }
+            if !Self.repeatable.contains(name) {
+                guard !seen.contains(name) else { return nil }
+                seen.append(name)
+            }
             if Self.flags.contains(name) {
                 if name == "--verbose" { verbose = true } else { quiet = true }
                 i += 1

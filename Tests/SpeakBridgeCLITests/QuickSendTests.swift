@@ -70,7 +70,7 @@ struct QuickSendTests {
         }
         let grouped: Set = ["--home-options", "--address-options"]
         let declared = Set(names(Send()) + names(HomeOptions()) + names(AddressOptions())).subtracting(grouped)
-        #expect(declared == QuickSend.valued.union(QuickSend.flags))
-        #expect(QuickSend.repeatable.isSubset(of: QuickSend.valued))
+        #expect(declared == Set(QuickSend.valued + QuickSend.flags))
+        #expect(Set(QuickSend.repeatable).isSubset(of: Set(QuickSend.valued)))
     }
 }
