@@ -48,14 +48,17 @@ public struct SendOptions: Sendable {
 ///
 /// A shell around `ClientCore`, which decides everything about the desktop (dialing, handshake, resume, the
 /// outbox window, acks, refusals, timeouts, exit codes). This carries its actions out and feeds it events:
-/// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
-/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
-/// 3. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
+/// 1. Start the socket thread (it creates its context meanwhile), read the identity, peers.json and the outbox
+///    journal for the desktop (unacknowledged chunks of earlier runs come back first).
+/// 2. Dial at once, on this thread; message 1 of each attempt is sealed while it connects (`prepareHandshakes`).
+///    Notices (resending, held lines) come after the dial. Start-up stages are trace marks (`Tests/bench/stages.py`).
+/// 3. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
+/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
 ///    the queue on the tick.
-/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
+/// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
 ///    while there is nothing to time (`isQuiet`) and starts again with the next event.
-/// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
-///    then every connection closes.
+/// 6. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
+///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
 /// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
