@@ -178,6 +178,10 @@ let package = Package(
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [
             "SpeakBridgeKeyring", "SpeakBridgeConfig", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeTestSupport",
         ]),
+        // `send`'s quick option reading against the argument parser (tests the executable's module)
+        .testTarget(name: "SpeakBridgeCLITests", dependencies: [
+            "speakbridge", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
             "SpeakBridgeDelivery",

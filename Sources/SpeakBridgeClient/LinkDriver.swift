@@ -40,13 +40,18 @@ final class LinkDriver: @unchecked Sendable {
     /// that moved is looked for without waiting out the grace.
     static let mdnsGrace: Duration = .milliseconds(300)
 
-    init(queue: DispatchQueue) throws {
+    /// - Parameter waitForContext: false: `ready()` must return before anything else is called (see
+    ///   `WebSocketClient.init`), and the caller works meanwhile.
+    init(queue: DispatchQueue, waitForContext: Bool = true) throws {
         self.queue = queue
-        client = try WebSocketClient { [weak self] event in
+        client = try WebSocketClient(waitForContext: waitForContext) { [weak self] event in
             guard let self else { return }
             self.queue.sync { self.handle(event) }  // inline when idle: no extra wake-up per frame
         }
     }
+
+    /// Waits until the socket thread can take commands (after `init(waitForContext: false)`).
+    func ready() throws { try client.ready() }
 
     /// Looks for the desktop by its ID over mDNS after `grace`, or as soon as every dial has failed without any
     /// connection opening, whichever comes first; what is found comes as `.found`. Must be called on `queue`.

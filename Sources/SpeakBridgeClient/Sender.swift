@@ -48,30 +48,35 @@ public struct SendOptions: Sendable {
 ///
 /// A shell around `ClientCore`, which decides everything about the desktop (dialing, handshake, resume, the
 /// outbox window, acks, refusals, timeouts, exit codes). This carries its actions out and feeds it events:
-/// 1. Open the outbox journal for the desktop (unacknowledged chunks of earlier runs come back first).
-/// 2. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
-/// 3. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
+/// 1. Start the socket thread (it creates its context meanwhile), read the identity, peers.json and the outbox
+///    journal for the desktop (unacknowledged chunks of earlier runs come back first).
+/// 2. Dial at once, on this thread; message 1 of each attempt is sealed while it connects (`prepareHandshakes`).
+///    Notices (resending, held lines) come after the dial. Start-up stages are trace marks (`Tests/bench/stages.py`).
+/// 3. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
+/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
 ///    the queue on the tick.
-/// 4. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
+/// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
 ///    while there is nothing to time (`isQuiet`) and starts again with the next event.
-/// 5. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
-///    then every connection closes.
+/// 6. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
+///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
 /// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines through `queue.sync`, timers through
 /// `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
-/// everything else is immutable.
+/// everything else (`launched` too) is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
     let identity: Identity
     let desktop: Peer
     let peers: PeerStore
     let outbox: Outbox
-    let queue = DispatchQueue(label: "sb-send")
+    let queue: DispatchQueue
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
     let finished = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
+    /// The driver, started in `init` (its context is being created meanwhile); `run` makes it `driver`.
+    let launched: Result<LinkDriver, any Error>
     // Owned by `queue`.
     var core: ClientCore
     let status: SendStatus
@@ -89,8 +94,14 @@ public final class Sender: @unchecked Sendable {
 
     public init(options: SendOptions) throws(ClientError) {
         self.options = options
+        // The socket thread creates its libwebsockets context while this one reads the identity, peers.json and the
+        // journal (`run` waits for it before the first dial).
+        let queue = DispatchQueue(label: "sb-send")
+        self.queue = queue
+        launched = Result { try LinkDriver(queue: queue, waitForContext: false) }
         (identity, peers) = try SessionLink.localState(options.home)
         desktop = try SessionLink.pairedDesktop(peers, options.desktop)
+        Trace.mark("loaded")
         do {
             outbox = try Outbox(home: options.home, desktop: desktop.id) {
                 Console.info("another `speakbridge send` to this desktop is running; waiting for it to finish")
@@ -98,6 +109,7 @@ public final class Sender: @unchecked Sendable {
         } catch {
             throw ClientError(error.description, hint: error.hint)
         }
+        Trace.mark("outbox")
         core = ClientCore(settings: ClientCore.Settings(desktopName: desktop.name, timeout: options.timeout,
                                                         endedInputTimeout: options.endedInputTimeout),
                           localStatic: identity.privateKey, desktopKey: desktop.publicKey, psk: desktop.psk,
@@ -112,19 +124,31 @@ public final class Sender: @unchecked Sendable {
     /// or a fatal error (1).
     public func run() -> Int32 {
         do {
-            driver = try LinkDriver(queue: queue)
+            driver = try launched.get()
+            try driver.ready()
         } catch {
             Console.error("cannot start the WebSocket client: \(error)")
             return 1
         }
+        Trace.mark("wsctx")
         driver.onEvent = { [weak self] event in self?.handle(event) }
-        if !outbox.pending.isEmpty {
-            Console.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
+        // Dial first, right here: the queue is idle, so `sync` runs the block on this thread (no hop to a dispatch
+        // worker, which the first `async` would have to start). The connection is under way while the rest starts.
+        queue.sync {
+            apply(.start)  // dials; starts the clock (`apply`)
+            driver.findDesktop(desktop.id)
+            if !outbox.pending.isEmpty {
+                status.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
+            }
         }
-        let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
-        if held > 0 {
-            Console.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
-                         + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
+        // Held lines of an earlier pairing: a notice only, read off the queue (it lists and parses every journal).
+        syncQueue.async { [self] in
+            let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
+            guard held > 0 else { return }
+            queue.async { [self] in
+                status.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
+                            + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
+            }
         }
         switch options.source {
         case .texts(let texts):
@@ -134,10 +158,6 @@ public final class Sender: @unchecked Sendable {
             }
         case .stdin:
             Threads.start(name: "sb-stdin") { [self] in readStdin() }
-        }
-        queue.async {
-            self.driver.findDesktop(self.desktop.id)
-            self.apply(.start)  // starts the clock (`apply`)
         }
         finished.wait()
         driver.shutdown()
@@ -212,9 +232,17 @@ public final class Sender: @unchecked Sendable {
     }
 
     func perform(_ actions: [ClientCore.Action]) {
+        var dialed = false
+        defer {
+            // Message 1 is sealed while the connections are made (its DH needs nothing from the desktop).
+            if dialed { core.prepareHandshakes() }
+        }
         for action in actions {
             switch action {
-            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .dial(let id, let candidate, let path):
+                Trace.mark("dial")
+                driver.dial(id, candidate, path: path)
+                dialed = true
             case .send(let id, let frame):
                 Trace.mark("encrypt")
                 driver.send(frame, on: id)
@@ -234,7 +262,9 @@ public final class Sender: @unchecked Sendable {
 
     func show(_ report: ClientCore.Report) {
         switch report {
-        case .connected(let address): status.connected(address, now: now)
+        case .connected(let address):
+            Trace.mark("noise")  // the handshake is done; `resume` goes next
+            status.connected(address, now: now)
         case .waiting(let reason): status.waiting(reason, now: now)
         case .info(let text): status.info(text)
         case .warning(let text): status.warning(text)
@@ -272,6 +302,14 @@ public final class Sender: @unchecked Sendable {
         guard !completed else { return }
         completed = true
         journalAck()
+        if core.exitCode == 0 {
+            // Everything acknowledged: the next start reads the journal's header only, not every line of this run.
+            do {
+                try outbox.resetIfDrained()
+            } catch {
+                status.warning("cannot shorten the journal: \(error.description)")  // it is read whole next time
+            }
+        }
         driver.stopFinding()
         perform(core.hangUp())
         syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns

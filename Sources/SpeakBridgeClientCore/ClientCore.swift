@@ -167,6 +167,10 @@ public struct ClientCore {
         }
     }
 
+    /// Seals message 1 of every connection being dialed (`LinkCore.prepareHandshakes`); the shell calls it right
+    /// after carrying out `dial`s, so the handshake's first half is computed while the connections are made.
+    public mutating func prepareHandshakes() { link.prepareHandshakes() }
+
     /// Closes every connection (the shell calls it once the `bye` had a moment to leave).
     public mutating func hangUp() -> [Action] { io(link.hangUp()) }
 
@@ -249,6 +253,7 @@ public struct ClientCore {
     mutating func receive(_ message: Message, now: Double) -> [Action] {
         switch message {
         case let .resume(session, delivered) where session == window.session:
+            Trace.mark("resumed")
             var out = acknowledge(delivered ?? 0, now: now, resume: true)
             out += checkDone()
             return out

@@ -52,6 +52,8 @@ public struct LinkCore {
         var probe: Bool
         /// A `close` was asked for; its `closed` is still to come.
         var closing = false
+        /// The handshake with message 1 already sealed (`prepareHandshakes`), for `opened` to send.
+        var prepared: (machine: InitiatorMachine, first: [UInt8])?
     }
 
     public let intent: ConnectionIntent
@@ -166,15 +168,37 @@ public struct LinkCore {
         guard var a = attempts[id], !a.closing, case .dialing = a.phase else { return [] }
         if chosen != nil && !a.probe { return close(id) }
         do {
-            var m = try InitiatorMachine(intent: intent, localStatic: localStatic, desktopKey: desktopKey, psk: psk,
-                                         firstMessage: firstMessage)
-            let first = try m.start()
+            let (m, first) = try a.prepared ?? handshake()
+            a.prepared = nil
             a.phase = .handshaking(m)
             attempts[id] = a
             return [.send(id, first)]
         } catch {
             return close(id)
         }
+    }
+
+    /// Seals message 1 for every attempt still dialing that has none yet, so that `opened` only sends it. Its two
+    /// Diffie-Hellman operations (e, es, s, ss) depend on nothing the desktop sends: a shell that calls this right
+    /// after carrying out its dials computes them while TCP and the WebSocket upgrade are under way, instead of
+    /// after. Each attempt still gets its own ephemeral key; nothing is sent before `opened`.
+    public mutating func prepareHandshakes() {
+        for id in attempts.keys.sorted() {
+            guard let a = attempts[id], !a.closing, case .dialing = a.phase, a.prepared == nil else { continue }
+            let prepared = try? handshake()  // on failure `opened` tries again, and closes
+            attempts[id]?.prepared = prepared
+        }
+    }
+
+    /// How many attempts hold a sealed message 1 (for tests).
+    public var preparedCount: Int { attempts.values.filter { $0.prepared != nil }.count }
+
+    /// A fresh initiator (new ephemeral key) and its message 1.
+    func handshake() throws -> (machine: InitiatorMachine, first: [UInt8]) {
+        var m = try InitiatorMachine(intent: intent, localStatic: localStatic, desktopKey: desktopKey, psk: psk,
+                                     firstMessage: firstMessage)
+        let first = try m.start()
+        return (m, first)
     }
 
     public mutating func frame(_ id: AttemptID, _ bytes: [UInt8]) -> [Action] {

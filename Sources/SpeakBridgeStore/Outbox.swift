@@ -103,6 +103,25 @@ public final class Outbox: @unchecked Sendable {
         acked = seq
     }
 
+    /// Cuts a journal whose every chunk is acknowledged back to its header (session, acked), in place, once it has
+    /// grown past `resetAbove`: `send` calls this at a clean exit, so the next start reads one line instead of every
+    /// record of this run (loading costs about 10 K instructions a line: after a 50,000-line run, 0.5 G, over 100 ms
+    /// before the first dial). The session and its sequence numbers go on. No fsync is needed: whatever a crash
+    /// leaves — the old records (all acknowledged), the header, or an empty file (the next run starts a new
+    /// session, with nothing pending) — loses and repeats nothing. Returns whether it cut.
+    @discardableResult
+    public func resetIfDrained() throws(StoreError) -> Bool {
+        guard acked &+ 1 >= nextSeq else { return false }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size > Self.resetAbove else { return false }
+        guard ftruncate(fd, 0) == 0 else { throw .io("truncate", path, errno: errno) }
+        try FileIO.writeAll(fd, Self.header(session: session, acked: acked), path: path)  // O_APPEND: at offset 0
+        return true
+    }
+
+    /// A drained journal larger than this is cut back to its header at a clean exit (`resetIfDrained`).
+    public static let resetAbove = 4 * 1024
+
     public func sync() throws(StoreError) {
         guard fsync(fd) == 0 else { throw .io("sync", path, errno: errno) }
     }

@@ -4,6 +4,7 @@
 // ID) with a connect deadline, then asks lws to dial. lws reports CLIENT_ESTABLISHED, or
 // CLIENT_CONNECTION_ERROR / a timeout, which end it with `.closed` and no `.opened`.
 internal import CLibWebSockets
+import SpeakBridgeSupport
 
 extension ServiceLoop {
     private var clientMaxMessageSize: Int {
@@ -62,6 +63,7 @@ extension ServiceLoop {
         guard let connection = connection(for: wsi) else { return }
         connection.wsi = wsi
         connection.isEstablished = true
+        Trace.mark("upgraded")
         connection.deadline = nil
         rescheduleDeadlineTimer()
         emit(.opened(connection.id, path: connection.path, remoteAddress: peerAddress(wsi)))

@@ -175,6 +175,13 @@ final class ServiceLoop: @unchecked Sendable {
     /// Starts the service thread; returns the listening port (0 for a client) once the
     /// context exists.
     func start() throws(WebSocketError) -> Int {
+        try launch()
+        return try awaitStart()
+    }
+
+    /// Creates the service thread without waiting for its context (`awaitStart` waits). Commands
+    /// enqueued before the context exists are dropped, so nothing may be enqueued in between.
+    func launch() throws(WebSocketError) {
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -187,7 +194,13 @@ final class ServiceLoop: @unchecked Sendable {
             throw .threadCreationFailed(status)
         }
         joinHandle.withLock { $0 = thread }
+    }
+
+    /// Waits until the thread `launch` created has its context (or failed to create it); the
+    /// listening port (0 for a client). Any number of times, from any thread.
+    func awaitStart() throws(WebSocketError) -> Int {
         started.wait()
+        started.signal()  // every later (or concurrent) caller gets through too
         let result = startup.withLock { $0 } ?? .failure(.contextCreationFailed("no result from service thread"))
         switch result {
         case let .success(port):

@@ -12,17 +12,27 @@
 public final class WebSocketClient: Sendable {
     let loop: ServiceLoop
 
+    /// - Parameter waitForContext: false returns as soon as the service thread exists, so the caller can do other
+    ///   work while it creates its libwebsockets context; ``ready()`` must then return before anything else is
+    ///   called (until then `connect`, `send` and `close` would be dropped).
     public init(
         configuration: WebSocketClientConfiguration = WebSocketClientConfiguration(),
+        waitForContext: Bool = true,
         onEvent: @escaping @Sendable (WebSocketEvent) -> Void
     ) throws {
         try configuration.validate()
         loop = ServiceLoop(role: .client(configuration), sink: EventSink(deliver: onEvent), threadName: "sb-ws-client")
-        _ = try loop.start()
+        try loop.launch()
+        if waitForContext { try ready() }
     }
 
     deinit {
-        loop.shutdown()
+        shutdown()
+    }
+
+    /// Waits until the service thread has its context; throws if it could not create one. Idempotent.
+    public func ready() throws {
+        _ = try loop.awaitStart()
     }
 
     /// Starts connecting to `ws://host:port/path` offering `subprotocol`. The result arrives
@@ -57,6 +67,8 @@ public final class WebSocketClient: Sendable {
     /// delivered after it returns (except when called from inside `onEvent`; see
     /// ``WebSocketServer/shutdown()``).
     public func shutdown() {
+        // A stop enqueued before the context exists would be dropped, and the join would wait forever.
+        _ = try? loop.awaitStart()
         loop.shutdown()
     }
 

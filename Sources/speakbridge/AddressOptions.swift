@@ -6,8 +6,10 @@ struct AddressOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Also try this address (repeatable).", valueName: "HOST:PORT"))
     var address: [String] = []
 
-    func candidates() throws -> [Candidate] {
-        try address.map { text in
+    func candidates() throws -> [Candidate] { try Self.candidates(address) }
+
+    static func candidates(_ addresses: [String]) throws -> [Candidate] {
+        try addresses.map { text in
             let (host, port) = try parseHostPort(text, defaultHost: "127.0.0.1")
             return Candidate(host: host, port: port, source: "--address")
         }

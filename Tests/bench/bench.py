@@ -418,6 +418,9 @@ class SpeakBridge(Tool):
         env = {"SPEAKBRIDGE_TRACE": path}
         self.start_daemon(env)
         reader = FifoLines(self.fifo)
+        # The start-up table (stages.startup_table) counts from here: the moment the sender is spawned.
+        with open(path, "a") as f:
+            f.write(f"spawn {time.clock_gettime_ns(time.CLOCK_MONOTONIC)} 0\n")
         sender = self.start_sender(env)
         sender.stdin.write(b"warm\n")
         sender.stdin.flush()
@@ -516,6 +519,8 @@ def main():
             print(f"\nspeakbridge per-stage trace ({args.trace_lines} paced lines, SPEAKBRIDGE_TRACE; each mark is one "
                   "write(2), so traced lines are a little slower)")
             print(stages.table(stages.load(path)))
+            print("\nspeakbridge start-up, traced (one streaming send: spawned → its first line on the FIFO)")
+            print(stages.startup_table(stages.load(path)))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rounds, f, indent=1)

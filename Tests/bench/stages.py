@@ -8,11 +8,15 @@ Marks (VALUE = the chunk's seq where the stage knows it, else 0):
   desktop: recv (a frame off the socket, before decryption), ledger (decrypted, ledger accepted, submitted; last
            seq), progress (progress record written; seq), sink (sink write returned; last seq), fsync (group commit
            durable; highest seq), ack (ack frames queued; highest seq)
+  start-up (sender): spawn (written by the bench just before it starts `send`), main (entry point), parsed
+           (arguments parsed), loaded (identity and peers.json read), outbox (journal open and locked), wsctx
+           (libwebsockets context up), dial, upgraded (WebSocket open), noise (handshake done, `resume` goes next),
+           resumed (the desktop's answer)
 Each line is followed by its seq (from `journal`); a stage without a seq is joined by time (the last `read` before
 the journal mark, the first `encrypt` after it, the last `recv` before the ledger mark, the first `ackrecv` after
 the ack). Meant for paced runs (one line per frame).
 
-Usage: stages.py TRACEFILE
+Usage: stages.py TRACEFILE       (per-line table; a start-up table too when the file has `spawn` marks)
 """
 import bisect, sys
 
@@ -111,5 +115,45 @@ def table(marks):
     return "\n".join(out)
 
 
+# From the bench's `spawn` mark to the first line on the FIFO: the first mark of each stage after each spawn.
+STARTUP = ["spawn", "main", "parsed", "loaded", "outbox", "wsctx", "dial", "upgraded", "noise", "resumed",
+           "encrypt", "recv", "sink"]
+
+
+def startup_rows(marks):
+    spawns = [t for t, _ in marks.get("spawn", [])]
+    out = []
+    for i, t0 in enumerate(spawns):
+        end = spawns[i + 1] if i + 1 < len(spawns) else float("inf")
+        row, t = {}, t0
+        for stage in STARTUP:
+            # each stage's first mark after the previous stage's (the daemon writes main/parsed too, earlier)
+            hit = next((tm for tm, _ in marks.get(stage, []) if t <= tm < end), None)
+            if hit is None:
+                break
+            row[stage] = t = hit
+        if len(row) == len(STARTUP):
+            out.append(row)
+    return out
+
+
+def startup_table(marks):
+    rows = startup_rows(marks)
+    if not rows:
+        return "(no complete traced start-ups)"
+    out = [f"{len(rows)} traced start-ups (send spawned → first line on the FIFO)",
+           "| stage | median µs | min µs |", "| --- | --- | --- |"]
+    for a, b in zip(STARTUP, STARTUP[1:]):
+        d = [(r[b] - r[a]) / 1e3 for r in rows]
+        out.append(f"| {a} → {b} | {pct(d, 50):.0f} | {min(d):.0f} |")
+    d = [(r["sink"] - r["spawn"]) / 1e3 for r in rows]
+    out.append(f"| total | {pct(d, 50):.0f} | {min(d):.0f} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print(table(load(sys.argv[1])))
+    marks = load(sys.argv[1])
+    print(table(marks))
+    if "spawn" in marks:
+        print()
+        print(startup_table(marks))

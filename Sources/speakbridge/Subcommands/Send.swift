@@ -51,11 +51,19 @@ struct Send: ParsableCommand {
     }
 
     func run() throws {
-        let extra = try addressOptions.candidates()
+        try Self.send(home: homeOptions.resolved, to: to, texts: text, timeout: timeout,
+                      addresses: addressOptions.address, stillWaitingInterval: stillWaitingInterval,
+                      defaultTimeout: defaultTimeout)
+    }
+
+    /// The command itself, for `run` and for `QuickSend` (the same options read without the argument parser).
+    static func send(home: Home, to: String?, texts: [String], timeout: Double?, addresses: [String],
+                     stillWaitingInterval: Double, defaultTimeout: Double) throws {
+        let extra = try AddressOptions.candidates(addresses)
         let sender: Sender
         do {
             sender = try Sender(options: SendOptions(
-                home: homeOptions.resolved, desktop: to, source: text.isEmpty ? .stdin : .texts(text),
+                home: home, desktop: to, source: texts.isEmpty ? .stdin : .texts(texts),
                 timeout: timeout, extraCandidates: extra, stillWaitingInterval: stillWaitingInterval,
                 endedInputTimeout: defaultTimeout))
         } catch {

@@ -1,0 +1,58 @@
+import SpeakBridgeClientCore
+import SpeakBridgeProtocol
+import Testing
+
+/// `prepareHandshakes`: message 1 (e, es, s, ss) is sealed while the connections are being made, so that `opened`
+/// only sends it. The session must come up with it exactly as before, and each attempt keeps its own ephemeral key.
+@Suite("LinkCore: message 1 sealed while connecting")
+struct PreparedHandshakeTests {
+    @Test("sealed while dialing, sent on open: one ephemeral key per attempt; the session comes up, the lines go")
+    func preparedWhileDialing() {
+        let bench = Bench(known: ["192.0.2.1", "192.0.2.2"])
+        bench.addresses = ["192.0.2.1": .hanging, "192.0.2.2": .hanging]
+        bench.append(["one", "two"])
+        bench.send(.start)
+        #expect(bench.hanging.count == 2)
+        #expect(bench.core.link.preparedCount == 0)  // nothing is sealed unless the shell asks
+        bench.core.prepareHandshakes()
+        #expect(bench.core.link.preparedCount == 2)
+        bench.core.prepareHandshakes()  // again: each attempt keeps the one it has
+        #expect(bench.core.link.preparedCount == 2)
+
+        let attempts = bench.hanging.sorted { $0.key < $1.key }
+        bench.hanging.removeAll()
+        for (id, candidate) in attempts { bench.connect(id, candidate, key: bench.desktopKey) }
+        bench.events.removeAll()  // opened by hand below, to see each message 1
+        var firsts: [[UInt8]] = []
+        for (id, _) in attempts {
+            let actions = bench.core.handle(.connected(id), now: 0)
+            guard actions.count == 1, case .send(let to, let frame)? = actions.first, to == id else {
+                Issue.record("opening \(id) did not send message 1: \(actions)")
+                return
+            }
+            firsts.append(frame)
+            bench.toDesktop.append(.frame(id, frame))
+        }
+        #expect(bench.core.link.preparedCount == 0)
+        #expect(Set(firsts.map { Array($0.prefix(32)) }).count == 2, "the two attempts share an ephemeral key")
+        bench.pump()
+        #expect(bench.established)
+        #expect(bench.received.map(\.text) == ["one", "two"])
+        #expect(bench.journalAcked == 2)
+    }
+
+    @Test("a sealed attempt that fails to connect is forgotten with it; the redial seals anew")
+    func preparedAttemptFails() {
+        let bench = Bench()
+        bench.addresses = ["192.0.2.1": .hanging]
+        bench.send(.start)
+        bench.core.prepareHandshakes()
+        #expect(bench.core.link.preparedCount == 1)
+        bench.fail("192.0.2.1")
+        #expect(bench.core.link.preparedCount == 0)
+        #expect(!bench.established)
+        bench.addresses = ["192.0.2.1": .live]
+        bench.run(until: 0.3)  // the redial after the backoff, opened at once: sealed on open as before
+        #expect(bench.established)
+    }
+}
