@@ -192,7 +192,7 @@ public final class Sender: @unchecked Sendable {
         Threads.start(name: "sb-stdin") { [self] in
             var ended = false
             while !ended {
-                let step = input.readOnce()
+                let step = input.readOnce(eagainEnds: true)  // as before: a blocking read; EAGAIN ends it
                 ended = step.ended
                 deliver(step)
             }

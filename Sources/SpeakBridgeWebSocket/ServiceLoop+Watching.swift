@@ -99,6 +99,10 @@ extension ServiceLoop {
               let vhost = lws_get_vhost_by_name(context, "default") else { return false }
         let copy = fcntl(request.fd, F_DUPFD_CLOEXEC, 0)
         guard copy >= 0 else { return false }
+        // lws makes what it adopts non-blocking, and a dup shares the open file description with the caller's
+        // descriptor — for stdin, with the shell's terminal or the writer's pipe end: its flags are put back.
+        let flags = fcntl(copy, F_GETFL)
+        defer { if flags >= 0 { _ = fcntl(copy, F_SETFL, flags) } }
         let watch = Watch(id: request.id, handler: request.handler)
         // Registered first: lws calls back (RAW_ADOPT_FILE) during the adoption.
         watches[request.id] = watch

@@ -31,6 +31,8 @@ struct StdinOnSocketThreadTests {
         let names = Self.threadNames(send.pid)
         #expect(names.contains("sb-ws-client"), "\(names)")
         #expect(!names.contains("sb-stdin"), "\(names)")
+        // The watch must not change the shared open file description (a terminal left non-blocking breaks the shell).
+        #expect(fcntl(pipe.fileHandleForReading.fileDescriptor, F_GETFL) & O_NONBLOCK == 0)
         // More than one read takes (64 KiB), then an unterminated last line, then the end.
         let many = (1...3_000).map { "line \($0) with a few words in it" }
         try writer.write(contentsOf: Data((many.joined(separator: "\n") + "\n" + "last").utf8))
