@@ -178,8 +178,6 @@ extension ServiceLoop {
             pendingSecureStarts.append(request)
         case let .watch(request):
             request.answer(adopt(request))
-        case let .unwatch(id):
-            unwatch(id)
         case .stop:
             beginStop()
         }

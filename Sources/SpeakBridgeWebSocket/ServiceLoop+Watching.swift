@@ -122,14 +122,6 @@ extension ServiceLoop {
         return true
     }
 
-    /// Ends a watch: its handler is not called again. lws closes the adopted copy when it next
-    /// reports the descriptor readable (we refuse the callback) or at its next timeout check.
-    func unwatch(_ id: WebSocketWatchID) {
-        guard let watch = watches.removeValue(forKey: id), let wsi = watch.wsi else { return }
-        lws_set_opaque_user_data(wsi, nil)
-        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-    }
-
     private func watch(for wsi: OpaquePointer) -> Watch? {
         guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
         return watches[WebSocketWatchID(rawValue: UInt64(UInt(bitPattern: raw)))]

@@ -38,9 +38,8 @@ enum Command: Sendable {
     case connect(WebSocketConnectionID, ConnectRequest)
     /// Creates the TLS listener now (ServiceLoop+Secure.swift); the result goes back through the request.
     case startSecure(SecureStartRequest)
-    /// Adopts a descriptor to watch for readability; `unwatch` ends it (ServiceLoop+Watching.swift).
+    /// Adopts a descriptor to watch for readability (ServiceLoop+Watching.swift).
     case watch(WatchRequest)
-    case unwatch(WebSocketWatchID)
     case stop
 }
 

@@ -80,12 +80,6 @@ public final class WebSocketClient: Sendable {
         loop.watchReadable(fd: fd, handler: ReadableHandler(call: onReadable))
     }
 
-    /// Stops a watch: once the service thread has processed this, `onReadable` is not called again. Unknown or
-    /// ended watches are ignored.
-    public func unwatch(_ watch: WebSocketWatchID) {
-        loop.enqueue(.unwatch(watch))
-    }
-
     /// Closes all connections and joins the service thread. Idempotent. No events are
     /// delivered after it returns (except when called from inside `onEvent`; see
     /// ``WebSocketServer/shutdown()``).
