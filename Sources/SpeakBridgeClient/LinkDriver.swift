@@ -99,6 +99,12 @@ final class LinkDriver: @unchecked Sendable {
         finder?.stop()
     }
 
+    /// Calls `onReadable` on the socket thread whenever `fd` is readable (`WebSocketClient.watchReadable`); nil
+    /// when `fd` cannot be watched (a regular file). Not on `queue`: it waits for the socket thread.
+    func watchReadable(fd: Int32, onReadable: @escaping @Sendable (_ hungUp: Bool) -> Bool) -> WebSocketWatchID? {
+        client.watchReadable(fd: fd, onReadable: onReadable)
+    }
+
     /// Joins the socket thread: no event comes after it. Not on `queue`.
     func shutdown() { client.shutdown() }
 

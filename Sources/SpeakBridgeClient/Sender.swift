@@ -52,7 +52,9 @@ public struct SendOptions: Sendable {
 ///    journal for the desktop (unacknowledged chunks of earlier runs come back first).
 /// 2. Dial at once, on this thread; message 1 of each attempt is sealed while it connects (`prepareHandshakes`).
 ///    Notices (resending, held lines) come after the dial. Start-up stages are trace marks (`Tests/bench/stages.py`).
-/// 3. A reader thread turns stdin lines into chunks: journaled (write(2)) before the core sees them (`appended`).
+/// 3. Stdin lines become chunks, journaled (write(2)) before the core sees them (`appended`). A pipe, FIFO, socket
+///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
+///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
 ///    the queue on the tick.
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
@@ -157,7 +159,7 @@ public final class Sender: @unchecked Sendable {
                 self.endInput()
             }
         case .stdin:
-            Threads.start(name: "sb-stdin") { [self] in readStdin() }
+            readStdin()
         }
         finished.wait()
         driver.shutdown()
@@ -166,31 +168,48 @@ public final class Sender: @unchecked Sendable {
 
     // MARK: - Input
 
+    /// A pipe, FIFO, socket or terminal on stdin is read on the socket thread when it polls readable (one read
+    /// per wake-up): the lines are journaled and sealed there, and their frame goes out in the same loop iteration,
+    /// with no thread woken in between. Anything else (a regular file, which always polls readable) is read by a
+    /// thread of its own, `sb-stdin`.
     func readStdin() {
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        var partial: [UInt8] = []
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            Trace.mark("read")
-            partial += buffer[0..<n]
-            guard let last = partial.lastIndex(of: 0x0A) else { continue }
-            let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(Self.text)
-            partial.removeFirst(last + 1)
-            // sync, not async: when the queue is idle the block runs right here, saving a thread wake-up per line.
-            queue.sync { self.accept(lines) }
+        let input = LineReader(fd: 0)
+        let watched = driver.watchReadable(fd: 0) { [self] hungUp in
+            guard hungUp else {
+                let step = input.readOnce()
+                deliver(step)
+                return !step.ended
+            }
+            // lws closed its copy after a hang-up: what is left is read now (no read blocks on a hung-up pipe).
+            var step = LineReader.Step(lines: [], ended: false)
+            while !step.ended {
+                step = input.readOnce(eagainEnds: true)
+                deliver(step)
+            }
+            return false
         }
-        let rest = partial.isEmpty ? [] : [Self.text(partial[...])]
-        queue.async {
-            self.accept(rest)
-            self.endInput()
+        guard watched == nil else { return }
+        Threads.start(name: "sb-stdin") { [self] in
+            var ended = false
+            while !ended {
+                let step = input.readOnce(eagainEnds: true)  // as before: a blocking read; EAGAIN ends it
+                ended = step.ended
+                deliver(step)
+            }
+        }
+    }
+
+    /// Hands what one read brought to `queue`. sync, not async: when the queue is idle the block runs right here
+    /// (on the reading thread), saving a thread wake-up per line.
+    func deliver(_ step: LineReader.Step) {
+        guard step.ended || !step.lines.isEmpty else { return }
+        queue.sync {
+            accept(step.lines)
+            if step.ended { endInput() }
         }
     }
 
     func endInput() { apply(.inputEnded) }
-
-    static func text(_ bytes: ArraySlice<UInt8>) -> String { InputLines.text(bytes) }
 
     /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
     func accept(_ texts: [String]) {

@@ -84,6 +84,11 @@ extension ServiceLoop {
             return receive(wsi, input, length)
         case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
             return writeable(wsi)
+        case LWS_CALLBACK_RAW_RX_FILE:
+            return watchedReadable(wsi)
+        case LWS_CALLBACK_RAW_CLOSE_FILE:
+            watchedClosed(wsi)
+            return 0
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             peerStartedClose(wsi, input, length)
             return 0
@@ -171,6 +176,8 @@ extension ServiceLoop {
         case let .startSecure(request):
             // Not here, inside an lws callback: `run()` creates the vhost once this `lws_service` call returns.
             pendingSecureStarts.append(request)
+        case let .watch(request):
+            request.answer(adopt(request))
         case .stop:
             beginStop()
         }

@@ -38,6 +38,8 @@ enum Command: Sendable {
     case connect(WebSocketConnectionID, ConnectRequest)
     /// Creates the TLS listener now (ServiceLoop+Secure.swift); the result goes back through the request.
     case startSecure(SecureStartRequest)
+    /// Adopts a descriptor to watch for readability (ServiceLoop+Watching.swift).
+    case watch(WatchRequest)
     case stop
 }
 
@@ -116,6 +118,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
+    /// Descriptors watched for readability (ServiceLoop+Watching.swift).
+    var watches: [WebSocketWatchID: Watch] = [:]
     /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
     var admission: AdmissionControl<WebSocketConnectionID>
     var callbackDepth = 0
@@ -304,6 +308,7 @@ final class ServiceLoop: @unchecked Sendable {
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }
+        forgetWatches(dropped: dropped)
         // Whoever waits for a TLS listener hears that none will come.
         for case let .startSecure(request) in dropped { request.finish(.failure(.stopped)) }
         for request in pendingSecureStarts { request.finish(.failure(.stopped)) }

@@ -63,6 +63,23 @@ public final class WebSocketClient: Sendable {
         loop.enqueue(.close(connection, code: code, reason: reason))
     }
 
+    /// Calls `onReadable` on the service thread whenever `fd` is readable, so that input read there and sent from
+    /// there goes out in the same loop iteration without waking another thread.
+    ///
+    /// `onReadable(false)`: poll said `fd` is readable; it makes **one** `read` (a second one could block) and
+    /// returns false to end the watch, which it must do once `read` returned 0 (an ended input — a tty after
+    /// Ctrl-D, a shut-down socket — stays readable). On a hang-up (a pipe whose writers all closed) lws ends the
+    /// watch itself and calls `onReadable(true)` once: it reads what is left, to the end (no read blocks then).
+    /// Calls it makes on this client (``send(_:on:)`` and the rest) take effect when it returns, before the loop
+    /// polls again. It must not block for long, like `onEvent`.
+    ///
+    /// The client watches a duplicate of `fd`; the caller keeps `fd` open. Returns nil when `fd` cannot be
+    /// watched: not a pipe, FIFO, socket or character device (regular files always poll readable: read them on a
+    /// thread of your own), or the client is shut down. Waits for the service thread when called from another one.
+    public func watchReadable(fd: Int32, onReadable: @escaping @Sendable (_ hungUp: Bool) -> Bool) -> WebSocketWatchID? {
+        loop.watchReadable(fd: fd, handler: ReadableHandler(call: onReadable))
+    }
+
     /// Closes all connections and joins the service thread. Idempotent. No events are
     /// delivered after it returns (except when called from inside `onEvent`; see
     /// ``WebSocketServer/shutdown()``).
