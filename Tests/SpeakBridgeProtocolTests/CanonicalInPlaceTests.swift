@@ -61,4 +61,29 @@ struct CanonicalInPlaceTests {
         let unordered = [Chunk(seq: 9, text: "a"), Chunk(seq: 8, text: "b"), Chunk(seq: 10, text: "c")]
         #expect(ledger.offer(session: "s", chunks: unordered).accepted.map(\.seq) == [9, 10])
     }
+
+    @Test("a quote, backslash, control or non-ASCII byte at every position of the eight-byte scan: same as the general parser")
+    func everyPosition() throws {
+        let head = Array(#"{"type":"chunk","session":"s-1","seq":1,"text":""#.utf8)
+        let tail = Array(#"","final":true}"#.utf8)
+        let inserts: [[UInt8]] = [[0x5C, 0x22], [0x5C, 0x5C], [0x5C, 0x6E], [0x5C, 0x75, 0x30, 0x30, 0x65, 0x39], [0xC3, 0xA9],
+                                  [0xE2, 0x80, 0xAE], [0xF0, 0x9F, 0x8E, 0x99], [0x22], [0x01], [0x1F], [0x7F], [0x80], [0xC3],
+                                  [0xF8], [0x20], [0x21], [0x23], [0x5B], [0x5D]]
+        for length in 0..<20 {
+            for at in 0...length {
+                for insert in inserts {
+                    var text = Array(repeating: UInt8(ascii: "a"), count: length)
+                    text.insert(contentsOf: insert, at: at)
+                    let bytes = head + text + tail
+                    let general = try? MessageCodec.decodeGeneral(bytes)
+                    if let fast = MessageCodec.decodeCanonical(bytes) {
+                        #expect(general == fast, "\(text)")
+                    } else if let general, case .chunk = general {
+                        // Accepted only by the general parser: never for these (all canonical apart from the text).
+                        Issue.record("canonical path refused \(text), general accepted it")
+                    }
+                }
+            }
+        }
+    }
 }
