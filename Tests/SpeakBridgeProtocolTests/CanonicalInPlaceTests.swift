@@ -86,4 +86,21 @@ struct CanonicalInPlaceTests {
             }
         }
     }
+
+    @Test("the writer's eight-byte skip: every special scalar at every position matches the scalar-by-scalar writer")
+    func writerEveryPosition() {
+        let specials: [String] = ["\"", "\\", "\n", "\r", "\t", "\u{0}", "\u{1F}", "\u{7F}", "\u{85}", "é", "\u{202E}",
+                                  "\u{2028}", "😀", " ", "~", "/"]
+        for length in 0..<20 {
+            for at in 0...length {
+                for special in specials {
+                    var text = String(repeating: "b", count: length)
+                    text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: at))
+                    let encoded = JSONValue.string(text).encoded()
+                    #expect(encoded == JSONStringFastPathTests.oracle(text), "\(text.debugDescription)")
+                    #expect(JSONValue.escapedSize(text) == encoded.count - 2)
+                }
+            }
+        }
+    }
 }
