@@ -116,6 +116,8 @@ extension JSONValue {
             var size = bytes.count  // each byte as itself, plus what escaping adds
             var i = 0
             while i < bytes.count {
+                i = skipPlainWords(bytes, from: i)
+                guard i < bytes.count else { break }
                 let c = bytes[i]
                 if c >= 0x20 && c < 0x7F && c != 0x22 && c != 0x5C {
                     i += 1
@@ -140,6 +142,30 @@ extension JSONValue {
         }
     }
 
+    /// Skips whole eight-byte words of bytes that a JSON string writes as themselves (printable ASCII other than
+    /// `"` and `\`); returns where the first word that may hold another byte starts (the caller reads it byte by
+    /// byte), or a position within the last seven bytes. Each word test is exact about whether such a byte
+    /// exists: a zero byte after XOR with `"`, `\` or DEL, a byte below 0x20, or a top bit (non-ASCII).
+    @inline(__always)
+    static func skipPlainWords(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        guard let base = bytes.baseAddress else { return start }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var i = start
+        while bytes.count - i >= 8 {
+            // Inside the buffer: i + 8 <= bytes.count.
+            let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+            let quote = w ^ (ones &* 0x22)
+            let backslash = w ^ (ones &* 0x5C)
+            let del = w ^ (ones &* 0x7F)
+            let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((del &- ones) & ~del)
+                | ((w &- ones &* 0x20) & ~w) | w
+            if special & highs != 0 { break }
+            i += 8
+        }
+        return i
+    }
+
     /// The body of `writeString`, over the string's UTF-8: runs of bytes that need nothing are copied at once
     /// (one scalar at a time through `unicodeScalars` cost 16 % of `send`'s CPU in a burst).
     static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
@@ -158,6 +184,8 @@ extension JSONValue {
             }
         }
         while i < bytes.count {
+            i = skipPlainWords(bytes, from: i)
+            guard i < bytes.count else { break }
             let c = bytes[i]
             if c >= 0x20 && c < 0x7F && c != 0x22 && c != 0x5C {
                 i += 1

@@ -7,84 +7,171 @@
 /// parser decides (and words the error). What it accepts is a subset of what the general parser accepts, with the
 /// same rules checked (size, session ID, seq range, text length and UTF-8, batch count, consecutive seqs), and
 /// it yields the same message (tested differentially, also on mutated inputs).
+///
+/// It reads the frame's bytes in place (one borrowed buffer, no intermediate arrays, no reference counting per
+/// literal): each text is validated as UTF-8 once, when its `String` is made. A string with an escape goes
+/// through the general parser's own string routine, so escapes follow exactly one set of rules.
 extension MessageCodec {
     static func decodeCanonical(_ bytes: [UInt8]) -> Message? {
         guard bytes.count <= SpeakBridgeProtocol.maxFrameSize else { return nil }
-        var reader = CanonicalReader(parser: JSONParser(bytes: bytes, maxDepth: 8))
+        return bytes.withUnsafeBufferPointer { buffer in
+            var reader = CanonicalReader(bytes: buffer, array: bytes)
+            return reader.message()
+        }
+    }
+}
+
+/// A cursor over one canonical message; every method consumes only on success. Every read is bounds-checked
+/// against `bytes.count` before it happens (the buffer is the peer's frame).
+struct CanonicalReader {
+    /// The frame, borrowed for the duration of `MessageCodec.decodeCanonical` (`withUnsafeBufferPointer`).
+    let bytes: UnsafeBufferPointer<UInt8>
+    /// The same bytes as an array, only for a string with escapes (the general parser's routine reads arrays).
+    let array: [UInt8]
+    var index = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, array: [UInt8]) {
+        self.bytes = bytes
+        self.array = array
+    }
+
+    var atEnd: Bool { index == bytes.count }
+
+    mutating func message() -> Message? {
         let batch: Bool
-        if reader.literal(chunksPrefix) {
+        if literal(#"{"type":"chunks","session":"#) {
             batch = true
-        } else if reader.literal(chunkPrefix) {
+        } else if literal(#"{"type":"chunk","session":"#) {
             batch = false
         } else {
             return nil
         }
-        guard let session = reader.string(), isValidSessionID(session) else { return nil }
+        guard let session = string(), MessageCodec.isValidSessionID(session) else { return nil }
         guard batch else {
-            guard reader.literal(comma), let chunk = reader.chunkMembers(), reader.literal(closeBrace),
-                  reader.atEnd else { return nil }
+            guard literal(","), let chunk = chunkMembers(), literal("}"), atEnd else { return nil }
             return .chunk(session: session, chunk)
         }
-        guard reader.literal(chunksArrayKey) else { return nil }
+        guard literal(#","chunks":["#) else { return nil }
         var chunks: [Chunk] = []
+        var lastSeq: UInt64 = 0
         while true {
-            guard chunks.count < SpeakBridgeProtocol.maxChunksPerBatch, reader.literal(openBrace),
-                  let chunk = reader.chunkMembers(), reader.literal(closeBrace) else { return nil }
-            if let last = chunks.last, chunk.seq != last.seq + 1 { return nil }
+            guard chunks.count < SpeakBridgeProtocol.maxChunksPerBatch, literal("{"),
+                  let chunk = chunkMembers(), literal("}") else { return nil }
+            // seq ≤ 2^53 (checked in `chunkMembers`), so `lastSeq + 1` cannot overflow.
+            if !chunks.isEmpty, chunk.seq != lastSeq + 1 { return nil }
+            lastSeq = chunk.seq
             chunks.append(chunk)
-            if reader.literal(comma) { continue }
-            guard reader.literal(closeArrayAndObject), reader.atEnd else { return nil }
+            if literal(",") { continue }
+            guard literal("]}"), atEnd else { return nil }
             return .chunks(session: session, chunks)
         }
     }
 
-    static let comma: [UInt8] = [UInt8(ascii: ",")]
-    static let openBrace: [UInt8] = [UInt8(ascii: "{")]
-    static let closeBrace: [UInt8] = [UInt8(ascii: "}")]
-    static let closeArrayAndObject: [UInt8] = [UInt8(ascii: "]"), UInt8(ascii: "}")]
-}
-
-/// A cursor over one canonical message; every method consumes only on success.
-struct CanonicalReader {
-    var parser: JSONParser
-
-    var atEnd: Bool { parser.index == parser.bytes.count }
-
-    mutating func literal(_ expected: [UInt8]) -> Bool {
-        let start = parser.index
-        guard parser.bytes.count - start >= expected.count else { return false }
-        for k in 0..<expected.count where parser.bytes[start + k] != expected[k] { return false }
-        parser.index = start + expected.count
+    /// Consumes `expected` if the bytes at the cursor are exactly it. A `StaticString` is a pointer into the
+    /// binary's constants: no array, no `swift_once`, no retain per call; compared eight bytes at a time.
+    @inline(__always)
+    mutating func literal(_ expected: StaticString) -> Bool {
+        let count = expected.utf8CodeUnitCount
+        guard bytes.count - index >= count, let base = bytes.baseAddress else { return false }
+        // Both reads stay inside their buffers: `count` bytes from `index` are in the frame (checked above).
+        let have = UnsafeRawPointer(base + index)
+        let want = UnsafeRawPointer(expected.utf8Start)
+        var k = 0
+        while count - k >= 8 {
+            guard have.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+                    == want.loadUnaligned(fromByteOffset: k, as: UInt64.self) else { return false }
+            k += 8
+        }
+        while k < count {
+            guard have.load(fromByteOffset: k, as: UInt8.self) == want.load(fromByteOffset: k, as: UInt8.self)
+            else { return false }
+            k += 1
+        }
+        index += count
         return true
     }
 
-    /// A JSON string (escapes, UTF-8 and control characters checked by the general parser's own routine).
+    /// A JSON string at the cursor. Without escapes (the common case): its bytes up to the closing quote, no
+    /// control characters, validated as UTF-8 once while the `String` is made. With an escape: the general
+    /// parser's `parseString` (same rules as `decodeGeneral`).
     mutating func string() -> String? {
-        guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "\"") else { return nil }
-        return try? parser.parseString()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        var end = start
+        var high: UInt8 = 0  // any byte ≥ 0x80 sets the top bit: non-ASCII seen
+        if let base = bytes.baseAddress {
+            // Eight bytes at a time while none of them is a quote, a backslash or a control character (each test
+            // is exact about whether such a byte exists in the word); the word that has one is read byte by byte
+            // below. The load stays inside the frame: `end + 8 <= bytes.count`.
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            var seen: UInt64 = 0
+            while bytes.count - end >= 8 {
+                let w = UnsafeRawPointer(base + end).loadUnaligned(as: UInt64.self)
+                let quote = w ^ (ones &* 0x22)
+                let backslash = w ^ (ones &* 0x5C)
+                let stop = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w)
+                if stop & highs != 0 { break }
+                seen |= w
+                end += 8
+            }
+            if seen & highs != 0 { high = 0x80 }
+        }
+        while end < bytes.count {
+            let b = bytes[end]
+            if b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { break }
+            high |= b
+            end += 1
+        }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            // What `JSONParser.parseString`'s own fast path does for this case (accept exactly valid UTF-8), on
+            // the borrowed bytes. Not `String(validating:as:)`: unspecialized, it looked up generic metadata
+            // twice per string (about 700 instructions per chunk).
+            let raw = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            let s = String(decoding: raw, as: UTF8.self)  // replaces ill-formed sequences with U+FFFD
+            // Pure ASCII is valid UTF-8. Otherwise the string is the input exactly when nothing was replaced
+            // (a replacement writes EF BF BD where the input had bytes that are not valid UTF-8).
+            if high & 0x80 != 0, !Self.sameBytes(s, raw) { return nil }
+            index = end + 1
+            return s
+        }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\\") else { return nil }  // control char or no end
+        var parser = JSONParser(bytes: array, maxDepth: 8)
+        parser.index = index
+        guard let s = try? parser.parseString() else { return nil }
+        index = parser.index
+        return s
+    }
+
+    static func sameBytes(_ s: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+        var s = s
+        return s.withUTF8 { utf8 in
+            utf8.count == raw.count && utf8.elementsEqual(raw)
+        }
     }
 
     /// `"seq":N,"text":"…","final":true|false`, with the codec's rules: seq 1…2^53 written without leading zeros
     /// (at most 16 digits), text at most `maxChunkTextBytes` of UTF-8.
     mutating func chunkMembers() -> Chunk? {
-        guard literal(MessageCodec.seqKey) else { return nil }
-        let bytes = parser.bytes
-        let start = parser.index
+        let mark = index
+        guard literal(#""seq":"#) else { return nil }
+        let start = index
         var seq: UInt64 = 0
-        while parser.index < bytes.count, bytes[parser.index] >= UInt8(ascii: "0"), bytes[parser.index] <= UInt8(ascii: "9") {
-            guard parser.index - start < 16 else { return nil }  // 2^53 has 16 digits: no overflow below
-            seq = seq * 10 + UInt64(bytes[parser.index] - UInt8(ascii: "0"))
-            parser.index += 1
+        while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            guard index - start < 16 else { index = mark; return nil }  // 2^53 has 16 digits: no overflow below
+            seq = seq * 10 + UInt64(bytes[index] - UInt8(ascii: "0"))
+            index += 1
         }
-        guard parser.index > start, bytes[start] != UInt8(ascii: "0"), seq <= MessageCodec.maxSeq else { return nil }
-        guard literal(MessageCodec.textKey), let text = string(),
-              text.utf8.count <= SpeakBridgeProtocol.maxChunkTextBytes else { return nil }
+        guard index > start, bytes[start] != UInt8(ascii: "0"), seq <= MessageCodec.maxSeq,
+              literal(#","text":"#), let text = string(),
+              text.utf8.count <= SpeakBridgeProtocol.maxChunkTextBytes else { index = mark; return nil }
         let final: Bool
-        if literal(MessageCodec.finalTrue) {
+        if literal(#","final":true"#) {
             final = true
-        } else if literal(MessageCodec.finalFalse) {
+        } else if literal(#","final":false"#) {
             final = false
         } else {
+            index = mark
             return nil
         }
         return Chunk(seq: seq, text: text, final: final)

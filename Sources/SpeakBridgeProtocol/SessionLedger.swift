@@ -124,17 +124,34 @@ public struct SessionLedger: Sendable {
         var entry = sessions[session] ?? Entry(accepted: 0, delivered: 0)
         var fresh: [Chunk] = []
         var duplicates = 0
-        for chunk in chunks {
-            if chunk.seq <= entry.accepted {
-                duplicates += 1
-            } else {
-                fresh.append(chunk)
-                entry.accepted = chunk.seq
+        if let first = chunks.first, first.seq > entry.accepted, Self.ascending(chunks) {
+            // The common case, all new (a message's seqs are consecutive): the caller's array as it is, no copy
+            // of each chunk. Same result as the loop below.
+            fresh = chunks
+            entry.accepted = chunks[chunks.count - 1].seq
+        } else {
+            for chunk in chunks {
+                if chunk.seq <= entry.accepted {
+                    duplicates += 1
+                } else {
+                    fresh.append(chunk)
+                    entry.accepted = chunk.seq
+                }
             }
         }
         sessions[session] = entry
         let ack: UInt64? = fresh.isEmpty && duplicates > 0 && entry.delivered == entry.accepted ? entry.delivered : nil
         return Offer(accepted: fresh, duplicates: duplicates, immediateAck: ack, retired: retired)
+    }
+
+    /// Strictly ascending seqs (then every chunk after a new first one is new too).
+    static func ascending(_ chunks: [Chunk]) -> Bool {
+        var previous: UInt64 = 0
+        for chunk in chunks {
+            guard chunk.seq > previous else { return false }
+            previous = chunk.seq
+        }
+        return true
     }
 
     /// Every sink took `session` through `seq` and it is durable. Returns true when that moved the ack level.

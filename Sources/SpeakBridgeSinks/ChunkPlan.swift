@@ -25,6 +25,20 @@ struct ChunkPlan {
         self.limit = limit
     }
 
+    /// A stream laid out already: `ends` ascending, the last one `stream.count` (or both empty).
+    init(stream: [UInt8], ends: [Int], limit: Int) {
+        precondition(limit > 0 && (ends.last ?? 0) == stream.count)
+        self.stream = stream
+        self.ends = ends
+        self.limit = limit
+    }
+
+    /// The number of frames.
+    var count: Int { ends.count }
+
+    /// The bytes of frame `index`.
+    func frame(_ index: Int) -> ArraySlice<UInt8> { stream[start(ofFrame: index)..<ends[index]] }
+
     /// Number of frames fully contained in `stream[..<position]`.
     func completed(at position: Int) -> Int {
         // Binary search: first end greater than position.

@@ -103,15 +103,30 @@ public final class FIFOSink: TextSink {
     }
 
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
-        try write(LineFraming.frames(texts, sanitize: sanitize), willWrite: willComplete, didWrite: { _ in })
+        try write(LineFraming.plan(texts, sanitize: sanitize, limit: Int(PIPE_BUF)), willWrite: willComplete,
+                  didWrite: { _ in })
+    }
+
+    /// The items' texts framed straight from the items (no array of texts in between); otherwise what
+    /// `TextSink`'s `deliver` does: class (a), `willWrite` before the write that completes a text.
+    public func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void,
+                        didWrite: (Int) -> Void) throws(SinkError) {
+        try write(LineFraming.plan(items.lazy.map(\.chunk.text), sanitize: sanitize, limit: Int(PIPE_BUF)),
+                  willWrite: willWrite, didWrite: { _ in })
+        didWrite(items.count)
     }
 
     /// Writes ready-made frames (one per item, each ending in "\n") with the `Sink` progress contract.
     func write(_ frames: [[UInt8]], willWrite: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError) {
-        guard !frames.isEmpty else { return }
+        try write(ChunkPlan(frames: frames, limit: Int(PIPE_BUF)), willWrite: willWrite, didWrite: didWrite)
+    }
+
+    /// Writes a laid-out plan (one frame per item) with the `Sink` progress contract.
+    func write(_ plan: ChunkPlan, willWrite: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError) {
+        guard plan.count > 0 else { return }
         try POSIX.suppressingSIGPIPE { () throws(SinkError) in
             try state.withLock { (current) throws(SinkError) in
-                try deliver(frames, state: &current, willComplete: willWrite, didWrite: didWrite)
+                try deliver(plan, state: &current, willComplete: willWrite, didWrite: didWrite)
             }
         }
     }
@@ -133,7 +148,7 @@ public final class FIFOSink: TextSink {
 
     // MARK: - Writing
 
-    private func deliver(_ frames: [[UInt8]], state current: inout State,
+    private func deliver(_ plan: ChunkPlan, state current: inout State,
                          willComplete: (Int) throws -> Void, didWrite: (Int) -> Void) throws(SinkError) {
         if current.closed { throw SinkError(message: "\(label) sink is closed") }
         if current.fd < 0 {
@@ -143,11 +158,10 @@ public final class FIFOSink: TextSink {
             case .failed(let reason): throw SinkError(message: reason)
             }
         }
-        let plan = ChunkPlan(frames: frames, limit: Int(PIPE_BUF))
         var position = 0
         if let partial = current.partial {
             current.partial = nil
-            if partial.frame == frames[0] { position = partial.written }
+            if partial.frame[...] == plan.frame(0) { position = partial.written }
         }
         var reported = 0
         var confirmed = 0
@@ -190,8 +204,8 @@ public final class FIFOSink: TextSink {
         guard let failure else { return }
         let delivered = plan.completed(at: position)
         let frameStart = plan.start(ofFrame: delivered)
-        if delivered < frames.count, position > frameStart {
-            current.partial = Partial(frame: frames[delivered], written: position - frameStart)
+        if delivered < plan.count, position > frameStart {
+            current.partial = Partial(frame: Array(plan.frame(delivered)), written: position - frameStart)
         }
         throw SinkError(delivered: delivered, message: failure.message, hint: failure.hint)
     }

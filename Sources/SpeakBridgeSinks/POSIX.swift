@@ -76,14 +76,62 @@ enum POSIX {
 }
 
 /// Turns texts into the bytes that stdout and FIFO readers see: each text (sanitized unless raw) and "\n".
+/// One text per line: each text (sanitized unless `--raw`) and "\n", laid out straight into the one byte stream
+/// a `ChunkPlan` cuts into writes (no array per text, no second copy into the stream).
 enum LineFraming {
-    static func frames(_ texts: [String], sanitize: Bool) -> [[UInt8]] {
-        texts.map { text in
-            var bytes = Array((sanitize ? OutputSanitizer.sanitize(text) : text).utf8)
-            bytes.append(0x0A)
-            return bytes
+    /// The framed `texts` as a plan of writes of at most `limit` bytes. Byte for byte what framing each text alone
+    /// (`OutputSanitizer.sanitize(text)` + "\n") and concatenating would give.
+    static func plan<Texts: Collection<String>>(_ texts: Texts, sanitize: Bool, limit: Int) -> ChunkPlan {
+        var total = 0
+        for text in texts { total &+= text.utf8.count &+ 1 }  // O(1) per native string; grown below if needed
+        var stream: [UInt8] = []
+        stream.reserveCapacity(total)
+        var ends: [Int] = []
+        ends.reserveCapacity(texts.count)
+        for text in texts {
+            let mark = stream.count
+            stream.append(contentsOf: text.utf8)
+            // One pass over the bytes just copied (still in cache): printable ASCII, tab and newline need nothing.
+            // Anything else asks the sanitizer, which changes the text only when a rule applies.
+            if sanitize, !stream.withUnsafeBufferPointer({ Self.isPlain($0[mark...]) }),
+               OutputSanitizer.needsWork(text) {
+                stream.removeSubrange(mark...)
+                stream.append(contentsOf: OutputSanitizer.sanitize(text).utf8)
+            }
+            stream.append(0x0A)
+            ends.append(stream.count)
         }
+        return ChunkPlan(stream: stream, ends: ends, limit: limit)
     }
+
+    /// Printable ASCII, tab and newline only. Eight bytes at a time: a word with no byte below 0x20, no 0x7F and
+    /// none at or above 0x80 is plain (`hasLess` and `hasZero` are exact about whether such a byte exists); a
+    /// word that might not be is checked byte by byte (tab and newline are below 0x20 and still plain).
+    static func isPlain(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var i = bytes.startIndex
+        if let base = bytes.base.baseAddress {
+            while bytes.endIndex - i >= 8 {
+                // Unaligned load from inside the buffer: i + 8 <= endIndex, checked just above.
+                let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                let below20 = (w &- ones &* 0x20) & ~w & highs
+                let x7F = w ^ (ones &* 0x7F)
+                let is7F = (x7F &- ones) & ~x7F & highs
+                if (below20 | is7F | (w & highs)) != 0 {
+                    for k in i..<(i + 8) where !isPlainByte(bytes[k]) { return false }
+                }
+                i += 8
+            }
+        }
+        while i < bytes.endIndex {
+            if !isPlainByte(bytes[i]) { return false }
+            i += 1
+        }
+        return true
+    }
+
+    @inline(__always) static func isPlainByte(_ b: UInt8) -> Bool { (b >= 0x20 && b < 0x7F) || b == 0x09 || b == 0x0A }
 }
 
 /// The ownership rule for what the FIFO sink writes into (the same rule as the store's `PrivatePath`, kept here

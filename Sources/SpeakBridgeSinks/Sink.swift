@@ -63,18 +63,40 @@ public enum DeliveryClass: Sendable, Equatable {
 }
 
 /// One chunk as a sink receives it: who sent it, in which session, and the chunk with its optional fields.
+///
+/// Immutable, and stored once: the fields live in one shared object, so copying an item (the pipeline hands one
+/// to every sink's queue, a queue hands it on in a batch) retains one reference instead of each string in it.
 public struct SinkItem: Sendable, Equatable {
-    public var device: DeviceID
+    // `Sendable`: every stored property is an immutable `let` of a Sendable type.
+    @usableFromInline final class Storage: Sendable {
+        @usableFromInline let device: DeviceID
+        @usableFromInline let deviceName: String?
+        @usableFromInline let session: String
+        @usableFromInline let chunk: Chunk
+
+        init(device: DeviceID, deviceName: String?, session: String, chunk: Chunk) {
+            self.device = device
+            self.deviceName = deviceName
+            self.session = session
+            self.chunk = chunk
+        }
+    }
+
+    @usableFromInline let storage: Storage
+
+    @inlinable public var device: DeviceID { storage.device }
     /// The paired device's name, when the desktop knows it (a peer-chosen string: sanitize before showing it).
-    public var deviceName: String?
-    public var session: String
-    public var chunk: Chunk
+    @inlinable public var deviceName: String? { storage.deviceName }
+    @inlinable public var session: String { storage.session }
+    @inlinable public var chunk: Chunk { storage.chunk }
 
     public init(device: DeviceID, deviceName: String? = nil, session: String, chunk: Chunk) {
-        self.device = device
-        self.deviceName = deviceName
-        self.session = session
-        self.chunk = chunk
+        storage = Storage(device: device, deviceName: deviceName, session: session, chunk: chunk)
+    }
+
+    public static func == (a: SinkItem, b: SinkItem) -> Bool {
+        a.storage === b.storage || (a.device == b.device && a.deviceName == b.deviceName && a.session == b.session
+                                    && a.chunk == b.chunk)
     }
 }
 

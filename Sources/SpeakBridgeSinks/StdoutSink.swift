@@ -55,7 +55,7 @@ public final class StdoutSink: TextSink {
         let current = state.withLock { $0 }
         if current.closed { throw SinkError(message: "\(label) sink is closed") }
         if let broken = current.broken { throw SinkError(message: broken) }
-        let plan = ChunkPlan(frames: LineFraming.frames(texts, sanitize: sanitize), limit: Int(PIPE_BUF))
+        let plan = LineFraming.plan(texts, sanitize: sanitize, limit: Int(PIPE_BUF))
         try POSIX.suppressingSIGPIPE { () throws(SinkError) in try write(plan, willComplete: willComplete) }
     }
 
