@@ -6,7 +6,7 @@
 #
 # Flow: release build (BIN, default .build/release/speakbridge, built by the caller: `make release`) -> a daemon
 # with a fifo sink on loopback started under `valgrind --tool=callgrind` -> `pair --json` + `join` a phone home ->
-# a `send` connects, 1,000 lines, 1 s idle, status -> SIGTERM -> every function callgrind saw executed in the
+# a `send` connects, 1,000 lines, a 20,000-line burst, 1 s idle, status -> SIGTERM -> every function callgrind saw executed in the
 # binary itself (not in libc and the other shared libraries) in either of two such runs, by its mangled name,
 # sorted (a stable order: the set is what matters for fault-around, and sorting keeps diffs readable).
 #
@@ -66,6 +66,11 @@ for i in range(1000):
     if i % 50 == 49:
         drain(i + 2)
 drain(1001)
+# A burst too: its code (batched frames, the inline write's fallback, the heap trim when it falls quiet) is what an
+# idle daemon keeps resident after one, so it belongs in the cluster.
+sender.stdin.write(b"".join(f"burst {i} with some dictated words in it\n".encode() for i in range(20000)))
+sender.stdin.flush()
+drain(21001, timeout=600.0)
 time.sleep(1.0)
 subprocess.run([binary, "status", "--home", desk], capture_output=True)
 sender.stdin.close(); sender.wait(timeout=30)

@@ -74,6 +74,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `condition`.
     var urgent: [SessionKey: UInt64] = [:]
     var flushNow = false
+    /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `condition`.
+    var committedSinceTrim = 0
+    var trims = 0
+    /// A quiet spell after at least this many committed advances trims the heap (a burst; never a trickle).
+    static let trimAfterChunks = 4_096
 
     /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
     /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
@@ -265,6 +270,14 @@ public final class DeliveryPipeline: @unchecked Sendable {
             }
             // The interval is over (or cut short): what is pending goes now; with nothing pending, the next
             // advance is the first after a quiet spell and is fsynced at once.
+            if levels.pending.isEmpty && !stopped && committedSinceTrim >= Self.trimAfterChunks {
+                // Falling quiet after much work (a burst): give the freed heap back (`HeapTrim`), off the lock.
+                committedSinceTrim = 0
+                condition.unlock()
+                HeapTrim.releaseFreePages()
+                condition.lock()
+                trims &+= 1
+            }
             committer = .idle
             while levels.pending.isEmpty && !stopped { condition.wait() }
             if stopped && levels.pending.isEmpty {
@@ -273,6 +286,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             }
             committer = .busy
             flushNow = false
+            let batchChunks = levels.pendingChunks
             let batch = levels.takePending()
             condition.unlock()
             lastSync = ThreadCondition.monotonicNanoseconds
@@ -289,6 +303,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             }
             let advanced = condition.withLock {
                 commitFailure = nil
+                committedSinceTrim &+= Int(clamping: batchChunks)
                 return levels.commit(batch)
             }
             Trace.mark("fsync", advanced.map(\.1).max() ?? 0)

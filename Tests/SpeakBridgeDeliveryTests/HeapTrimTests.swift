@@ -1,0 +1,92 @@
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeSinks
+import SpeakBridgeSupport
+import Testing
+@testable import SpeakBridgeDelivery
+
+/// The heap is trimmed when the pipeline falls quiet after a burst (`HeapTrim`, glibc's `malloc_trim`), never
+/// after a trickle; and a trim really gives freed heap pages back to the kernel.
+@Suite("Heap trim after a burst", .serialized)
+struct HeapTrimTests {
+    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("trim-device".utf8)))
+
+    func pipeline(root: String) throws -> (DeliveryPipeline, Locked<UInt64>) {
+        let log = try ProgressLog(path: root + "/progress.log")
+        let acked = Locked<UInt64>(0)
+        let pipeline = DeliveryPipeline(
+            sinks: [FakeSink("fifo", .recordBeforeWrite)], progress: log,
+            pacing: CommitPacing(intervalNanoseconds: 5_000_000, flushAt: 1_024),
+            onDurable: { advanced in acked.withLock { value in for (_, seq) in advanced { value = max(value, seq) } } },
+            onDrained: { _ in })
+        return (pipeline, acked)
+    }
+
+    func submit(_ pipeline: DeliveryPipeline, from: UInt64, count: UInt64) {
+        var seq = from
+        while seq < from + count {
+            let batch = (seq..<min(from + count, seq + 256)).map { Chunk(seq: $0, text: "chunk \($0) of a burst") }
+            _ = pipeline.submit(device: device, session: "s", chunks: batch)
+            seq += UInt64(batch.count)
+        }
+    }
+
+    func wait(_ what: String, _ condition: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while !condition() {
+            guard Date() < deadline else { throw DeliveryPipelineTests.HarnessTimeout(what: what) }
+            usleep(1_000)
+        }
+    }
+
+    @Test func aBurstThenQuietTrimsOnceATrickleNever() throws {
+        let root = DeliveryPipelineTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (pipeline, acked) = try pipeline(root: root)
+        defer { pipeline.stop() }
+        // A trickle: 100 chunks one by one, each acked before the next.
+        for seq in UInt64(1)...100 {
+            submit(pipeline, from: seq, count: 1)
+            try wait("chunk \(seq) acked") { acked.withLock { $0 } == seq }
+        }
+        usleep(50_000)
+        #expect(pipeline.condition.withLock { pipeline.trims } == 0, "trimmed after a trickle")
+        // A burst past the threshold, then quiet: one trim.
+        let burst = UInt64(DeliveryPipeline.trimAfterChunks) + 1_000
+        submit(pipeline, from: 101, count: burst)
+        try wait("the burst acked") { acked.withLock { $0 } == 100 + burst }
+        try wait("trimmed once the pipeline fell quiet") { pipeline.condition.withLock { pipeline.trims } == 1 }
+        usleep(50_000)
+        #expect(pipeline.condition.withLock { pipeline.trims } == 1)
+    }
+
+    /// 64 MiB in 4 KiB blocks on another thread (its own arena, as the lws thread's), freed: the trim returns
+    /// most of it (glibc keeps freed blocks below the top of a thread's arena otherwise).
+    @Test func aTrimGivesFreedPagesBack() throws {
+        func rssKiB() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var blocks: [UnsafeMutableRawPointer] = []
+            for _ in 0..<16_384 {
+                let block = malloc(4_096)!
+                memset(block, 1, 4_096)
+                blocks.append(block)
+            }
+            // Keep the last block, so the arena's top stays in use and only a trim (not free) can return pages.
+            for block in blocks.dropLast() { free(block) }
+            done.signal()
+            usleep(500_000)
+            free(blocks.last!)
+        }
+        done.wait()
+        let before = rssKiB()
+        #expect(HeapTrim.releaseFreePages())
+        let after = rssKiB()
+        #expect(before - after > 32 * 1_024, "RSS \(before) → \(after) KiB")
+    }
+}
