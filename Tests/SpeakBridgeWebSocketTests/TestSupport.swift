@@ -59,14 +59,21 @@ final class EventLog: Sendable {
 final class EchoServer: Sendable {
     let log = EventLog()
     private let reference = Locked<WebSocketServer?>(nil)
+    /// Each connection's info as the server had it when `.opened` went out (on the service thread, so a
+    /// connection that closes before a test asks is still described).
+    let infoAtOpen = Locked<[WebSocketConnectionID: WebSocketConnectionInfo]>([:])
     let server: WebSocketServer
 
     init(configuration: WebSocketServerConfiguration = WebSocketServerConfiguration(), authenticate: Bool = true) throws {
         let log = self.log
         let reference = self.reference
+        let infoAtOpen = self.infoAtOpen
         server = try WebSocketServer(configuration: configuration) { event in
-            log.handler(event)
             let server = reference.value
+            if case let .opened(id, _, _) = event, let info = server?.info(of: id) {
+                infoAtOpen.withLock { $0[id] = info }
+            }
+            log.handler(event)
             switch event {
             case let .opened(id, _, _):
                 if authenticate { server?.markAuthenticated(id) }
