@@ -60,19 +60,27 @@ struct InlineWriteTests {
         return (sink, reader)
     }
 
-    @Test func anIdleFIFOSinkWritesOnTheSubmittingThread() throws {
+    /// `fifo` and a pipeline over it, in a fresh directory; afterwards the pipeline stops (again, if `body` did),
+    /// the reader closes and the directory goes.
+    func withFIFOPipeline(_ body: (FIFOSink, Int32, DeliveryPipeline, Acks) throws -> Void) throws {
         let root = DeliveryPipelineTests.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let (sink, reader) = try fifo(root)
         defer { close(reader) }
         let (pipeline, acks) = try pipeline([sink], root: root)
         defer { pipeline.stop() }
-        for seq in UInt64(1)...5 {
-            _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "line \(seq)")])
-            // Inline: the line is in the pipe when submit returns, with no other thread involved.
-            #expect(drain(reader) == "line \(seq)\n")
+        try body(sink, reader, pipeline, acks)
+    }
+
+    @Test func anIdleFIFOSinkWritesOnTheSubmittingThread() throws {
+        try withFIFOPipeline { _, reader, pipeline, acks in
+            for seq in UInt64(1)...5 {
+                _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "line \(seq)")])
+                // Inline: the line is in the pipe when submit returns, with no other thread involved.
+                #expect(drain(reader) == "line \(seq)\n")
+            }
+            try wait("acked") { acks.ack(SessionKey(device: alice, session: "s")) == 5 }
         }
-        try wait("acked") { acks.ack(SessionKey(device: alice, session: "s")) == 5 }
     }
 
     /// A sink that may block is never written inline: submit returns while its write is stuck.
@@ -94,42 +102,38 @@ struct InlineWriteTests {
     /// going (another device's chunks are taken at once, and nothing waits). When the reader reads again every
     /// line arrives once, in order per device — inline writes never overtake queued ones.
     @Test func aStalledReaderNeitherBlocksTheSubmitterNorReordersLines() throws {
-        let root = DeliveryPipelineTests.directory()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let (sink, reader) = try fifo(root)
-        defer { close(reader) }
-        let (pipeline, acks) = try pipeline([sink], root: root)
-        defer { pipeline.stop() }
-        let text = String(repeating: "x", count: 1_000)
-        // 200 KB for alice: far more than the pipe (64 KiB) holds, in messages of 10 chunks.
-        let started = Date()
-        for first in stride(from: UInt64(1), through: 200, by: 10) {
-            _ = pipeline.submit(device: alice, session: "s",
-                                chunks: (first..<first + 10).map { Chunk(seq: $0, text: "a\($0) \(text)") })
-        }
-        for seq in UInt64(1)...20 {
-            _ = pipeline.submit(device: bob, session: "s", chunks: [Chunk(seq: seq, text: "b\(seq)")])
-        }
-        #expect(Date().timeIntervalSince(started) < 5, "submit waited for the stalled reader")
-        #expect(acks.ack(SessionKey(device: alice, session: "s")) < 200, "acked what the pipe cannot hold yet")
-
-        var lines: [Substring] = []
-        var pending = ""
-        try wait("every line read") {
-            pending += drain(reader)
-            if let cut = pending.lastIndex(of: "\n") {
-                lines += pending[...cut].split(separator: "\n")
-                pending = String(pending[pending.index(after: cut)...])
+        try withFIFOPipeline { _, reader, pipeline, acks in
+            let text = String(repeating: "x", count: 1_000)
+            // 200 KB for alice: far more than the pipe (64 KiB) holds, in messages of 10 chunks.
+            let started = Date()
+            for first in stride(from: UInt64(1), through: 200, by: 10) {
+                _ = pipeline.submit(device: alice, session: "s",
+                                    chunks: (first..<first + 10).map { Chunk(seq: $0, text: "a\($0) \(text)") })
             }
-            return lines.count >= 220
-        }
-        let a = lines.filter { $0.hasPrefix("a") }.map { UInt64($0.dropFirst().prefix { $0 != " " })! }
-        let b = lines.filter { $0.hasPrefix("b") }.map { UInt64($0.dropFirst())! }
-        #expect(a == Array(1...200))
-        #expect(b == Array(1...20))
-        try wait("acked") {
-            acks.ack(SessionKey(device: alice, session: "s")) == 200
-                && acks.ack(SessionKey(device: bob, session: "s")) == 20
+            for seq in UInt64(1)...20 {
+                _ = pipeline.submit(device: bob, session: "s", chunks: [Chunk(seq: seq, text: "b\(seq)")])
+            }
+            #expect(Date().timeIntervalSince(started) < 5, "submit waited for the stalled reader")
+            #expect(acks.ack(SessionKey(device: alice, session: "s")) < 200, "acked what the pipe cannot hold yet")
+
+            var lines: [Substring] = []
+            var pending = ""
+            try wait("every line read") {
+                pending += drain(reader)
+                if let cut = pending.lastIndex(of: "\n") {
+                    lines += pending[...cut].split(separator: "\n")
+                    pending = String(pending[pending.index(after: cut)...])
+                }
+                return lines.count >= 220
+            }
+            let a = lines.filter { $0.hasPrefix("a") }.map { UInt64($0.dropFirst().prefix { $0 != " " })! }
+            let b = lines.filter { $0.hasPrefix("b") }.map { UInt64($0.dropFirst())! }
+            #expect(a == Array(1...200))
+            #expect(b == Array(1...20))
+            try wait("acked") {
+                acks.ack(SessionKey(device: alice, session: "s")) == 200
+                    && acks.ack(SessionKey(device: bob, session: "s")) == 20
+            }
         }
     }
 
@@ -137,20 +141,17 @@ struct InlineWriteTests {
     /// not poll first): the record is rolled back, so the log never claims a line the pipe did not take — after a
     /// crash it would be skipped, lost without ever having been written.
     @Test func aWriteAFullPipeRefusedIsNotLeftRecorded() throws {
-        let root = DeliveryPipelineTests.directory()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let (sink, reader) = try fifo(root)
-        defer { close(reader) }
-        let (pipeline, _) = try pipeline([sink], root: root)
-        let text = String(repeating: "y", count: 1_000)
-        for seq in UInt64(1)...100 {  // 100 KB into a 64 KiB pipe nobody reads
-            _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "\(seq) \(text)")])
+        try withFIFOPipeline { sink, reader, pipeline, _ in
+            let text = String(repeating: "y", count: 1_000)
+            for seq in UInt64(1)...100 {  // 100 KB into a 64 KiB pipe nobody reads
+                _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "\(seq) \(text)")])
+            }
+            pipeline.stop()
+            try wait("the runner stopped and closed the sink") { sink.health?.contains("closed") == true }
+            let lines = drain(reader).split(separator: "\n")
+            let last = try #require(lines.last.flatMap { UInt64($0.prefix { $0 != " " }) })
+            #expect(lines.count < 100 && last == UInt64(lines.count))
+            #expect(pipeline.progress.progress(sink: sink.label, device: alice, session: "s") == last)
         }
-        pipeline.stop()
-        try wait("the runner stopped and closed the sink") { sink.health?.contains("closed") == true }
-        let lines = drain(reader).split(separator: "\n")
-        let last = try #require(lines.last.flatMap { UInt64($0.prefix { $0 != " " }) })
-        #expect(lines.count < 100 && last == UInt64(lines.count))
-        #expect(pipeline.progress.progress(sink: sink.label, device: alice, session: "s") == last)
     }
 }
