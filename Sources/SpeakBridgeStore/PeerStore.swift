@@ -73,15 +73,21 @@ public final class PeerStore: @unchecked Sendable {
     }
 
     /// Every peer `query` could mean, best rule first: the full device ID (one peer); else every peer whose ID
-    /// starts with it, when exactly one does; else every peer with exactly that name (several devices may share
-    /// one); else every peer whose ID starts with it (an ambiguous prefix). Empty when nothing matches.
+    /// starts with it, when exactly one does (and no other peer has that name: then both, ambiguous); else every
+    /// peer with exactly that name (several devices may share one); else every peer whose ID starts with it (an
+    /// ambiguous prefix). Empty when nothing matches.
     public func matches(_ query: String) -> [Peer] {
         let all = self.all
         if let id = try? DeviceID(parsing: query), let p = all.first(where: { $0.id == id }) { return [p] }
         let compact = query.uppercased().replacing("-", with: "")
         let byPrefix = all.filter { !compact.isEmpty && $0.id.compact.hasPrefix(compact) }
-        if byPrefix.count == 1 { return byPrefix }
         let byName = all.filter { $0.name == query }
+        if byPrefix.count == 1 {
+            // A name that is also the start of another device's ID ("vm", and an ID starting VM…) names two
+            // devices: both are returned (ambiguous), never the other one alone.
+            return byName.contains { $0.id != byPrefix[0].id } ? byName + byPrefix.filter { p in !byName.contains { $0.id == p.id } }
+                                                                : byPrefix
+        }
         return byName.isEmpty ? byPrefix : byName
     }
 
