@@ -60,15 +60,13 @@ struct DeliveryTests {
         reader.start()
         defer { reader.stop() }
         try pair.join()
-        let pipe = Pipe()
-        let sender = try Proc(["send", "--timeout", "1"], home: pair.phoneHome, stdin: pipe.fileHandleForReading,
-                              label: "slow-send")
-        try pipe.fileHandleForWriting.write(contentsOf: Data("first\n".utf8))
+        let (sender, writer) = try pair.pipedSend(["--timeout", "1"], label: "slow-send")
+        try writer.write(contentsOf: Data("first\n".utf8))
         try Harness.wait("the first line") { reader.count >= 1 }
         usleep(2_500_000)  // longer than --timeout, with nothing unacknowledged
         #expect(sender.process.isRunning, "send gave up although every line was acknowledged: \(sender.stderr)")
-        try pipe.fileHandleForWriting.write(contentsOf: Data("second\n".utf8))
-        try pipe.fileHandleForWriting.close()
+        try writer.write(contentsOf: Data("second\n".utf8))
+        try writer.close()
         let outcome = try sender.wait(timeout: 30)
         #expect(outcome.status == 0, "send failed: \(outcome.stderr)")
         try Harness.wait("2 lines") { reader.count >= 2 }

@@ -29,16 +29,14 @@ struct FocusHoldTests {
         defer { pair.stop() }
         try pair.startDaemon(sinks: ["type"], env: ["DISPLAY": x.display, "WAYLAND_DISPLAY": ""])
         try pair.join()
-        signal(SIGPIPE, SIG_IGN)
-        let pipe = Pipe()
-        let send = try Proc(["send"], home: pair.phoneHome, stdin: pipe.fileHandleForReading, label: "send")
+        let (send, writer) = try pair.pipedSend()
         defer { send.kill9() }
-        try pipe.fileHandleForWriting.write(contentsOf: Data("first\n".utf8))
+        try writer.write(contentsOf: Data("first\n".utf8))
         try Harness.wait("the first line in the editor") { RecordingXterm.typed("editor", dir) == "first" }
 
         try RecordingXterm.focus(otherID, display: x.display)
-        try pipe.fileHandleForWriting.write(contentsOf: Data("second\n".utf8))
-        try pipe.fileHandleForWriting.close()
+        try writer.write(contentsOf: Data("second\n".utf8))
+        try writer.close()
         try Harness.wait("send to print the desktop's held notice") { send.stderr.contains("desktop holds line 2 at type") }
         #expect(send.stderr.contains("focus moved"), "\(send.stderr)")
         let status = try run(["status"], home: pair.desktopHome).stdout

@@ -152,6 +152,15 @@ final class Pair: @unchecked Sendable {
         return p
     }
 
+    /// Starts `send` (with `extra` arguments) reading a pipe the test keeps open and writes into; the writer's end
+    /// is returned with the process. SIGPIPE is ignored, so a write after the `send` ended is EPIPE, not a test crash.
+    func pipedSend(_ extra: [String] = [], label: String = "send") throws -> (Proc, FileHandle) {
+        signal(SIGPIPE, SIG_IGN)
+        let pipe = Pipe()
+        let p = try Proc(["send"] + extra, home: phoneHome, stdin: pipe.fileHandleForReading, label: label)
+        return (p, pipe.fileHandleForWriting)
+    }
+
     /// Starts the daemon with a FIFO sink and a reader on it, and pairs the phone.
     func startWithFIFO(_ name: String = "out") throws -> (String, FifoReader) {
         let fifo = desktopHome + "/" + name

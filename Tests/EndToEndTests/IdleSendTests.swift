@@ -25,11 +25,8 @@ struct IdleSendTests {
         defer { pair.stop() }
         let (_, reader) = try pair.startWithFIFO()
         defer { reader.stop() }
-        signal(SIGPIPE, SIG_IGN)
-        let pipe = Pipe()
-        let send = try Proc(["send"], home: pair.phoneHome, stdin: pipe.fileHandleForReading, label: "idle-send")
+        let (send, writer) = try pair.pipedSend(label: "idle-send")
         defer { send.terminate() }
-        let writer = pipe.fileHandleForWriting
         try writer.write(contentsOf: Data("first line\n".utf8))
         try Harness.wait("the first line on the FIFO") { reader.snapshot == ["first line"] }
         // The ack comes after the desktop's fsync; the clock stops at the first tick after it is journaled.

@@ -124,10 +124,9 @@ struct SendOutputTests {
         try pair.startDaemon(sinks: ["stdout"])
         try pair.join()
         pair.daemon?.terminate()
-        let pipe = Pipe()
-        let sender = try Proc(["send", "--still-waiting-interval", "0.5", "--default-timeout", "1"], home: pair.phoneHome,
-                              stdin: pipe.fileHandleForReading, label: "quiet")
-        try pipe.fileHandleForWriting.write(contentsOf: Data("queued line\n".utf8))
+        let (sender, writer) = try pair.pipedSend(["--still-waiting-interval", "0.5", "--default-timeout", "1"],
+                                                  label: "quiet")
+        try writer.write(contentsOf: Data("queued line\n".utf8))
         try Harness.wait("two still-waiting lines") {
             sender.stderr.components(separatedBy: "still waiting for the desktop").count > 2 || !sender.process.isRunning
         }
@@ -135,7 +134,7 @@ struct SendOutputTests {
         #expect(sender.process.isRunning, "an open pipe keeps waiting past the default timeout: \(sender.stderr)")
         #expect(sender.stderr.contains("1 line(s) queued"))
         #expect(!sender.stderr.contains("\u{1B}"), "an escape sequence went into a log")
-        try pipe.fileHandleForWriting.close()
+        try writer.close()
         let outcome = try sender.wait(timeout: 15)
         #expect(outcome.status == 75, "\(outcome.stderr)")
         #expect(outcome.stderr.contains("go out with the next `speakbridge send`"))
