@@ -140,11 +140,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// The ack level of (device, session): 0 when unknown.
     public func delivered(_ key: SessionKey) -> UInt64 {
-        condition.withLock { levels.durable[key] ?? 0 }
+        condition.withLock { levels.ackLevel(key) ?? 0 }
     }
 
     /// Every (device, session) ack level, for seeding the ledgers at start.
-    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.durable } }
+    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.ackLevels } }
 
     /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
     public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
@@ -188,32 +188,40 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { condition.withLock { meter.undelivered(device) } }
 
-    /// Called by runner `index` after its sink took (or skipped as already taken) items: `levels` per session,
-    /// `counts` per device (for the backlog).
-    func sinkAdvanced(_ index: Int, _ advanced: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level]) {
+    /// One run of a sink's report: the session's new level, and how many chunks and text bytes of its device the
+    /// sink took in it (for the backlog).
+    struct Advance {
+        var key: SessionKey
+        var seq: UInt64
+        var taken: BacklogMeter.Level
+    }
+
+    /// Called by runner `index` after its sink took (or skipped as already taken) items, one `Advance` per run of
+    /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
+    func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
         var drained: [DeviceID] = []
         let wake = condition.withLock {
             var moved = false
-            for (key, seq) in advanced {
-                if levels.advance(sink: index, key, to: seq) { moved = true }
-                if let through = urgent[key] {
+            for advance in advances {
+                let key = advance.key
+                if levels.advance(sink: index, key, to: advance.seq) { moved = true }
+                if !urgent.isEmpty, let through = urgent[key] {
                     // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
                     if (levels.pending[key] ?? 0) >= through {
                         flushNow = true
                         urgent[key] = nil
-                    } else if (levels.durable[key] ?? 0) >= through {
+                    } else if (levels.ackLevel(key) ?? 0) >= through {
                         urgent[key] = nil
                     }
                 }
+                // One device's runs may come one by one: the meter reports a drained device once.
+                if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
+                    drained.append(key.device)
+                }
             }
             // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
-            let wake = moved && (committer == .idle
-                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
-            for (device, level) in counts
-            where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
-                drained.append(device)
-            }
-            return wake
+            return moved && (committer == .idle
+                             || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
         }
         // After unlocking: the committer wakes into a free mutex instead of blocking on it at once (one futex
         // round trip less per advance). No wake-up is lost: `pending` changed under the lock, and the committer
