@@ -172,12 +172,18 @@ public final class DeliveryPipeline: @unchecked Sendable {
                        urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
         guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let pressure = condition.withLock {
-            if isUrgent { urgent[SessionKey(device: device, session: session)] = last.seq }
-            return meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+        let key = SessionKey(device: device, session: session)
+        // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
+        // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
+        let (pressure, firstLevel) = condition.withLock {
+            if isUrgent { urgent[key] = last.seq }
+            return (meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes),
+                    runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
         let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
-        for runner in runners { runner.enqueue(items) }
+        for runner in runners {
+            runner.enqueue(items, key: key, known: runner.index == 0 ? firstLevel : nil)
+        }
         return pressure
     }
 

@@ -57,14 +57,14 @@ final class SinkRunner: @unchecked Sendable {
     var problem: String? { condition.withLock { currentProblem } }
     var queuedCount: Int { condition.withLock { queue.count } }
 
-    /// `items` are one message's chunks: one device, one session, ascending.
-    func enqueue(_ items: [SinkItem]) {
+    /// `items` are one message's chunks: one device, one session (`key`), ascending. `known`: this sink's level
+    /// of the session, when the caller read it already (nil: asked here).
+    func enqueue(_ items: [SinkItem], key: SessionKey, known: UInt64? = nil) {
         guard let first = items.first else { return }
         // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
         // count as taken by this sink, for the levels and the backlog.
-        let key = SessionKey(device: first.device, session: first.session)
         var fresh = items[...]
-        if let level = pipeline.level(sink: index, key), first.chunk.seq <= level {
+        if let level = known ?? pipeline.level(sink: index, key), first.chunk.seq <= level {
             let skipped = items.prefix { $0.chunk.seq <= level }
             report(skipped)
             fresh = items.dropFirst(skipped.count)
