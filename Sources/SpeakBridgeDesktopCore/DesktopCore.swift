@@ -203,22 +203,37 @@ public struct DesktopCore {
     /// From the fields it reads (a method on `self` made the optimizer copy the whole core per frame).
     static func context(_ configuration: Configuration, secret: SymmetricKey?, _ clients: PairedClients,
                         _ ledgers: [DeviceID: SessionLedger]) -> ResponderContext {
-        ResponderContext(
+        // One object for the three lookups: each closure captures only it (one allocation per frame, not three).
+        let snapshot = Snapshot(secret: secret, clients: clients, ledgers: ledgers)
+        return ResponderContext(
             localStatic: configuration.localStatic, localName: configuration.localName,
-            pairingSecret: { secret },
-            sessionPSK: { clients.psk(for: $0) },
-            delivered: { device, session in ledgers[device]?.delivered(session) ?? 0 })
+            pairingSecret: { snapshot.secret },
+            sessionPSK: { snapshot.clients.psk(for: $0) },
+            delivered: { device, session in snapshot.ledgers[device]?.delivered(session) ?? 0 })
+    }
+
+    /// What one frame's context reads (immutable).
+    final class Snapshot {
+        let secret: SymmetricKey?
+        let clients: PairedClients
+        let ledgers: [DeviceID: SessionLedger]
+
+        init(secret: SymmetricKey?, clients: PairedClients, ledgers: [DeviceID: SessionLedger]) {
+            self.secret = secret
+            self.clients = clients
+            self.ledgers = ledgers
+        }
     }
 
     mutating func frame(_ id: ConnectionID, _ bytes: [UInt8]) -> [DesktopAction] {
-        guard connections[id] != nil else { return [] }
+        guard let index = connections.index(forKey: id) else { return [] }
         let actions: [ResponderMachine.Action]
         do {
             // The context snapshots the ledgers: it must be gone before `perform` changes them (else each frame
             // copies the ledger's tables). In place in the dictionary: a copy of the connection taken out and
             // written back shared its buffers with the stored one, so the machine's first write copied them.
             let context = Self.context(configuration, secret: code.active?.secret, clients, ledgers)
-            actions = connections[id]!.machine.receive(bytes, with: context)
+            actions = connections.values[index].machine.receive(bytes, with: context)  // one hash per frame
         }
         return perform(actions, on: id)
     }
