@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 public import SpeakBridgeProtocol
 public import SpeakBridgeSinks
 import SpeakBridgeStore
@@ -65,6 +66,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var stopped = false
     var commitFailure: String?
     var meter: BacklogMeter
+    /// `meter.mayOverflow`, published after each change of the meter, so that `isOverflowing` answers the usual
+    /// "no device is at the hard limit" without the lock. Only a submit raises a backlog, and submits come from
+    /// the thread that asks (the daemon's queue), after its own store: a false read is never stale.
+    let mayOverflow = Atomic<Bool>(false)
     let pacing: CommitPacing
     /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
     /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
@@ -98,6 +103,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         Self.registerTranscripts(sinks, progress)
         levels = DeliveryLevels(sinks: sinks.count, seeds: Self.seeds(sinks, progress))
         runners = sinks.enumerated().map { SinkRunner(sink: $1, index: $0, progress: progress, pipeline: self) }
+        mayOverflow.store(meter.mayOverflow, ordering: .releasing)  // limits that refuse even an empty backlog
         Threads.start(name: "sb-commit") { [self] in commitLoop() }
         for runner in runners { runner.start() }
     }
@@ -177,8 +183,9 @@ public final class DeliveryPipeline: @unchecked Sendable {
         // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
         let (pressure, firstLevel) = condition.withLock {
             if isUrgent { urgent[key] = last.seq }
-            return (meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes),
-                    runners.isEmpty ? nil : levels.level(sink: 0, key))
+            let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
+            return (pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
         let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
         for runner in runners {
@@ -188,7 +195,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     }
 
     /// At or above the hard limit: the caller must not accept more of this device now.
-    public func isOverflowing(_ device: DeviceID) -> Bool { condition.withLock { meter.isOverflowing(device) } }
+    public func isOverflowing(_ device: DeviceID) -> Bool {
+        guard mayOverflow.load(ordering: .acquiring) else { return false }
+        return condition.withLock { meter.isOverflowing(device) }
+    }
 
     public func isThrottled(_ device: DeviceID) -> Bool { condition.withLock { meter.isThrottled(device) } }
 
@@ -225,6 +235,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                     drained.append(key.device)
                 }
             }
+            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
             // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
             return moved && (committer == .idle
                              || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))

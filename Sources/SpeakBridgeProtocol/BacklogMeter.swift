@@ -73,6 +73,21 @@ public struct BacklogMeter: Sendable {
     let sinks: Int
     var devices: [DeviceID: Counts] = [:]
     var throttled: Set<DeviceID> = []
+    /// How many devices are at or above the hard limit now (kept by `submit` and `taken`): while it is 0 (and
+    /// an empty backlog is under the limit, `mayOverflow`), no device is overflowing and a caller can say so
+    /// without asking per device.
+    public private(set) var overflowingDevices = 0
+
+    /// False only when `isOverflowing` is false for every device.
+    public var mayOverflow: Bool { overflowingDevices > 0 || isOver(Level()) }
+
+    func isOver(_ u: Level) -> Bool { u.chunks >= limits.hardChunks || u.bytes >= limits.hardBytes }
+
+    /// Counts `device`'s crossing of the hard limit, from its backlog before and after a change.
+    mutating func recount(before: Level, after: Level) {
+        let (was, now) = (isOver(before), isOver(after))
+        if was != now { overflowingDevices += now ? 1 : -1 }
+    }
 
     public init(sinks: Int, limits: Limits = .desktop) {
         self.sinks = max(0, sinks)
@@ -87,17 +102,15 @@ public struct BacklogMeter: Sendable {
 
     public func isThrottled(_ device: DeviceID) -> Bool { !throttled.isEmpty && throttled.contains(device) }
 
-    public func isOverflowing(_ device: DeviceID) -> Bool {
-        let u = undelivered(device)
-        return u.chunks >= limits.hardChunks || u.bytes >= limits.hardBytes
-    }
+    public func isOverflowing(_ device: DeviceID) -> Bool { isOver(undelivered(device)) }
 
     public mutating func submit(_ device: DeviceID, chunks: UInt64, bytes: UInt64) -> Pressure {
         let sinks = self.sinks
         // In place in the dictionary (one hash, no copy of the per-sink array; the default is built only for a new
         // device).
-        let u = Self.submit(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
-                            chunks: chunks, bytes: bytes, sinks: sinks)
+        let (before, u) = Self.submit(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
+                                      chunks: chunks, bytes: bytes, sinks: sinks)
+        recount(before: before, after: u)
         guard u.chunks > limits.highChunks || u.bytes > limits.highBytes else { return .normal }
         throttled.insert(device)
         return .pause
@@ -107,24 +120,34 @@ public struct BacklogMeter: Sendable {
     public mutating func taken(_ device: DeviceID, sink: Int, chunks: UInt64, bytes: UInt64) -> Bool {
         guard sink >= 0, sink < sinks else { return false }
         let sinks = self.sinks
-        let u = Self.take(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
-                          sink: sink, chunks: chunks, bytes: bytes, sinks: sinks)
+        let (before, u) = Self.take(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
+                                    sink: sink, chunks: chunks, bytes: bytes, sinks: sinks)
+        recount(before: before, after: u)
         guard !throttled.isEmpty, throttled.contains(device) else { return false }
         guard u.chunks <= limits.lowChunks && u.bytes <= limits.lowBytes else { return false }
         throttled.remove(device)
         return true
     }
 
-    static func submit(_ counts: inout Counts, chunks: UInt64, bytes: UInt64, sinks: Int) -> Level {
+    /// The device's backlog before and after.
+    static func submit(_ counts: inout Counts, chunks: UInt64, bytes: UInt64, sinks: Int) -> (Level, Level) {
+        guard sinks > 0 else {
+            counts.submitted.chunks = add(counts.submitted.chunks, chunks)
+            counts.submitted.bytes = add(counts.submitted.bytes, bytes)
+            return (Level(), Level())
+        }
+        let before = counts.undelivered(sinks: sinks)
         counts.submitted.chunks = add(counts.submitted.chunks, chunks)
         counts.submitted.bytes = add(counts.submitted.bytes, bytes)
-        return sinks > 0 ? counts.undelivered(sinks: sinks) : Level()
+        return (before, counts.undelivered(sinks: sinks))
     }
 
-    static func take(_ counts: inout Counts, sink: Int, chunks: UInt64, bytes: UInt64, sinks: Int) -> Level {
+    /// The device's backlog before and after.
+    static func take(_ counts: inout Counts, sink: Int, chunks: UInt64, bytes: UInt64, sinks: Int) -> (Level, Level) {
+        let before = counts.undelivered(sinks: sinks)
         counts.taken[sink].chunks = add(counts.taken[sink].chunks, chunks)
         counts.taken[sink].bytes = add(counts.taken[sink].bytes, bytes)
-        return counts.undelivered(sinks: sinks)
+        return (before, counts.undelivered(sinks: sinks))
     }
 
     static func add(_ a: UInt64, _ b: UInt64) -> UInt64 {
