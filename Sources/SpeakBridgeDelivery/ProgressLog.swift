@@ -18,9 +18,9 @@ import SpeakBridgeSupport
 /// line's fixed part encoded once); a caller that records one key again and again passes the slot back.
 ///
 /// Compaction (on open, and in `sync` once 8 MiB were appended) is O(entries) and never holds the lock while it
-/// writes: the state is copied under the lock, written to a new file outside it while records keep going to the
-/// old file and to a small in-memory tail, then the tail is appended and the new file renamed in place under the
-/// lock.
+/// writes: the state is copied under the lock (as values, O(entries): the slots keep changing), written to a new
+/// file outside it while records keep going to the old file and to a small in-memory tail, then the tail is
+/// appended and the new file renamed in place under the lock.
 public final class ProgressLog: @unchecked Sendable {
     public struct Key: Hashable, Sendable {
         public var sink: String
