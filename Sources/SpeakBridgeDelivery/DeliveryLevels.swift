@@ -2,96 +2,160 @@ import SpeakBridgeProtocol
 
 /// The one place where "delivered" is decided, as a value (the pipeline owns one, under its lock).
 ///
-/// - `taken[sink][key]`: the last seq of a session that sink has taken. Seeded at start from the sink's durable
+/// Per session (`Entry`, one dictionary entry, so an advance hashes its key once, not once per map and per sink):
+/// - `taken[sink]`: the last seq of the session that sink has taken. Seeded at start from the sink's durable
 ///   position: the progress log for classes (a) and (b), the sink itself for (c) (`DeliveryClass`); in memory it
 ///   runs ahead of the fsync. A sink with no position for a session that others have joins at their highest
 ///   level (a sink added to `serve` does not replay history).
-/// - `pending[key]`: taken by every sink, waiting for the group fsync of the progress log.
-/// - `durable[key]`: the ack level: taken by every sink and fsynced. Only `commit` moves it.
+/// - `pending`: taken by every sink, waiting for the group fsync of the progress log (also kept in `pending`, the
+///   set the committer takes).
+/// - `durable`: the ack level: taken by every sink and fsynced. Only `commit` moves it.
 /// The ledger's `delivered` (what `resume` reports) is only ever set from `durable`; the sink runner's filter
 /// (skip what a sink already took) reads `taken`. Nothing else keeps a copy. (A FIFO's memory of how much of a
 /// long text it wrote is byte-level state inside the one write in flight, not a level.)
+/// `pendingChunks` is kept as a sum (updated per advance, recomputed per commit), not summed on every read.
 struct DeliveryLevels: Sendable {
     typealias SessionKey = DeliveryPipeline.SessionKey
 
-    private(set) var taken: [[SessionKey: UInt64]]
-    private(set) var pending: [SessionKey: UInt64] = [:]
-    private(set) var durable: [SessionKey: UInt64] = [:]
+    struct Entry: Sendable {
+        /// Per sink; nil: that sink has no level for the session (counts as 0).
+        var taken: [UInt64?]
+        var pending: UInt64?
+        var durable: UInt64?
 
-    /// `seeds[key][sink]`: each sink's durable position per session (sinks without one are absent).
-    init(sinks: Int, seeds: [SessionKey: [Int: UInt64]]) {
-        taken = Array(repeating: [:], count: sinks)
-        for (key, bySink) in seeds {
-            let fallback = bySink.values.max() ?? 0
-            for sink in 0..<sinks { taken[sink][key] = bySink[sink] ?? fallback }
-            durable[key] = (0..<sinks).map { taken[$0][key]! }.min() ?? fallback
+        /// What a new level changed: the session's chunks waiting for the fsync before and after, and its new
+        /// `pending` level.
+        struct Change {
+            var before: UInt64
+            var after: UInt64
+            var pending: UInt64
+        }
+
+        /// Sets `sink`'s level (`raiseOnly`: never lowers it, a missing level counting as 0; else only when it
+        /// has none), then moves `pending` when every sink is past the ack level and the old pending level.
+        mutating func set(sink: Int, _ seq: UInt64, raiseOnly: Bool) -> Change? {
+            if raiseOnly {
+                taken[sink] = max(taken[sink] ?? 0, seq)
+            } else if taken[sink] == nil {
+                taken[sink] = seq
+            }
+            guard !taken.isEmpty else { return nil }
+            var all = UInt64.max
+            for level in taken { all = min(all, level ?? 0) }
+            let floor = durable ?? 0
+            let old = pending ?? 0
+            guard all > floor, all > old else { return nil }
+            pending = all
+            return Change(before: old > floor ? old - floor : 0, after: all - floor, pending: all)
         }
     }
 
-    func level(sink: Int, _ key: SessionKey) -> UInt64? { taken[sink][key] }
+    let sinks: Int
+    /// `taken` of a new session (shared storage, copied on its first write).
+    let blankTaken: [UInt64?]
+    private(set) var sessions: [SessionKey: Entry] = [:]
+    /// Every session with a `pending` level (the same values as in `sessions`).
+    private(set) var pending: [SessionKey: UInt64] = [:]
+    /// How many chunks wait for the fsync (above each session's ack level).
+    private(set) var pendingChunks: UInt64 = 0
+
+    /// `seeds[key][sink]`: each sink's durable position per session (sinks without one are absent).
+    init(sinks: Int, seeds: [SessionKey: [Int: UInt64]]) {
+        self.sinks = sinks
+        blankTaken = Array(repeating: nil, count: sinks)
+        for (key, bySink) in seeds {
+            let fallback = bySink.values.max() ?? 0
+            let taken = (0..<sinks).map { bySink[$0] ?? fallback }
+            sessions[key] = Entry(taken: taken, pending: nil, durable: taken.min() ?? fallback)
+        }
+    }
+
+    func level(sink: Int, _ key: SessionKey) -> UInt64? { sessions[key]?.taken[sink] }
+
+    /// The ack level of `key`.
+    func ackLevel(_ key: SessionKey) -> UInt64? { sessions[key]?.durable }
+
+    /// Every session's ack level.
+    var ackLevels: [SessionKey: UInt64] { sessions.compactMapValues(\.durable) }
 
     /// A position learned later (an `.ownPosition` sink asked about a session the log does not know). Never lowers.
     mutating func adopt(sink: Int, _ key: SessionKey, _ seq: UInt64) {
-        if taken[sink][key] == nil { taken[sink][key] = seq }
-        settle(key)
+        let blank = self.blank
+        let change = sessions[key, default: blank].set(sink: sink, seq, raiseOnly: false)
+        apply(change, key)
     }
 
     /// `sink` took `key` through `seq` (or skipped up to it). True when something now waits for the fsync.
     @discardableResult
     mutating func advance(sink: Int, _ key: SessionKey, to seq: UInt64) -> Bool {
-        taken[sink][key] = max(taken[sink][key] ?? 0, seq)
-        return settle(key)
+        let blank = self.blank
+        // In place in the dictionary: the key is hashed once here (and once more in `apply` when it moved).
+        let change = sessions[key, default: blank].set(sink: sink, seq, raiseOnly: true)
+        return apply(change, key)
     }
 
-    /// Moves `pending` when every sink is past the durable level of `key`.
+    /// A session no sink has a level for yet.
+    var blank: Entry { Entry(taken: blankTaken, pending: nil, durable: nil) }
+
     @discardableResult
-    private mutating func settle(_ key: SessionKey) -> Bool {
-        guard let all = taken.map({ $0[key] ?? 0 }).min() else { return false }
-        guard all > (durable[key] ?? 0), all > (pending[key] ?? 0) else { return false }
-        pending[key] = all
+    private mutating func apply(_ change: Entry.Change?, _ key: SessionKey) -> Bool {
+        guard let change else { return false }
+        pendingChunks = pendingChunks &- change.before &+ change.after
+        pending[key] = change.pending
         return true
-    }
-
-    /// How many chunks wait for the fsync (above each session's ack level). O(sessions pending).
-    var pendingChunks: UInt64 {
-        pending.reduce(UInt64(0)) { sum, entry in
-            let floor = durable[entry.key] ?? 0
-            return sum &+ (entry.value > floor ? entry.value - floor : 0)
-        }
     }
 
     /// Everything waiting for the fsync, handed to the committer.
     mutating func takePending() -> [SessionKey: UInt64] {
-        defer { pending = [:] }
+        defer {
+            pending = [:]
+            pendingChunks = 0
+        }
+        for key in pending.keys { sessions[key]?.pending = nil }
         return pending
     }
 
     /// The fsync failed: the batch waits again (merged with what arrived meanwhile).
     mutating func requeue(_ batch: [SessionKey: UInt64]) {
-        for (key, seq) in batch where seq > (pending[key] ?? 0) { pending[key] = seq }
+        let blank = self.blank
+        for (key, seq) in batch where seq > (pending[key] ?? 0) {
+            pending[key] = seq
+            sessions[key, default: blank].pending = seq
+        }
+        recount()
     }
 
     /// The fsync of `batch` succeeded: these become the ack level. Returns what advanced.
     mutating func commit(_ batch: [SessionKey: UInt64]) -> [(SessionKey, UInt64)] {
         var advanced: [(SessionKey, UInt64)] = []
-        for (key, seq) in batch where seq > (durable[key] ?? 0) {
-            durable[key] = seq
+        let blank = self.blank
+        for (key, seq) in batch where seq > (sessions[key]?.durable ?? 0) {
+            sessions[key, default: blank].durable = seq
             advanced.append((key, seq))
         }
+        if !pending.isEmpty { recount() }  // advances that came meanwhile now count from the new ack levels
         return advanced
     }
 
     /// A retired session (nothing of it in flight): its levels go; the log keeps its ack level.
     mutating func retire(_ key: SessionKey) {
-        for sink in taken.indices { taken[sink][key] = nil }
-        durable[key] = nil
+        sessions[key] = nil
         pending[key] = nil
+        recount()
     }
 
     /// A revoked device: everything of it goes. O(sessions).
     mutating func forget(_ device: DeviceID) {
-        for sink in taken.indices { taken[sink] = taken[sink].filter { $0.key.device != device } }
-        durable = durable.filter { $0.key.device != device }
+        sessions = sessions.filter { $0.key.device != device }
         pending = pending.filter { $0.key.device != device }
+        recount()
+    }
+
+    /// `pendingChunks` from scratch. O(sessions pending).
+    private mutating func recount() {
+        pendingChunks = pending.reduce(UInt64(0)) { sum, entry in
+            let floor = sessions[entry.key]?.durable ?? 0
+            return sum &+ (entry.value > floor ? entry.value - floor : 0)
+        }
     }
 }

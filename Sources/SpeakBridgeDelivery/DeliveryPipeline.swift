@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 public import SpeakBridgeProtocol
 public import SpeakBridgeSinks
 import SpeakBridgeStore
@@ -65,6 +66,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var stopped = false
     var commitFailure: String?
     var meter: BacklogMeter
+    /// `meter.mayOverflow`, published after each change of the meter, so that `isOverflowing` answers the usual
+    /// "no device is at the hard limit" without the lock. Only a submit raises a backlog, and submits come from
+    /// the thread that asks (the daemon's queue), after its own store: a false read is never stale.
+    let mayOverflow = Atomic<Bool>(false)
     let pacing: CommitPacing
     /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
     /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
@@ -98,6 +103,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         Self.registerTranscripts(sinks, progress)
         levels = DeliveryLevels(sinks: sinks.count, seeds: Self.seeds(sinks, progress))
         runners = sinks.enumerated().map { SinkRunner(sink: $1, index: $0, progress: progress, pipeline: self) }
+        mayOverflow.store(meter.mayOverflow, ordering: .releasing)  // limits that refuse even an empty backlog
         Threads.start(name: "sb-commit") { [self] in commitLoop() }
         for runner in runners { runner.start() }
     }
@@ -140,11 +146,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// The ack level of (device, session): 0 when unknown.
     public func delivered(_ key: SessionKey) -> UInt64 {
-        condition.withLock { levels.durable[key] ?? 0 }
+        condition.withLock { levels.ackLevel(key) ?? 0 }
     }
 
     /// Every (device, session) ack level, for seeding the ledgers at start.
-    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.durable } }
+    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.ackLevels } }
 
     /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
     public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
@@ -172,48 +178,67 @@ public final class DeliveryPipeline: @unchecked Sendable {
                        urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
         guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let pressure = condition.withLock {
-            if isUrgent { urgent[SessionKey(device: device, session: session)] = last.seq }
-            return meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+        let key = SessionKey(device: device, session: session)
+        // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
+        // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
+        let (pressure, firstLevel) = condition.withLock {
+            if isUrgent { urgent[key] = last.seq }
+            let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
+            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
+            return (pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
         let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
-        for runner in runners { runner.enqueue(items) }
+        for runner in runners {
+            runner.enqueue(items, key: key, known: runner.index == 0 ? firstLevel : nil)
+        }
         return pressure
     }
 
     /// At or above the hard limit: the caller must not accept more of this device now.
-    public func isOverflowing(_ device: DeviceID) -> Bool { condition.withLock { meter.isOverflowing(device) } }
+    public func isOverflowing(_ device: DeviceID) -> Bool {
+        guard mayOverflow.load(ordering: .acquiring) else { return false }
+        return condition.withLock { meter.isOverflowing(device) }
+    }
 
     public func isThrottled(_ device: DeviceID) -> Bool { condition.withLock { meter.isThrottled(device) } }
 
     public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { condition.withLock { meter.undelivered(device) } }
 
-    /// Called by runner `index` after its sink took (or skipped as already taken) items: `levels` per session,
-    /// `counts` per device (for the backlog).
-    func sinkAdvanced(_ index: Int, _ advanced: [SessionKey: UInt64], counts: [DeviceID: BacklogMeter.Level]) {
+    /// One run of a sink's report: the session's new level, and how many chunks and text bytes of its device the
+    /// sink took in it (for the backlog).
+    struct Advance {
+        var key: SessionKey
+        var seq: UInt64
+        var taken: BacklogMeter.Level
+    }
+
+    /// Called by runner `index` after its sink took (or skipped as already taken) items, one `Advance` per run of
+    /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
+    func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
         var drained: [DeviceID] = []
         let wake = condition.withLock {
             var moved = false
-            for (key, seq) in advanced {
-                if levels.advance(sink: index, key, to: seq) { moved = true }
-                if let through = urgent[key] {
+            for advance in advances {
+                let key = advance.key
+                if levels.advance(sink: index, key, to: advance.seq) { moved = true }
+                if !urgent.isEmpty, let through = urgent[key] {
                     // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
                     if (levels.pending[key] ?? 0) >= through {
                         flushNow = true
                         urgent[key] = nil
-                    } else if (levels.durable[key] ?? 0) >= through {
+                    } else if (levels.ackLevel(key) ?? 0) >= through {
                         urgent[key] = nil
                     }
                 }
+                // One device's runs may come one by one: the meter reports a drained device once.
+                if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
+                    drained.append(key.device)
+                }
             }
+            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
             // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
-            let wake = moved && (committer == .idle
-                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
-            for (device, level) in counts
-            where meter.taken(device, sink: index, chunks: level.chunks, bytes: level.bytes) {
-                drained.append(device)
-            }
-            return wake
+            return moved && (committer == .idle
+                             || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
         }
         // After unlocking: the committer wakes into a free mutex instead of blocking on it at once (one futex
         // round trip less per advance). No wake-up is lost: `pending` changed under the lock, and the committer

@@ -14,12 +14,13 @@ import SpeakBridgeSupport
 /// - `["","DEVICE-ID","session",seq]`: the session was retired at ack level `seq` (its sink lines are dropped);
 /// - `["","DEVICE-ID","",0]`: the device was revoked (everything of it is dropped).
 /// `record` is one write(2) (survives the process being killed at once); `sync` is the fsync that makes everything
-/// recorded so far survive a power cut, and the desktop acks only after it.
+/// recorded so far survive a power cut, and the desktop acks only after it. Each live key is a `ProgressSlot` (its
+/// line's fixed part encoded once); a caller that records one key again and again passes the slot back.
 ///
 /// Compaction (on open, and in `sync` once 8 MiB were appended) is O(entries) and never holds the lock while it
-/// writes: the state is copied under the lock, written to a new file outside it while records keep going to the
-/// old file and to a small in-memory tail, then the tail is appended and the new file renamed in place under the
-/// lock.
+/// writes: the state is copied under the lock (as values, O(entries): the slots keep changing), written to a new
+/// file outside it while records keep going to the old file and to a small in-memory tail, then the tail is
+/// appended and the new file renamed in place under the lock.
 public final class ProgressLog: @unchecked Sendable {
     public struct Key: Hashable, Sendable {
         public var sink: String
@@ -28,7 +29,9 @@ public final class ProgressLog: @unchecked Sendable {
     }
 
     /// device → session → sink → seq.
-    typealias Live = [DeviceID: [String: [String: UInt64]]]
+    typealias Values = [DeviceID: [String: [String: UInt64]]]
+    /// device → session → sink → slot (each `attached`).
+    typealias Live = [DeviceID: [String: [String: ProgressSlot]]]
     /// device → session → ack level.
     typealias Retired = [DeviceID: [String: UInt64]]
 
@@ -41,6 +44,8 @@ public final class ProgressLog: @unchecked Sendable {
     var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
     var tail: [UInt8]?
+    /// The line being recorded (its capacity reused: no allocation per record).
+    var scratch: [UInt8] = []
     /// Serializes `sync` (and so `compact`, the only place `fd` changes outside init and deinit).
     let syncGate = Locked(())
     /// Guarded by `lock`; a test lowers it.
@@ -53,27 +58,44 @@ public final class ProgressLog: @unchecked Sendable {
 
     public init(path: String) throws(StoreError) {
         self.path = path
-        (live, retired) = try Self.load(path)
-        try FileIO.atomicWrite(path, Self.snapshot(live, retired))
+        let values: Values
+        (values, retired) = try Self.load(path)
+        try FileIO.atomicWrite(path, Self.snapshot(values, retired))
         fd = try FileIO.openAppend(path)
+        for (device, sessions) in values {
+            for (session, sinks) in sessions {
+                for (sink, seq) in sinks {
+                    let slot = ProgressSlot(Key(sink: sink, device: device, session: session))
+                    slot.seq = seq
+                    slot.attached = true
+                    live[device, default: [:]][session, default: [:]][sink] = slot
+                }
+            }
+        }
     }
 
     deinit { close(fd) }
 
     public func progress(sink: String, device: DeviceID, session: String) -> UInt64? {
-        lock.withLock { live[device]?[session]?[sink] }
+        lock.withLock { live[device]?[session]?[sink]?.seq }
     }
 
     /// Every live (sink, device, session) with its recorded progress.
     public func entries() -> [Key: UInt64] {
-        let copy = lock.withLock { live }
-        var out: [Key: UInt64] = [:]
-        for (device, sessions) in copy {
-            for (session, sinks) in sessions {
-                for (sink, seq) in sinks { out[Key(sink: sink, device: device, session: session)] = seq }
+        lock.withLock {
+            var out: [Key: UInt64] = [:]
+            for (_, sessions) in live {
+                for (_, sinks) in sessions {
+                    for (_, slot) in sinks { out[slot.key] = slot.seq }
+                }
             }
+            return out
         }
-        return out
+    }
+
+    /// The live state as values (a copy taken under `lock`, for a snapshot written outside it). O(entries).
+    func values() -> Values {
+        live.mapValues { $0.mapValues { $0.mapValues(\.seq) } }
     }
 
     /// (fsyncs done, lines the last one made durable), for tests of the group commit.
@@ -83,14 +105,40 @@ public final class ProgressLog: @unchecked Sendable {
     public func retiredEntries() -> [DeviceID: [String: UInt64]] { lock.withLock { retired } }
 
     public func record(sink: String, device: DeviceID, session: String, seq: UInt64) throws(StoreError) {
-        guard !sink.isEmpty else { return }  // the empty label marks retirements
-        let line = Self.line(sink, device, session, seq)
+        _ = try record(Key(sink: sink, device: device, session: session), seq: seq, cached: nil)
+    }
+
+    /// Records `seq` for `key` (one write(2)). `cached`: the slot an earlier call returned, when it may be the
+    /// same key (checked here; a detached or other slot is looked up again). Returns the key's slot, to pass next
+    /// time, and the seq recorded for it before (nil: none was live).
+    public func record(_ key: Key, seq: UInt64, cached: ProgressSlot?) throws(StoreError)
+        -> (slot: ProgressSlot, previous: UInt64?) {
+        // The empty label marks retirements: nothing is recorded for it.
+        guard !key.sink.isEmpty else { return (cached ?? ProgressSlot(key), nil) }
         lock.lock()
         defer { lock.unlock() }
-        try append(line)
+        let slot: ProgressSlot
+        if let cached, cached.attached, cached.matches(sink: key.sink, device: key.device, session: key.session) {
+            slot = cached
+        } else if let found = live[key.device]?[key.session]?[key.sink] {
+            slot = found
+        } else if let cached, cached.matches(sink: key.sink, device: key.device, session: key.session) {
+            slot = cached  // retired or forgotten since: attached again below
+        } else {
+            slot = ProgressSlot(key)
+        }
+        scratch.removeAll(keepingCapacity: true)
+        slot.appendLine(seq, to: &scratch)
+        try append(scratch)  // nothing changes in memory when the write fails
         Trace.mark("progress", seq)
-        live[device, default: [:]][session, default: [:]][sink] = seq
-        Self.unretire(&retired, device, session)
+        let previous = slot.attached ? slot.seq : nil
+        slot.seq = seq
+        if !slot.attached {
+            slot.attached = true
+            live[key.device, default: [:]][key.session, default: [:]][key.sink] = slot
+            Self.unretire(&retired, key.device, key.session)
+        }
+        return (slot, previous)
     }
 
     static func unretire(_ retired: inout Retired, _ device: DeviceID, _ session: String) {
@@ -105,6 +153,7 @@ public final class ProgressLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try append(line)
+        for (_, slot) in live[device]?[session] ?? [:] { slot.attached = false }
         live[device]?[session] = nil
         if live[device]?.isEmpty == true { live[device] = nil }
         retired[device, default: [:]][session] = delivered
@@ -116,6 +165,9 @@ public final class ProgressLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try append(line)
+        for (_, sinks) in live[device] ?? [:] {
+            for (_, slot) in sinks { slot.attached = false }
+        }
         live[device] = nil
         retired[device] = nil
     }
@@ -135,7 +187,7 @@ public final class ProgressLog: @unchecked Sendable {
         try syncGate.withLock { _ throws(StoreError) in
             lock.lock()
             if appendedBytes > compactAfterBytes && tail == nil {
-                let state = (live, retired)
+                let state = (values(), retired)
                 tail = []
                 let covered = appendedLines
                 lock.unlock()
@@ -165,7 +217,7 @@ public final class ProgressLog: @unchecked Sendable {
     /// Writes `state` to a new file (outside the lock), then under the lock appends what was recorded meanwhile
     /// and renames it over the log. The new file is fsynced before the rename (a power cut leaves the old log or
     /// a complete new one) and again after (the tail). False when it failed: the old log stays, nothing lost.
-    func compact(_ state: (Live, Retired)) -> Bool {
+    func compact(_ state: (Values, Retired)) -> Bool {
         let temp = path + ".compact"
         let bytes = Self.snapshot(state.0, state.1)
         unlink(temp)
@@ -207,7 +259,7 @@ public final class ProgressLog: @unchecked Sendable {
 
     /// O(entries), no sorting: retired lines first, so that a live line for the same session (there is none in a
     /// consistent state) would win on replay.
-    static func snapshot(_ live: Live, _ retired: Retired) -> [UInt8] {
+    static func snapshot(_ live: Values, _ retired: Retired) -> [UInt8] {
         var out: [UInt8] = []
         for (device, sessions) in retired {
             for (session, seq) in sessions { out += line("", device, session, seq) }
@@ -220,9 +272,9 @@ public final class ProgressLog: @unchecked Sendable {
         return out
     }
 
-    static func load(_ path: String) throws(StoreError) -> (Live, Retired) {
+    static func load(_ path: String) throws(StoreError) -> (Values, Retired) {
         guard let bytes = try FileIO.read(path) else { return ([:], [:]) }
-        var live: Live = [:]
+        var live: Values = [:]
         var retired: Retired = [:]
         var devices: [String: DeviceID] = [:]  // parsed once per device, not once per line
         // A torn last line (killed mid-write) is ignored: it was never acknowledged.

@@ -10,7 +10,9 @@ import SpeakBridgeSupport
 /// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
 /// (`FairQueue`): one device's backlog never sits in front of another device's line.
 // `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `currentProblem` and `reportedHold` are guarded by
-// `condition`; the rest is set once in init.
+// `condition`; `progressSlot` is touched only inside `deliver`, which runs only while this runner's `busy` is set
+// (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); the rest is set once
+// in init.
 final class SinkRunner: @unchecked Sendable {
     typealias SessionKey = DeliveryPipeline.SessionKey
     typealias HeldChunk = DeliveryPipeline.HeldChunk
@@ -29,6 +31,9 @@ final class SinkRunner: @unchecked Sendable {
     var currentProblem: String?
     /// What `onHeld` last said (reason and held sessions); nil reason: nothing held was reported.
     var reportedHold: (reason: String, held: [HeldChunk])?
+    /// The progress log's slot of the last session this sink recorded (see `ProgressSlot`): a session's next
+    /// record needs no lookup. Only `deliver` uses it.
+    var progressSlot: ProgressSlot?
     static let batchLimit = 256
     static let batchBytes = 64 << 10
     /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
@@ -52,14 +57,14 @@ final class SinkRunner: @unchecked Sendable {
     var problem: String? { condition.withLock { currentProblem } }
     var queuedCount: Int { condition.withLock { queue.count } }
 
-    /// `items` are one message's chunks: one device, one session, ascending.
-    func enqueue(_ items: [SinkItem]) {
+    /// `items` are one message's chunks: one device, one session (`key`), ascending. `known`: this sink's level
+    /// of the session, when the caller read it already (nil: asked here).
+    func enqueue(_ items: [SinkItem], key: SessionKey, known: UInt64? = nil) {
         guard let first = items.first else { return }
         // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
         // count as taken by this sink, for the levels and the backlog.
-        let key = SessionKey(device: first.device, session: first.session)
         var fresh = items[...]
-        if let level = pipeline.level(sink: index, key), first.chunk.seq <= level {
+        if let level = known ?? pipeline.level(sink: index, key), first.chunk.seq <= level {
             let skipped = items.prefix { $0.chunk.seq <= level }
             report(skipped)
             fresh = items.dropFirst(skipped.count)
@@ -93,10 +98,9 @@ final class SinkRunner: @unchecked Sendable {
     /// Tells the pipeline that `items` (in order) were taken.
     func report(_ items: ArraySlice<SinkItem>) {
         guard !items.isEmpty else { return }
-        var levels: [SessionKey: UInt64] = [:]
-        var counts: [DeviceID: BacklogMeter.Level] = [:]
-        // By runs of one (device, session) (a batch is usually one run): the dictionaries are hashed once per
-        // run, not once per item. The last run of a session gives its level, as the last item did.
+        // By runs of one (device, session): one advance per run, in order (the last run of a session gives its
+        // level, as its last item did). A batch is nearly always one run: then nothing is allocated.
+        var advances: [DeliveryPipeline.Advance] = []
         var start = items.startIndex
         while start < items.endIndex {
             let first = items[start]
@@ -106,12 +110,17 @@ final class SinkRunner: @unchecked Sendable {
                 bytes &+= UInt64(items[end].chunk.text.utf8.count)
                 end += 1
             }
-            levels[SessionKey(device: first.device, session: first.session)] = items[end - 1].chunk.seq
-            counts[first.device, default: BacklogMeter.Level()].chunks &+= UInt64(end - start)
-            counts[first.device, default: BacklogMeter.Level()].bytes &+= bytes
+            let advance = DeliveryPipeline.Advance(
+                key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].chunk.seq,
+                taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes))
+            if start == items.startIndex && end == items.endIndex {
+                pipeline.sinkAdvanced(index, CollectionOfOne(advance))
+                return
+            }
+            advances.append(advance)
             start = end
         }
-        pipeline.sinkAdvanced(index, levels, counts: counts)
+        pipeline.sinkAdvanced(index, advances)
     }
 
     func stop() {
@@ -202,27 +211,29 @@ final class SinkRunner: @unchecked Sendable {
     /// `didWrite`; (c) never (the sink holds its own).
     func deliver(_ batch: [SinkItem]) -> (Int, String?) {
         var recorded = 0
-        var before: [SessionKey: UInt64] = [:]
+        /// Per session, its progress before this batch's first record of it (for a class-(a) rollback). A list,
+        /// not a dictionary: a batch is one device's items, nearly always of one session (at most `batchLimit`).
+        var before: [(key: SessionKey, seq: UInt64)] = []
+        func levelBefore(_ item: SinkItem) -> UInt64? {
+            before.first { $0.key.session == item.session && $0.key.device == item.device }?.seq
+        }
         var recordFailure: StoreError?
         let label = sink.label
-        /// Records the last seq per session of `batch[recorded..<k]`.
+        /// Records the last seq of each run of one (device, session) in `batch[recorded..<k]` (as in `report`).
         func record(through k: Int) throws(StoreError) {
             guard k > recorded else { return }
-            var latest: [SessionKey: UInt64] = [:]
             var start = recorded
-            while start < k {  // by runs of one (device, session), as in `report`
+            while start < k {
                 let first = batch[start]
                 var end = start + 1
                 while end < k, batch[end].session == first.session, batch[end].device == first.device { end += 1 }
-                let key = SessionKey(device: first.device, session: first.session)
-                if before[key] == nil {
-                    before[key] = progress.progress(sink: label, device: first.device, session: first.session) ?? 0
+                let key = ProgressLog.Key(sink: label, device: first.device, session: first.session)
+                let (slot, previous) = try progress.record(key, seq: batch[end - 1].chunk.seq, cached: progressSlot)
+                progressSlot = slot
+                if levelBefore(first) == nil {
+                    before.append((SessionKey(device: first.device, session: first.session), previous ?? 0))
                 }
-                latest[key] = batch[end - 1].chunk.seq
                 start = end
-            }
-            for (key, seq) in latest {
-                try progress.record(sink: label, device: key.device, session: key.session, seq: seq)
             }
             recorded = k
         }
@@ -259,8 +270,7 @@ final class SinkRunner: @unchecked Sendable {
                 // Roll back records made for items that did not get written.
                 var restore: [SessionKey: UInt64] = [:]
                 for item in batch[taken..<recorded] {
-                    restore[SessionKey(device: item.device, session: item.session)] = before[
-                        SessionKey(device: item.device, session: item.session)] ?? 0
+                    restore[SessionKey(device: item.device, session: item.session)] = levelBefore(item) ?? 0
                 }
                 for item in batch[0..<taken] {
                     let key = SessionKey(device: item.device, session: item.session)

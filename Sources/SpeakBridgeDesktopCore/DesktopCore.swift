@@ -57,7 +57,8 @@ public struct DesktopCore {
 
     let configuration: Configuration
     let backlog: any BacklogGauge
-    var clients: PairedClients
+    /// Read-only outside: `clients.name(of:)` from the daemon reads this field alone, not a copy of the whole core.
+    public private(set) var clients: PairedClients
 
     /// The name a paired device gave itself (for sinks that show it), nil when unknown.
     public func name(of device: DeviceID) -> String? { clients.name(of: device) }
@@ -196,20 +197,44 @@ public struct DesktopCore {
     /// A snapshot of what the machines may look up, for one frame: nothing of it stays in a machine, so the
     /// ledgers are not shared (and not copied) when they change next.
     func context() -> ResponderContext {
-        let secret = code.active?.secret
-        let clients = self.clients
-        let ledgers = self.ledgers
+        Self.context(configuration, secret: code.active?.secret, clients, ledgers)
+    }
+
+    /// From the fields it reads (a method on `self` made the optimizer copy the whole core per frame).
+    static func context(_ configuration: Configuration, secret: SymmetricKey?, _ clients: PairedClients,
+                        _ ledgers: [DeviceID: SessionLedger]) -> ResponderContext {
+        // One object for the three lookups: each closure captures only it (one allocation per frame, not three).
+        let snapshot = Snapshot(secret: secret, clients: clients, ledgers: ledgers)
         return ResponderContext(
             localStatic: configuration.localStatic, localName: configuration.localName,
-            pairingSecret: { secret },
-            sessionPSK: { clients.psk(for: $0) },
-            delivered: { device, session in ledgers[device]?.delivered(session) ?? 0 })
+            pairingSecret: { snapshot.secret },
+            sessionPSK: { snapshot.clients.psk(for: $0) },
+            delivered: { device, session in snapshot.ledgers[device]?.delivered(session) ?? 0 })
+    }
+
+    /// What one frame's context reads (immutable).
+    final class Snapshot {
+        let secret: SymmetricKey?
+        let clients: PairedClients
+        let ledgers: [DeviceID: SessionLedger]
+
+        init(secret: SymmetricKey?, clients: PairedClients, ledgers: [DeviceID: SessionLedger]) {
+            self.secret = secret
+            self.clients = clients
+            self.ledgers = ledgers
+        }
     }
 
     mutating func frame(_ id: ConnectionID, _ bytes: [UInt8]) -> [DesktopAction] {
-        guard var connection = connections[id] else { return [] }
-        let actions = connection.machine.receive(bytes, with: context())
-        connections[id] = connection
+        guard let index = connections.index(forKey: id) else { return [] }
+        let actions: [ResponderMachine.Action]
+        do {
+            // The context snapshots the ledgers: it must be gone before `perform` changes them (else each frame
+            // copies the ledger's tables). In place in the dictionary: a copy of the connection taken out and
+            // written back shared its buffers with the stored one, so the machine's first write copied them.
+            let context = Self.context(configuration, secret: code.active?.secret, clients, ledgers)
+            actions = connections.values[index].machine.receive(bytes, with: context)  // one hash per frame
+        }
         return perform(actions, on: id)
     }
 

@@ -24,7 +24,8 @@ public struct PairedClient: Sendable {
 /// pairing that was saved and a revocation that was saved.
 public struct PairedClients: Sendable {
     var byKey: [X25519PublicKey: PairedClient] = [:]
-    var keyOf: [DeviceID: X25519PublicKey] = [:]
+    /// The same clients by ID: `name(of:)` and `kind(of:)` run per delivered message, one lookup each.
+    var byDevice: [DeviceID: PairedClient] = [:]
 
     public init(_ clients: [PairedClient] = []) {
         for client in clients { insert(client) }
@@ -32,19 +33,19 @@ public struct PairedClients: Sendable {
 
     public func psk(for key: X25519PublicKey) -> SymmetricKey? { byKey[key]?.psk }
 
-    public func name(of device: DeviceID) -> String? { keyOf[device].flatMap { byKey[$0]?.name } }
+    public func name(of device: DeviceID) -> String? { byDevice[device]?.name }
 
     /// nil for a device that is not paired (any more).
-    public func kind(of device: DeviceID) -> DeviceKind? { keyOf[device].flatMap { byKey[$0]?.kind } }
+    public func kind(of device: DeviceID) -> DeviceKind? { byDevice[device]?.kind }
 
     public var count: Int { byKey.count }
 
     public mutating func insert(_ client: PairedClient) {
         byKey[client.publicKey] = client
-        keyOf[client.id] = client.publicKey
+        byDevice[client.id] = client
     }
 
     public mutating func remove(_ device: DeviceID) {
-        if let key = keyOf.removeValue(forKey: device) { byKey[key] = nil }
+        if let client = byDevice.removeValue(forKey: device) { byKey[client.publicKey] = nil }
     }
 }

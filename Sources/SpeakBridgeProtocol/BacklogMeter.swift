@@ -50,12 +50,44 @@ public struct BacklogMeter: Sendable {
         case pause
     }
 
+    /// One device's cumulative counts: handed to the sinks, and taken per sink index. One dictionary entry, so
+    /// a submit or a sink's report hashes the device once.
+    struct Counts: Sendable {
+        var submitted = Level()
+        var taken: [Level]
+
+        func undelivered(sinks: Int) -> Level {
+            var minChunks = UInt64.max
+            var minBytes = UInt64.max
+            for i in 0..<sinks {
+                let level = i < taken.count ? taken[i] : Level()
+                minChunks = min(minChunks, level.chunks)
+                minBytes = min(minBytes, level.bytes)
+            }
+            return Level(chunks: submitted.chunks &- min(submitted.chunks, minChunks),
+                         bytes: submitted.bytes &- min(submitted.bytes, minBytes))
+        }
+    }
+
     public let limits: Limits
     let sinks: Int
-    var submitted: [DeviceID: Level] = [:]
-    /// Per device, per sink index: cumulative chunks and bytes taken.
-    var taken: [DeviceID: [Level]] = [:]
+    var devices: [DeviceID: Counts] = [:]
     var throttled: Set<DeviceID> = []
+    /// How many devices are at or above the hard limit now (kept by `submit` and `taken`): while it is 0 (and
+    /// an empty backlog is under the limit, `mayOverflow`), no device is overflowing and a caller can say so
+    /// without asking per device.
+    public private(set) var overflowingDevices = 0
+
+    /// False only when `isOverflowing` is false for every device.
+    public var mayOverflow: Bool { overflowingDevices > 0 || isOver(Level()) }
+
+    func isOver(_ u: Level) -> Bool { u.chunks >= limits.hardChunks || u.bytes >= limits.hardBytes }
+
+    /// Counts `device`'s crossing of the hard limit, from its backlog before and after a change.
+    mutating func recount(before: Level, after: Level) {
+        let (was, now) = (isOver(before), isOver(after))
+        if was != now { overflowingDevices += now ? 1 : -1 }
+    }
 
     public init(sinks: Int, limits: Limits = .desktop) {
         self.sinks = max(0, sinks)
@@ -65,31 +97,20 @@ public struct BacklogMeter: Sendable {
     /// Handed to the sinks, not yet taken by every sink.
     public func undelivered(_ device: DeviceID) -> Level {
         guard sinks > 0 else { return Level() }  // nothing can take chunks: nothing waits for a sink either
-        let sub = submitted[device] ?? Level()
-        let per = taken[device] ?? []
-        var minChunks = UInt64.max
-        var minBytes = UInt64.max
-        for i in 0..<sinks {
-            let level = i < per.count ? per[i] : Level()
-            minChunks = min(minChunks, level.chunks)
-            minBytes = min(minBytes, level.bytes)
-        }
-        return Level(chunks: sub.chunks &- min(sub.chunks, minChunks), bytes: sub.bytes &- min(sub.bytes, minBytes))
+        return devices[device]?.undelivered(sinks: sinks) ?? Level()
     }
 
-    public func isThrottled(_ device: DeviceID) -> Bool { throttled.contains(device) }
+    public func isThrottled(_ device: DeviceID) -> Bool { !throttled.isEmpty && throttled.contains(device) }
 
-    public func isOverflowing(_ device: DeviceID) -> Bool {
-        let u = undelivered(device)
-        return u.chunks >= limits.hardChunks || u.bytes >= limits.hardBytes
-    }
+    public func isOverflowing(_ device: DeviceID) -> Bool { isOver(undelivered(device)) }
 
     public mutating func submit(_ device: DeviceID, chunks: UInt64, bytes: UInt64) -> Pressure {
-        var level = submitted[device] ?? Level()
-        level.chunks = Self.add(level.chunks, chunks)
-        level.bytes = Self.add(level.bytes, bytes)
-        submitted[device] = level
-        let u = undelivered(device)
+        let sinks = self.sinks
+        // In place in the dictionary (one hash, no copy of the per-sink array; the default is built only for a new
+        // device).
+        let (before, u) = Self.submit(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
+                                      chunks: chunks, bytes: bytes, sinks: sinks)
+        recount(before: before, after: u)
         guard u.chunks > limits.highChunks || u.bytes > limits.highBytes else { return .normal }
         throttled.insert(device)
         return .pause
@@ -98,15 +119,35 @@ public struct BacklogMeter: Sendable {
     /// Sink `sink` (0-based) took `chunks`/`bytes` of `device`. True when that drained a throttled device.
     public mutating func taken(_ device: DeviceID, sink: Int, chunks: UInt64, bytes: UInt64) -> Bool {
         guard sink >= 0, sink < sinks else { return false }
-        var per = taken[device] ?? Array(repeating: Level(), count: sinks)
-        per[sink].chunks = Self.add(per[sink].chunks, chunks)
-        per[sink].bytes = Self.add(per[sink].bytes, bytes)
-        taken[device] = per
-        guard throttled.contains(device) else { return false }
-        let u = undelivered(device)
+        let sinks = self.sinks
+        let (before, u) = Self.take(&devices[device, default: Counts(taken: Array(repeating: Level(), count: sinks))],
+                                    sink: sink, chunks: chunks, bytes: bytes, sinks: sinks)
+        recount(before: before, after: u)
+        guard !throttled.isEmpty, throttled.contains(device) else { return false }
         guard u.chunks <= limits.lowChunks && u.bytes <= limits.lowBytes else { return false }
         throttled.remove(device)
         return true
+    }
+
+    /// The device's backlog before and after.
+    static func submit(_ counts: inout Counts, chunks: UInt64, bytes: UInt64, sinks: Int) -> (Level, Level) {
+        guard sinks > 0 else {
+            counts.submitted.chunks = add(counts.submitted.chunks, chunks)
+            counts.submitted.bytes = add(counts.submitted.bytes, bytes)
+            return (Level(), Level())
+        }
+        let before = counts.undelivered(sinks: sinks)
+        counts.submitted.chunks = add(counts.submitted.chunks, chunks)
+        counts.submitted.bytes = add(counts.submitted.bytes, bytes)
+        return (before, counts.undelivered(sinks: sinks))
+    }
+
+    /// The device's backlog before and after.
+    static func take(_ counts: inout Counts, sink: Int, chunks: UInt64, bytes: UInt64, sinks: Int) -> (Level, Level) {
+        let before = counts.undelivered(sinks: sinks)
+        counts.taken[sink].chunks = add(counts.taken[sink].chunks, chunks)
+        counts.taken[sink].bytes = add(counts.taken[sink].bytes, bytes)
+        return (before, counts.undelivered(sinks: sinks))
     }
 
     static func add(_ a: UInt64, _ b: UInt64) -> UInt64 {

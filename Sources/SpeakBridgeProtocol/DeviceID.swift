@@ -14,10 +14,19 @@ public struct DeviceID: Hashable, Sendable, CustomStringConvertible, Codable {
 
     public static func == (a: DeviceID, b: DeviceID) -> Bool { a.bytes == b.bytes }
 
-    /// The bytes in one call: the synthesized conformance fed the hasher one byte at a time, and the delivery
-    /// path hashes a device for every chunk (3 % of the daemon's CPU in a burst).
+    /// Two words, not a byte buffer: the synthesized conformance fed the hasher one byte at a time, and
+    /// `combine(bytes:)` still goes through the hasher's tail buffer; the delivery path hashes a device several
+    /// times per chunk. The ID is always `byteCount` (10) bytes (both initializers make it so); anything else is
+    /// hashed as bytes.
     public func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        guard bytes.count == Self.byteCount else {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+            return
+        }
+        bytes.withUnsafeBytes { raw in
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt16.self))
+        }
     }
 
     /// The ID of the key whose SHA-256 digest is `publicKeyDigest` (32 bytes; the first 10 are used).

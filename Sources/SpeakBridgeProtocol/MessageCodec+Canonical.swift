@@ -46,7 +46,7 @@ struct CanonicalReader {
         } else {
             return nil
         }
-        guard let session = string(), MessageCodec.isValidSessionID(session) else { return nil }
+        guard let session = sessionID() else { return nil }
         guard batch else {
             guard literal(","), let chunk = chunkMembers(), literal("}"), atEnd else { return nil }
             return .chunk(session: session, chunk)
@@ -89,6 +89,27 @@ struct CanonicalReader {
         }
         index += count
         return true
+    }
+
+    /// A session ID at the cursor in the form `encode` writes: a quoted run of 1-64 bytes of A-Z a-z 0-9 . _ -
+    /// (`MessageCodec.isValidSessionID`), checked on the bytes before the `String` is made (the check on the
+    /// `String` iterated its UTF-8 view, about 800 instructions per chunk). Anything else, an escape included,
+    /// returns nil: the general parser decides, as for every non-canonical message.
+    mutating func sessionID() -> String? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        var end = start
+        while end < bytes.count, end - start <= 64, Self.isSessionByte(bytes[end]) { end += 1 }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\""), end > start, end - start <= 64 else { return nil }
+        let session = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)  // ASCII
+        index = end + 1
+        return session
+    }
+
+    @inline(__always)
+    static func isSessionByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+            || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
     }
 
     /// A JSON string at the cursor. Without escapes (the common case): its bytes up to the closing quote, no

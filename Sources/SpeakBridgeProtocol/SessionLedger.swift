@@ -113,15 +113,19 @@ public struct SessionLedger: Sendable {
 
     public mutating func offer(session: String, chunks: [Chunk]) -> Offer {
         var retired: [Retirement] = []
-        if sessions[session] == nil {
+        // The entry by index: a live session's chunk costs one hash here (and one in `touch`), not three.
+        var index = sessions.index(forKey: session)
+        if index == nil {
             switch admit(session) {
             case .success(let r): retired = r
             case .failure(let refusal):
                 return Offer(accepted: [], duplicates: 0, immediateAck: nil, refusal: refusal)
             }
+            index = sessions.index(forKey: session)
         }
-        touch(session)
-        var entry = sessions[session] ?? Entry(accepted: 0, delivered: 0)
+        touch(session)  // never changes `sessions`: the index stays valid
+        guard let index else { preconditionFailure("admit inserts the session it admits") }
+        var entry = sessions.values[index]
         var fresh: [Chunk] = []
         var duplicates = 0
         if let first = chunks.first, first.seq > entry.accepted, Self.ascending(chunks) {
@@ -139,7 +143,7 @@ public struct SessionLedger: Sendable {
                 }
             }
         }
-        sessions[session] = entry
+        sessions.values[index] = entry
         let ack: UInt64? = fresh.isEmpty && duplicates > 0 && entry.delivered == entry.accepted ? entry.delivered : nil
         return Offer(accepted: fresh, duplicates: duplicates, immediateAck: ack, retired: retired)
     }

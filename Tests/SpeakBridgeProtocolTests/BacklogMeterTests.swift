@@ -59,3 +59,33 @@ struct BacklogMeterTests {
         #expect(meter.undelivered(a) == .init())
     }
 }
+
+/// `overflowingDevices` / `mayOverflow` (the pipeline's lock-free "no device at the hard limit") always agree
+/// with asking `isOverflowing` device by device.
+@Suite("Backlog meter: overflow count")
+struct BacklogMeterOverflowCountTests {
+    @Test(arguments: [0, 1, 2])
+    func theCountMatchesAskingEveryDevice(sinks: Int) {
+        let devices = (0..<4).map { DeviceID(publicKeyDigest: Array(repeating: UInt8($0), count: 32)) }
+        let limits = BacklogMeter.Limits(highChunks: 6, highBytes: 60, lowChunks: 2, lowBytes: 20,
+                                         hardChunks: 10, hardBytes: 100)
+        var meter = BacklogMeter(sinks: sinks, limits: limits)
+        var rng = SystemRandomNumberGenerator()
+        for step in 0..<3_000 {
+            let device = devices.randomElement(using: &rng)!
+            if sinks == 0 || Bool.random(using: &rng) {
+                _ = meter.submit(device, chunks: .random(in: 0...4, using: &rng), bytes: .random(in: 0...40, using: &rng))
+            } else {
+                _ = meter.taken(device, sink: .random(in: 0..<sinks, using: &rng), chunks: .random(in: 0...5, using: &rng),
+                                bytes: .random(in: 0...50, using: &rng))
+            }
+            let over = devices.filter { meter.isOverflowing($0) }.count
+            #expect(meter.overflowingDevices == over, "step \(step)")
+            #expect(meter.mayOverflow == (over > 0), "step \(step)")
+        }
+        // Limits that refuse even an empty backlog: every device, known or not, overflows.
+        let zero = BacklogMeter(sinks: 1, limits: .init(highChunks: 0, highBytes: 0, lowChunks: 0, lowBytes: 0,
+                                                         hardChunks: 0, hardBytes: 0))
+        #expect(zero.mayOverflow && zero.isOverflowing(devices[0]))
+    }
+}
