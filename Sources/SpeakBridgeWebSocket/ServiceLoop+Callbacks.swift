@@ -147,6 +147,7 @@ extension ServiceLoop {
         switch command {
         case let .send(id, message):
             guard let connection = connections[id], connection.pendingClose == nil else { return }
+            if connection.isClient && writeNow(message, on: connection) { return }
             guard connection.enqueue(message) else {
                 // The peer keeps asking but does not read: drop what it did not take and close, rather than
                 // buffer without bound.
