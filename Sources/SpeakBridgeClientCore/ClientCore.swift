@@ -172,7 +172,7 @@ public struct ClientCore {
     public mutating func prepareHandshakes() { link.prepareHandshakes() }
 
     /// Closes every connection (the shell calls it once the `bye` had a moment to leave).
-    public mutating func hangUp() -> [Action] { io(link.hangUp()) }
+    public mutating func hangUp() -> [Action] { Self.io(link.hangUp()) }
 
     // MARK: - Connection
 
@@ -264,7 +264,7 @@ public struct ClientCore {
         case let .error(code, text, _):
             return [.report(.warning("desktop reported \(code): \(text)"))]
         case .bye:
-            return io(link.drop())
+            return Self.io(link.drop())
         default:
             return []
         }
@@ -286,11 +286,13 @@ public struct ClientCore {
         return [.report(.info(held.line))]
     }
 
-    mutating func transmit(_ messages: [Message]) -> [Action] { io(link.send(messages)) }
+    mutating func transmit(_ messages: [Message]) -> [Action] { Self.io(link.send(messages)) }
 
     /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
     /// connection itself (a message it cannot seal).
-    func io(_ actions: [LinkCore.Action]) -> [Action] {
+    /// Static: an instance method called as `io(link.send(…))` gets a copy of the whole core as its receiver before
+    /// the argument runs, so `link.send` found its tables shared and copied them (once per line).
+    static func io(_ actions: [LinkCore.Action]) -> [Action] {
         actions.compactMap { action in
             switch action {
             case .dial(let id, let c, let path): .dial(id, c, path: path)
@@ -321,7 +323,7 @@ public struct ClientCore {
         if let at = redialAt, now >= at { out += connect() }
         if window.isStalled(now: now) {
             out.append(.report(.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")))
-            out += io(link.drop())
+            out += Self.io(link.drop())
         }
         if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
             waitingSince.removeFirst(unacked)
