@@ -86,6 +86,8 @@ public final class Outbox: @unchecked Sendable {
         var chunks: [Chunk] = []
         var out: [UInt8] = []
         chunks.reserveCapacity(texts.count)
+        // One allocation for the usual line (escaping can add more; the array then grows as before).
+        out.reserveCapacity(texts.reduce(0) { $0 + 64 + $1.utf8.count })
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
             chunks.append(chunk)
