@@ -155,7 +155,9 @@ public struct ClientCore {
             // Someone is dictating: a desktop that is away is looked for at the fast pace again.
             redial.active(now: now)
             if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-            return transmit(window.append(contentsOf: chunks)) + checkDone()
+            let out = transmit(window.append(contentsOf: chunks))
+            let done = checkDone()
+            return done.isEmpty ? out : out + done
         case .inputEnded:
             inputDone = true
             inputEndedAt = now
@@ -293,7 +295,9 @@ public struct ClientCore {
     /// Static: an instance method called as `io(link.send(…))` gets a copy of the whole core as its receiver before
     /// the argument runs, so `link.send` found its tables shared and copied them (once per line).
     static func io(_ actions: [LinkCore.Action]) -> [Action] {
-        actions.compactMap { action in
+        // The usual case, a line's one frame, without compactMap's closure and growing array.
+        if actions.count == 1, case .send(let id, let bytes) = actions[0] { return [.send(id, bytes)] }
+        return actions.compactMap { action in
             switch action {
             case .dial(let id, let c, let path): .dial(id, c, path: path)
             case .send(let id, let bytes): .send(id, bytes)

@@ -131,15 +131,13 @@ public struct LinkCore {
         var out: [Action] = []
         out.reserveCapacity(messages.count)
         for message in messages {
-            for action in live?.encryptAndSend(message) ?? [] {
-                switch action {
-                case .send(let frame): out.append(.send(id, frame))
-                case .close(let reason):
-                    // A message the session cannot seal (too large for a frame): say so and close, rather than
-                    // keep a connection that silently sends nothing until the ack timeout.
-                    return out + [.machineClosed(reason, chosen: true)] + close(id)
-                default: continue
-                }
+            switch live?.seal(message) ?? .notReady {
+            case .frame(let frame): out.append(.send(id, frame))
+            case .closed(let reason):
+                // A message the session cannot seal (too large for a frame): say so and close, rather than
+                // keep a connection that silently sends nothing until the ack timeout.
+                return out + [.machineClosed(reason, chosen: true)] + close(id)
+            case .notReady: continue
             }
         }
         return out

@@ -104,8 +104,14 @@ public struct OutboxWindow: Sendable {
 
     mutating func nextMessages() -> [Message] {
         guard var next = nextToSend else { return [] }
-        var messages: [Message] = []
         let available = storage.count
+        if next + 1 == available, next < maxInFlight {
+            // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
+            // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
+            nextToSend = available
+            return [.chunk(session: session, storage[next])]
+        }
+        var messages: [Message] = []
         while next < available, next < maxInFlight {
             var batch: [Chunk] = []
             var size = Self.envelopeSize(sessionBytes: session.utf8.count)
