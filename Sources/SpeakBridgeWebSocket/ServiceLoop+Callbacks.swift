@@ -127,11 +127,16 @@ extension ServiceLoop {
 
     func drainInbox() {
         for _ in 0..<ServiceLoop.drainRounds {
-            var commands: [Command] = []
-            inbox.withLock { swap(&commands, &$0.commands) }
-            if commands.isEmpty { return }
-            for command in commands {
+            // Two arrays take turns (the inbox's and `drained`), so a command per loop turn allocates none.
+            inbox.withLock { swap(&drained, &$0.commands) }
+            if drained.isEmpty { return }
+            for command in drained {
                 apply(command)
+            }
+            if drained.capacity > 256 {
+                drained = []  // after a burst: not kept at its peak size
+            } else {
+                drained.removeAll(keepingCapacity: true)
             }
         }
         inbox.withLock { inbox in

@@ -125,6 +125,8 @@ final class ServiceLoop: @unchecked Sendable {
     /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
     var admission: AdmissionControl<WebSocketConnectionID>
     var callbackDepth = 0
+    /// The commands `drainInbox` is running (empty between drains; it swaps with the inbox's array).
+    var drained: [Command] = []
     var stopRequested = false
     var stopDeadline: UInt64 = 0
     /// Memory lws keeps pointers to for the context's lifetime (C-LIBRARY-NOTES §1 pitfall 12).
