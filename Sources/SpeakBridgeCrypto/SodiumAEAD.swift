@@ -30,8 +30,14 @@ struct SodiumAEAD: Sendable {
 
     /// Returns ciphertext || tag (plaintext.count + 16 bytes).
     func seal(key: SymmetricKey, nonce: [UInt8], plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try nonce.withUnsafeBytes { try seal(key: key, nonceBytes: $0, plaintext: plaintext, ad: ad) }
+    }
+
+    /// The same, the nonce in any memory (a Noise cipher builds it on the stack: no array per message).
+    func seal(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8],
+              ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
-        try checkNonce(nonce)
+        try checkNonce(nonce.count)
         let outputCount = plaintext.count + Self.tagByteCount
         return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
             var written: UInt64 = 0
@@ -55,8 +61,14 @@ struct SodiumAEAD: Sendable {
 
     /// Verifies the tag and returns the plaintext; throws `.authenticationFailure` on any mismatch.
     func open(key: SymmetricKey, nonce: [UInt8], ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try nonce.withUnsafeBytes { try open(key: key, nonceBytes: $0, ciphertext: ciphertext, ad: ad) }
+    }
+
+    /// The same, the nonce in any memory.
+    func open(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, ciphertext: [UInt8],
+              ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
-        try checkNonce(nonce)
+        try checkNonce(nonce.count)
         guard ciphertext.count >= Self.tagByteCount else { throw CryptoError.messageTooShort }
         let outputCount = ciphertext.count - Self.tagByteCount
         // Allocate at least one byte so an empty plaintext still has a valid output pointer.
@@ -81,9 +93,9 @@ struct SodiumAEAD: Sendable {
         return plaintext
     }
 
-    private func checkNonce(_ nonce: [UInt8]) throws {
-        guard nonce.count == Self.nonceByteCount else {
-            throw CryptoError.invalidLength(what: "\(name) nonce", expected: Self.nonceByteCount, actual: nonce.count)
+    private func checkNonce(_ count: Int) throws {
+        guard count == Self.nonceByteCount else {
+            throw CryptoError.invalidLength(what: "\(name) nonce", expected: Self.nonceByteCount, actual: count)
         }
     }
 }
