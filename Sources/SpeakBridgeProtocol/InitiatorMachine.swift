@@ -128,6 +128,7 @@ public struct InitiatorMachine {
                 return fail("undecryptable message from the desktop")
             }
             state = .established(transport)
+            if let ack = CanonicalAck.decode(plaintext) { return [.received(ack)] }  // most frames: see there
             do {
                 return [.received(try MessageCodec.decode(plaintext))]
             } catch {
