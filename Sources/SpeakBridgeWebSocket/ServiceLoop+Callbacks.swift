@@ -128,7 +128,7 @@ extension ServiceLoop {
     func drainInbox() {
         for _ in 0..<ServiceLoop.drainRounds {
             // Two arrays take turns (the inbox's and `drained`), so a command per loop turn allocates none.
-            inbox.withLock { swap(&drained, &$0.commands) }
+            withInbox { swap(&drained, &$0.commands) }
             if drained.isEmpty { return }
             for command in drained {
                 apply(command)
@@ -139,7 +139,7 @@ extension ServiceLoop {
                 drained.removeAll(keepingCapacity: true)
             }
         }
-        inbox.withLock { inbox in
+        withInbox { inbox in
             // Producers only wake us when the inbox was empty, so a non-empty one left behind
             // needs a wake-up from here.
             if !inbox.commands.isEmpty, let context = inbox.context {
