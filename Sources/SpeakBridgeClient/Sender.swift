@@ -376,7 +376,7 @@ public final class Sender: @unchecked Sendable {
 
 extension ContinuousClock.Instant {
     func seconds(since start: ContinuousClock.Instant) -> Double {
-        let d = self - start
-        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+        let (seconds, attoseconds) = (self - start).components  // once: each `components` is a division
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
