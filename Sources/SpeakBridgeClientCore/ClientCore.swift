@@ -169,6 +169,29 @@ public struct ClientCore {
         }
     }
 
+    /// `handle(.appended([chunk]), now:)` for a paced line, without the general path's arrays, when the chunk
+    /// goes out alone in one `chunk` message on the established session: connected and resumed, every earlier
+    /// chunk already sent, room in the window, input not ended. The same state changes and the same actions.
+    /// Nil when any of that does not hold: nothing has changed, and the caller uses `handle`.
+    public mutating func appendedAlone(_ chunk: Chunk, now: Double) -> [Action]? {
+        guard exitCode == nil, !inputDone, window.sendsNextAlone, link.isEstablished, chunk.seq > window.lastSeq
+        else { return nil }
+        lastNow = now
+        waitingSince.append((seq: chunk.seq, at: now))
+        redial.active(now: now)
+        if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
+        guard let (id, sealed) = link.seal(window.appendAlone(chunk)) else { return [] }  // established: not nil
+        switch sealed {
+        case .frame(let frame):
+            return [.send(id, frame)]
+        case .closed(let reason):
+            // As `LinkCore.send` does when a message cannot be sealed: say so and close.
+            return Self.io([.machineClosed(reason, chosen: true)] + link.close(id))
+        case .notReady:
+            return []
+        }
+    }
+
     /// Seals message 1 of every connection being dialed (`LinkCore.prepareHandshakes`); the shell calls it right
     /// after carrying out `dial`s, so the handshake's first half is computed while the connections are made.
     public mutating func prepareHandshakes() { link.prepareHandshakes() }

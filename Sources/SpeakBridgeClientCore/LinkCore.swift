@@ -143,6 +143,13 @@ public struct LinkCore {
         return out
     }
 
+    /// `send([message])` on the established session without its arrays: the chosen attempt and what sealing
+    /// made of the message; nil (nothing changed) when no session is established.
+    public mutating func seal(_ message: Message) -> (AttemptID, InitiatorMachine.Sealed)? {
+        guard let id = chosen, live?.isEstablished == true, let sealed = live?.seal(message) else { return nil }
+        return (id, sealed)
+    }
+
     /// Closes the chosen connection (its `closed` then reports `lost`; a new `connect` may follow).
     public mutating func drop() -> [Action] {
         guard let chosen else { return [] }

@@ -75,6 +75,22 @@ public struct OutboxWindow: Sendable {
         return nextMessages()
     }
 
+    /// Whether `appendAlone` applies: resumed, every chunk held already sent, room for one more in flight.
+    public var sendsNextAlone: Bool {
+        guard let next = nextToSend else { return false }
+        return next == storage.count && next < maxInFlight
+    }
+
+    /// `append(chunk)` when `sendsNextAlone`: the chunk's one message, without the arrays (a paced line).
+    public mutating func appendAlone(_ chunk: Chunk) -> Message {
+        precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
+        precondition(chunk.seq > lastSeq, "sequence numbers must increase")
+        storage.append(chunk)
+        lastSeq = chunk.seq
+        nextToSend = storage.count
+        return .chunk(session: session, chunk)
+    }
+
     public mutating func ack(_ seq: UInt64, now: Double) -> [Message] {
         if seq > acked { lastProgress = now }
         dropThrough(seq)

@@ -99,6 +99,17 @@ public final class Outbox: @unchecked Sendable {
         return chunks
     }
 
+    /// `append(texts: [text])` without the arrays: journals one text (one write(2)) and returns its chunk.
+    public func append(text: String) throws(StoreError) -> Chunk {
+        let chunk = Chunk(seq: nextSeq, text: text)
+        var out: [UInt8] = Self.chunkPrefix
+        out.reserveCapacity(64 + text.utf8.count)
+        Self.chunkLine(chunk, into: &out)
+        try FileIO.writeAll(fd, out, path: path)
+        nextSeq += 1
+        return chunk
+    }
+
     public func markAcked(_ seq: UInt64) throws(StoreError) {
         guard seq > acked else { return }
         try FileIO.writeAll(fd, JSONValue.object([("a", .integer(Int64(seq)))]).encoded() + [0x0A], path: path)
