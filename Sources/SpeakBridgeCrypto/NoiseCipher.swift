@@ -25,6 +25,16 @@ public enum NoiseCipher: String, Sendable, CaseIterable {
         }
     }
 
+    /// ENCRYPT(k, n, ad, buffer), written over `buffer` (ChaChaPoly: in place, no new array).
+    func sealInPlace(key: SymmetricKey, n: UInt64, buffer: inout [UInt8], ad: [UInt8]) throws {
+        switch self {
+        case .chaChaPoly:
+            try withNonce(n) { try SodiumAEAD.chaCha20Poly1305.sealInPlace(key: key, nonceBytes: $0, buffer: &buffer, ad: ad) }
+        case .aesGCM:
+            buffer = try seal(key: key, n: n, plaintext: buffer, ad: ad)
+        }
+    }
+
     /// DECRYPT(k, n, ad, ciphertext).
     func open(key: SymmetricKey, n: UInt64, ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
         switch self {

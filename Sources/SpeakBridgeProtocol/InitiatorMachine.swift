@@ -160,7 +160,10 @@ public struct InitiatorMachine {
         switch state {
         case .established(var transport):
             state = .closed  // the transport's only copy while its nonce advances; put back below
-            guard let frame = try? transport.encrypt(MessageCodec.encode(message)) else {
+            var frame = MessageCodec.encode(message)
+            do {
+                try transport.encrypt(inPlace: &frame)  // the encoded bytes become the frame
+            } catch {
                 return .closed(reason: closedReason("encryption failed"))
             }
             state = .established(transport)
