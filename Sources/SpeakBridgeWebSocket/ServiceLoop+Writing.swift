@@ -57,8 +57,9 @@ extension ServiceLoop {
               let wsi = connection.wsi, lws_partial_buffered(wsi) == 0 else { return false }
         directWrites.add(1, ordering: .relaxed)
         if !write(message, to: wsi) {
-            // Not inside this wsi's callback, so it cannot return -1: lws closes it at its next timeout check.
-            connection.closeReason = "connection lost"
+            // Not inside this wsi's callback, so it cannot return -1: lws closes it at its next timeout check. A
+            // reason already known (the peer started closing, and lws takes no more frames) is kept.
+            if connection.closeReason == nil { connection.closeReason = "connection lost" }
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         return true
