@@ -17,7 +17,7 @@ final class LineReader: @unchecked Sendable {
 
     let fd: Int32
     private var buffer = [UInt8](repeating: 0, count: 65_536)
-    private var partial: [UInt8] = []
+    private var splitter = LineSplitter()
     private(set) var ended = false
 
     init(fd: Int32) { self.fd = fd }
@@ -30,15 +30,9 @@ final class LineReader: @unchecked Sendable {
         if n < 0 && (errno == EINTR || (errno == EAGAIN && !eagainEnds)) { return Step(lines: [], ended: false) }
         if n <= 0 {
             ended = true
-            let rest = partial.isEmpty ? [] : [InputLines.text(partial[...])]
-            partial = []
-            return Step(lines: rest, ended: true)
+            return Step(lines: splitter.finish(), ended: true)
         }
         Trace.mark("read")
-        partial += buffer[0..<n]
-        guard let last = partial.lastIndex(of: 0x0A) else { return Step(lines: [], ended: false) }
-        let lines = partial[..<last].split(separator: 0x0A, omittingEmptySubsequences: false).map(InputLines.text)
-        partial.removeFirst(last + 1)
-        return Step(lines: lines, ended: false)
+        return Step(lines: splitter.lines(in: buffer[0..<n]), ended: false)
     }
 }

@@ -52,7 +52,8 @@ public struct SendOptions: Sendable {
 ///    journal for the desktop (unacknowledged chunks of earlier runs come back first).
 /// 2. Dial at once, on this thread; message 1 of each attempt is sealed while it connects (`prepareHandshakes`).
 ///    Notices (resending, held lines) come after the dial. Start-up stages are trace marks (`Tests/bench/stages.py`).
-/// 3. Stdin lines become chunks, journaled (write(2)) before the core sees them (`appended`). A pipe, FIFO, socket
+/// 3. Stdin lines become chunks, journaled (write(2)) before the core sees them (`appended`; a line alone takes
+///    `appendedAlone`, the same without the general path's arrays, when it goes out alone). A pipe, FIFO, socket
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
@@ -215,6 +216,10 @@ public final class Sender: @unchecked Sendable {
     func accept(_ texts: [String]) {
         let pieces = InputLines.pieces(texts)
         guard !pieces.isEmpty else { return }
+        if pieces.count == 1 {
+            acceptAlone(pieces[0])
+            return
+        }
         do {
             let chunks = try outbox.append(texts: pieces)
             Trace.mark("journal", chunks.last?.seq ?? 0)
@@ -224,6 +229,27 @@ public final class Sender: @unchecked Sendable {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))
         }
+    }
+
+    /// `accept` for one piece (a paced line): journaled the same way, then the core's path without arrays
+    /// (`ClientCore.appendedAlone`) when the line goes out alone, else `.appended` as for any batch.
+    func acceptAlone(_ text: String) {
+        let chunk: Chunk
+        do {
+            chunk = try outbox.append(text: text)
+        } catch {
+            status.error("cannot journal input: \(error.description)", hint: error.hint)
+            apply(.stop(1))
+            return
+        }
+        Trace.mark("journal", chunk.seq)
+        needsSync = true
+        guard let actions = core.appendedAlone(chunk, now: now) else {
+            apply(.appended([chunk]))
+            return
+        }
+        perform(actions)
+        if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
     }
 
     // MARK: - Carrying out the core's actions (on `queue`)
@@ -376,7 +402,7 @@ public final class Sender: @unchecked Sendable {
 
 extension ContinuousClock.Instant {
     func seconds(since start: ContinuousClock.Instant) -> Double {
-        let d = self - start
-        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+        let (seconds, attoseconds) = (self - start).components  // once: each `components` is a division
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -155,7 +155,9 @@ public struct ClientCore {
             // Someone is dictating: a desktop that is away is looked for at the fast pace again.
             redial.active(now: now)
             if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-            return transmit(window.append(contentsOf: chunks)) + checkDone()
+            let out = transmit(window.append(contentsOf: chunks))
+            let done = checkDone()
+            return done.isEmpty ? out : out + done
         case .inputEnded:
             inputDone = true
             inputEndedAt = now
@@ -167,12 +169,35 @@ public struct ClientCore {
         }
     }
 
+    /// `handle(.appended([chunk]), now:)` for a paced line, without the general path's arrays, when the chunk
+    /// goes out alone in one `chunk` message on the established session: connected and resumed, every earlier
+    /// chunk already sent, room in the window, input not ended. The same state changes and the same actions.
+    /// Nil when any of that does not hold: nothing has changed, and the caller uses `handle`.
+    public mutating func appendedAlone(_ chunk: Chunk, now: Double) -> [Action]? {
+        guard exitCode == nil, !inputDone, window.sendsNextAlone, link.isEstablished, chunk.seq > window.lastSeq
+        else { return nil }
+        lastNow = now
+        waitingSince.append((seq: chunk.seq, at: now))
+        redial.active(now: now)
+        if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
+        guard let (id, sealed) = link.seal(window.appendAlone(chunk)) else { return [] }  // established: not nil
+        switch sealed {
+        case .frame(let frame):
+            return [.send(id, frame)]
+        case .closed(let reason):
+            // As `LinkCore.send` does when a message cannot be sealed: say so and close.
+            return Self.io([.machineClosed(reason, chosen: true)] + link.close(id))
+        case .notReady:
+            return []
+        }
+    }
+
     /// Seals message 1 of every connection being dialed (`LinkCore.prepareHandshakes`); the shell calls it right
     /// after carrying out `dial`s, so the handshake's first half is computed while the connections are made.
     public mutating func prepareHandshakes() { link.prepareHandshakes() }
 
     /// Closes every connection (the shell calls it once the `bye` had a moment to leave).
-    public mutating func hangUp() -> [Action] { io(link.hangUp()) }
+    public mutating func hangUp() -> [Action] { Self.io(link.hangUp()) }
 
     // MARK: - Connection
 
@@ -264,7 +289,7 @@ public struct ClientCore {
         case let .error(code, text, _):
             return [.report(.warning("desktop reported \(code): \(text)"))]
         case .bye:
-            return io(link.drop())
+            return Self.io(link.drop())
         default:
             return []
         }
@@ -286,12 +311,16 @@ public struct ClientCore {
         return [.report(.info(held.line))]
     }
 
-    mutating func transmit(_ messages: [Message]) -> [Action] { io(link.send(messages)) }
+    mutating func transmit(_ messages: [Message]) -> [Action] { Self.io(link.send(messages)) }
 
     /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
     /// connection itself (a message it cannot seal).
-    func io(_ actions: [LinkCore.Action]) -> [Action] {
-        actions.compactMap { action in
+    /// Static: an instance method called as `io(link.send(…))` gets a copy of the whole core as its receiver before
+    /// the argument runs, so `link.send` found its tables shared and copied them (once per line).
+    static func io(_ actions: [LinkCore.Action]) -> [Action] {
+        // The usual case, a line's one frame, without compactMap's closure and growing array.
+        if actions.count == 1, case .send(let id, let bytes) = actions[0] { return [.send(id, bytes)] }
+        return actions.compactMap { action in
             switch action {
             case .dial(let id, let c, let path): .dial(id, c, path: path)
             case .send(let id, let bytes): .send(id, bytes)
@@ -321,7 +350,7 @@ public struct ClientCore {
         if let at = redialAt, now >= at { out += connect() }
         if window.isStalled(now: now) {
             out.append(.report(.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")))
-            out += io(link.drop())
+            out += Self.io(link.drop())
         }
         if let unacked = waitingSince.firstIndex(where: { $0.seq > window.acked }) {
             waitingSince.removeFirst(unacked)

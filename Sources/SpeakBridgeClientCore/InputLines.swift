@@ -20,6 +20,8 @@ public enum InputLines {
                               escapedLimit: Int = OutboxWindow.maxEscapedTextBytes) -> [String] {
         precondition(limit >= 4 && escapedLimit >= 6, "a piece must hold any one scalar")
         let budget = Budget(bytes: limit, escaped: escapedLimit)
+        // The usual input (no blank line, none too long): the texts themselves, no new array.
+        if texts.allSatisfy({ !$0.isEmpty && budget.fits(Substring($0)) }) { return texts }
         var pieces: [String] = []
         for text in texts where !text.isEmpty {
             var rest = Substring(text)

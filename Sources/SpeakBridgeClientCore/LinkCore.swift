@@ -40,7 +40,8 @@ public struct LinkCore {
     enum Phase {
         case dialing
         case handshaking(InitiatorMachine)
-        case chosen(InitiatorMachine)
+        /// Its machine is `live`.
+        case chosen
         /// The chosen connection that a probe replaced: closing, reports nothing.
         case superseded
     }
@@ -70,6 +71,12 @@ public struct LinkCore {
     static let keptFailures = 8
 
     var attempts: [AttemptID: Attempt] = [:]
+    /// The machine of the chosen attempt (whose entry in `attempts` says `.chosen`), kept out of the table so that
+    /// each message is sealed and each frame opened in place: taking it out of the table and writing it back
+    /// copied the attempt and its machine for every line. Nil while nothing is chosen.
+    var live: InitiatorMachine?
+    /// A `close` was asked for the chosen attempt (its `closing`, for the hot path that does not read the table).
+    var liveClosing = false
     var lastID: UInt64 = 0
     public private(set) var chosen: AttemptID?
     var failures: [String] = []
@@ -97,8 +104,7 @@ public struct LinkCore {
     }
 
     public var isEstablished: Bool {
-        guard let chosen, case .chosen(let m)? = attempts[chosen]?.phase else { return false }
-        return m.isEstablished
+        chosen != nil && live?.isEstablished == true
     }
 
     /// Every address worth trying now, deduplicated, in order: mDNS, last known, `--address`.
@@ -121,24 +127,27 @@ public struct LinkCore {
 
     /// Encrypts and sends on the chosen, established session (nothing otherwise).
     public mutating func send(_ messages: [Message]) -> [Action] {
-        guard !messages.isEmpty, let id = chosen, case .chosen(var m)? = attempts[id]?.phase, m.isEstablished
-        else { return [] }
+        guard !messages.isEmpty, let id = chosen, live?.isEstablished == true else { return [] }
         var out: [Action] = []
+        out.reserveCapacity(messages.count)
         for message in messages {
-            for action in m.encryptAndSend(message) {
-                switch action {
-                case .send(let frame): out.append(.send(id, frame))
-                case .close(let reason):
-                    // A message the session cannot seal (too large for a frame): say so and close, rather than
-                    // keep a connection that silently sends nothing until the ack timeout.
-                    attempts[id]?.phase = .chosen(m)
-                    return out + [.machineClosed(reason, chosen: true)] + close(id)
-                default: continue
-                }
+            switch live?.seal(message) ?? .notReady {
+            case .frame(let frame): out.append(.send(id, frame))
+            case .closed(let reason):
+                // A message the session cannot seal (too large for a frame): say so and close, rather than
+                // keep a connection that silently sends nothing until the ack timeout.
+                return out + [.machineClosed(reason, chosen: true)] + close(id)
+            case .notReady: continue
             }
         }
-        attempts[id]?.phase = .chosen(m)
         return out
+    }
+
+    /// `send([message])` on the established session without its arrays: the chosen attempt and what sealing
+    /// made of the message; nil (nothing changed) when no session is established.
+    public mutating func seal(_ message: Message) -> (AttemptID, InitiatorMachine.Sealed)? {
+        guard let id = chosen, live?.isEstablished == true, let sealed = live?.seal(message) else { return nil }
+        return (id, sealed)
     }
 
     /// Closes the chosen connection (its `closed` then reports `lost`; a new `connect` may follow).
@@ -202,14 +211,18 @@ public struct LinkCore {
     }
 
     public mutating func frame(_ id: AttemptID, _ bytes: [UInt8]) -> [Action] {
-        guard let a = attempts[id], !a.closing else { return [] }
-        var m: InitiatorMachine
-        switch a.phase {
-        case .handshaking(let machine), .chosen(let machine): m = machine
-        case .dialing, .superseded: return []
+        let actions: [InitiatorMachine.Action]
+        if id == chosen {
+            guard !liveClosing, live != nil else { return [] }
+            actions = live?.receive(bytes) ?? []
+        } else {
+            // Dialing, superseded or closing attempts take no frames.
+            guard let index = attempts.index(forKey: id), !attempts.values[index].closing,
+                  case .handshaking(var m) = attempts.values[index].phase else { return [] }
+            attempts.values[index].phase = .dialing  // the only copy while it opens the frame; back below
+            actions = m.receive(bytes)
+            attempts.values[index].phase = .handshaking(m)
         }
-        let actions = m.receive(bytes)
-        if case .chosen = a.phase { attempts[id]?.phase = .chosen(m) } else { attempts[id]?.phase = .handshaking(m) }
         var out: [Action] = []
         for action in actions {
             switch action {
@@ -218,10 +231,12 @@ public struct LinkCore {
                 if intent == .pair && chosen != id { out += choose(id) }
                 out.append(.send(id, frame))
             case .established:
+                guard let a = attempts[id] else { continue }
+                let (candidate, probe) = (a.candidate, a.probe)
                 var moved = false
                 if let old = chosen, old != id {
                     // Only a probe may replace a chosen connection; the desktop drops duplicates after `resume`.
-                    guard a.probe else {
+                    guard probe else {
                         out += close(id)
                         continue
                     }
@@ -229,14 +244,15 @@ public struct LinkCore {
                     moved = true
                 }
                 out += choose(id)
-                connectedTo = a.candidate
-                remember(a.candidate)
-                out.append(.remember(a.candidate))
-                out.append(.established(a.candidate, moved: moved))
+                connectedTo = candidate
+                remember(candidate)
+                out.append(.remember(candidate))
+                out.append(.established(candidate, moved: moved))
             case .received(let message):
                 if chosen == id { out.append(.received(message)) }
             case .paired(let result):
-                out.append(.paired(result, a.candidate))
+                guard let candidate = attempts[id]?.candidate else { continue }
+                out.append(.paired(result, candidate))
             case .close(let reason):
                 out.append(.machineClosed(reason, chosen: chosen == id))
                 out += close(id)
@@ -253,6 +269,8 @@ public struct LinkCore {
         let wasChosen = chosen == id
         if wasChosen {
             chosen = nil
+            live = nil
+            liveClosing = false
             out.append(.lost(reason))
         } else if case .handshaking = a.phase, chosen == nil {
             refused = true  // it opened, took message 1, and closed without a verified answer
@@ -292,7 +310,11 @@ public struct LinkCore {
     /// Keeps `id`, closes every other attempt.
     mutating func choose(_ id: AttemptID) -> [Action] {
         chosen = id
-        if case .handshaking(let m)? = attempts[id]?.phase { attempts[id]?.phase = .chosen(m) }
+        if case .handshaking(let m)? = attempts[id]?.phase {
+            attempts[id]?.phase = .chosen
+            live = m
+        }
+        liveClosing = attempts[id]?.closing ?? false
         var out: [Action] = []
         for other in attempts.keys.sorted() where other != id {
             attempts[other]?.probe = false
@@ -304,6 +326,7 @@ public struct LinkCore {
     mutating func close(_ id: AttemptID) -> [Action] {
         guard let a = attempts[id], !a.closing else { return [] }
         attempts[id]?.closing = true
+        if id == chosen { liveClosing = true }
         return [.close(id)]
     }
 

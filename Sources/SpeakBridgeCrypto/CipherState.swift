@@ -31,6 +31,14 @@ struct CipherState: Sendable {
         return ciphertext
     }
 
+    /// EncryptWithAd over `buffer` itself (it ends as what `encryptWithAd` returns). Without a key it is left as is.
+    mutating func encryptWithAd(_ ad: [UInt8], inPlace buffer: inout [UInt8]) throws {
+        guard let k else { return }
+        guard n != Self.maxNonce else { throw CryptoError.nonceExhausted }
+        try cipher.sealInPlace(key: k, n: n, buffer: &buffer, ad: ad)
+        n += 1
+    }
+
     /// DecryptWithAd(ad, ciphertext): If k is non-empty returns DECRYPT(k, n++, ad, ciphertext).
     /// Otherwise returns ciphertext. If an authentication failure occurs in DECRYPT() then n is not incremented
     /// and an error is signaled to the caller.

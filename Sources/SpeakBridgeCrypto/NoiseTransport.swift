@@ -30,6 +30,19 @@ public struct NoiseTransport: Sendable {
         }
     }
 
+    /// `encrypt`, over `message` itself: it ends as the frame (`encrypt`'s result), with no second array. On a
+    /// throw `message` holds no usable frame (and, as with `encrypt`, a too-large one consumed no nonce).
+    public mutating func encrypt(inPlace message: inout [UInt8]) throws {
+        try checkUsable()
+        guard message.count <= NoiseLimits.maxTransportPayloadLength else { throw CryptoError.messageTooLarge }
+        do {
+            try sending.encryptWithAd([], inPlace: &message)
+        } catch {
+            fail()
+            throw error
+        }
+    }
+
     /// Decrypts the next transport message from the peer.
     public mutating func decrypt(_ ciphertext: [UInt8]) throws -> [UInt8] {
         try checkUsable()

@@ -14,6 +14,12 @@ struct SodiumAEAD: Sendable {
         UnsafePointer<UInt8>, UInt64, UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>, UnsafePointer<UInt8>
     ) -> Int32
 
+    typealias EncryptDetached = @convention(c) (
+        UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt64>?,
+        UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>?, UnsafePointer<UInt8>,
+        UnsafePointer<UInt8>
+    ) -> Int32
+
     /// For error messages: "ChaCha20-Poly1305", "AES-GCM".
     let name: String
     let encrypt: Encrypt
@@ -22,16 +28,59 @@ struct SodiumAEAD: Sendable {
     static let nonceByteCount = 12
     static let tagByteCount = 16
 
+    /// Detached encryption that may write the ciphertext over the plaintext (`sealInPlace`); nil: not offered.
+    let encryptDetached: EncryptDetached?
+
     static let chaCha20Poly1305 = SodiumAEAD(
         name: "ChaCha20-Poly1305", encrypt: crypto_aead_chacha20poly1305_ietf_encrypt,
-        decrypt: crypto_aead_chacha20poly1305_ietf_decrypt)
+        decrypt: crypto_aead_chacha20poly1305_ietf_decrypt,
+        encryptDetached: crypto_aead_chacha20poly1305_ietf_encrypt_detached)
+    // AES-GCM seals into a new array only (libsodium documents in-place use for ChaCha20-Poly1305, which XORs the
+    // key stream over the message and then authenticates the ciphertext).
     static let aes256GCM = SodiumAEAD(
-        name: "AES-GCM", encrypt: crypto_aead_aes256gcm_encrypt, decrypt: crypto_aead_aes256gcm_decrypt)
+        name: "AES-GCM", encrypt: crypto_aead_aes256gcm_encrypt, decrypt: crypto_aead_aes256gcm_decrypt,
+        encryptDetached: nil)
+
+    /// `seal` over `buffer` itself: its bytes become the ciphertext and the tag is appended, so `buffer` ends as
+    /// what `seal` returns (no second array, no copy). On a throw `buffer` holds no usable message.
+    func sealInPlace(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, buffer: inout [UInt8],
+                     ad: [UInt8]) throws {
+        guard let encryptDetached else {
+            buffer = try seal(key: key, nonceBytes: nonce, plaintext: buffer, ad: ad)
+            return
+        }
+        try Sodium.ensureAvailable()
+        try checkNonce(nonce.count)
+        let count = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: Self.tagByteCount))  // the tag's room, after the message
+        let rc = key.storage.withUnsafeBytes { keyBytes in
+            withSodiumInput(keyBytes) { k, _ in
+                withSodiumInput(ad) { a, aCount in
+                    withSodiumInput(nonce) { npub, _ in
+                        buffer.withUnsafeMutableBufferPointer { b in
+                            // Why unsafe: c and m are the same `count` bytes (libsodium XORs the key stream in
+                            // place), the 16-byte tag goes right after them, into the room appended above.
+                            let base = UnsafeMutableRawBufferPointer(b).sodiumOutput
+                            return encryptDetached(base, base + count, nil, UnsafePointer(base), UInt64(count),
+                                                   a, UInt64(aCount), nil, npub, k)
+                        }
+                    }
+                }
+            }
+        }
+        try Sodium.check(rc, orThrow: .messageTooLarge)
+    }
 
     /// Returns ciphertext || tag (plaintext.count + 16 bytes).
     func seal(key: SymmetricKey, nonce: [UInt8], plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try nonce.withUnsafeBytes { try seal(key: key, nonceBytes: $0, plaintext: plaintext, ad: ad) }
+    }
+
+    /// The same, the nonce in any memory (a Noise cipher builds it on the stack: no array per message).
+    func seal(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8],
+              ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
-        try checkNonce(nonce)
+        try checkNonce(nonce.count)
         let outputCount = plaintext.count + Self.tagByteCount
         return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
             var written: UInt64 = 0
@@ -55,8 +104,14 @@ struct SodiumAEAD: Sendable {
 
     /// Verifies the tag and returns the plaintext; throws `.authenticationFailure` on any mismatch.
     func open(key: SymmetricKey, nonce: [UInt8], ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        try nonce.withUnsafeBytes { try open(key: key, nonceBytes: $0, ciphertext: ciphertext, ad: ad) }
+    }
+
+    /// The same, the nonce in any memory.
+    func open(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, ciphertext: [UInt8],
+              ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
-        try checkNonce(nonce)
+        try checkNonce(nonce.count)
         guard ciphertext.count >= Self.tagByteCount else { throw CryptoError.messageTooShort }
         let outputCount = ciphertext.count - Self.tagByteCount
         // Allocate at least one byte so an empty plaintext still has a valid output pointer.
@@ -81,9 +136,9 @@ struct SodiumAEAD: Sendable {
         return plaintext
     }
 
-    private func checkNonce(_ nonce: [UInt8]) throws {
-        guard nonce.count == Self.nonceByteCount else {
-            throw CryptoError.invalidLength(what: "\(name) nonce", expected: Self.nonceByteCount, actual: nonce.count)
+    private func checkNonce(_ count: Int) throws {
+        guard count == Self.nonceByteCount else {
+            throw CryptoError.invalidLength(what: "\(name) nonce", expected: Self.nonceByteCount, actual: count)
         }
     }
 }

@@ -128,6 +128,7 @@ public struct InitiatorMachine {
                 return fail("undecryptable message from the desktop")
             }
             state = .established(transport)
+            if let ack = CanonicalAck.decode(plaintext) { return [.received(ack)] }  // most frames: see there
             do {
                 return [.received(try MessageCodec.decode(plaintext))]
             } catch {
@@ -138,19 +139,49 @@ public struct InitiatorMachine {
     }
 
     public mutating func encryptAndSend(_ message: Message) -> [Action] {
-        let bytes = MessageCodec.encode(message)
+        switch seal(message) {
+        case .frame(let frame): [.send(frame)]
+        case .closed(let reason): [.close(reason: reason)]
+        case .notReady: []
+        }
+    }
+
+    /// What `seal` made of a message.
+    public enum Sealed {
+        case frame([UInt8])
+        /// It could not be sealed: the machine is closed now (`encryptAndSend`'s `.close`).
+        case closed(reason: String)
+        /// No transport yet (or any more): nothing sent, nothing changed.
+        case notReady
+    }
+
+    /// `encryptAndSend` without its array: the one frame (the per-line path of `LinkCore.send`).
+    public mutating func seal(_ message: Message) -> Sealed {
         switch state {
         case .established(var transport):
-            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            state = .closed  // the transport's only copy while its nonce advances; put back below
+            var frame = MessageCodec.encode(message)
+            do {
+                try transport.encrypt(inPlace: &frame)  // the encoded bytes become the frame
+            } catch {
+                return .closed(reason: closedReason("encryption failed"))
+            }
             state = .established(transport)
-            return [.send(frame)]
+            return .frame(frame)
         case .awaitingPaired(var transport, let result):
-            guard let frame = try? transport.encrypt(bytes) else { return fail("encryption failed") }
+            guard let frame = try? transport.encrypt(MessageCodec.encode(message)) else {
+                return .closed(reason: closedReason("encryption failed"))
+            }
             state = .awaitingPaired(transport, result)
-            return [.send(frame)]
+            return .frame(frame)
         default:
-            return []
+            return .notReady
         }
+    }
+
+    mutating func closedReason(_ reason: String) -> String {
+        state = .closed
+        return reason
     }
 
     mutating func fail(_ reason: String) -> [Action] {

@@ -75,6 +75,22 @@ public struct OutboxWindow: Sendable {
         return nextMessages()
     }
 
+    /// Whether `appendAlone` applies: resumed, every chunk held already sent, room for one more in flight.
+    public var sendsNextAlone: Bool {
+        guard let next = nextToSend else { return false }
+        return next == storage.count && next < maxInFlight
+    }
+
+    /// `append(chunk)` when `sendsNextAlone`: the chunk's one message, without the arrays (a paced line).
+    public mutating func appendAlone(_ chunk: Chunk) -> Message {
+        precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
+        precondition(chunk.seq > lastSeq, "sequence numbers must increase")
+        storage.append(chunk)
+        lastSeq = chunk.seq
+        nextToSend = storage.count
+        return .chunk(session: session, chunk)
+    }
+
     public mutating func ack(_ seq: UInt64, now: Double) -> [Message] {
         if seq > acked { lastProgress = now }
         dropThrough(seq)
@@ -104,8 +120,14 @@ public struct OutboxWindow: Sendable {
 
     mutating func nextMessages() -> [Message] {
         guard var next = nextToSend else { return [] }
-        var messages: [Message] = []
         let available = storage.count
+        if next + 1 == available, next < maxInFlight {
+            // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
+            // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
+            nextToSend = available
+            return [.chunk(session: session, storage[next])]
+        }
+        var messages: [Message] = []
         while next < available, next < maxInFlight {
             var batch: [Chunk] = []
             var size = Self.envelopeSize(sessionBytes: session.utf8.count)

@@ -86,6 +86,8 @@ public final class Outbox: @unchecked Sendable {
         var chunks: [Chunk] = []
         var out: [UInt8] = []
         chunks.reserveCapacity(texts.count)
+        // One allocation for the usual line (escaping can add more; the array then grows as before).
+        out.reserveCapacity(texts.reduce(0) { $0 + 64 + $1.utf8.count })
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
             chunks.append(chunk)
@@ -95,6 +97,17 @@ public final class Outbox: @unchecked Sendable {
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
         return chunks
+    }
+
+    /// `append(texts: [text])` without the arrays: journals one text (one write(2)) and returns its chunk.
+    public func append(text: String) throws(StoreError) -> Chunk {
+        let chunk = Chunk(seq: nextSeq, text: text)
+        var out: [UInt8] = Self.chunkPrefix
+        out.reserveCapacity(64 + text.utf8.count)
+        Self.chunkLine(chunk, into: &out)
+        try FileIO.writeAll(fd, out, path: path)
+        nextSeq += 1
+        return chunk
     }
 
     public func markAcked(_ seq: UInt64) throws(StoreError) {

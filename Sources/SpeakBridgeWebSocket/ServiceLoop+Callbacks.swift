@@ -127,14 +127,19 @@ extension ServiceLoop {
 
     func drainInbox() {
         for _ in 0..<ServiceLoop.drainRounds {
-            var commands: [Command] = []
-            inbox.withLock { swap(&commands, &$0.commands) }
-            if commands.isEmpty { return }
-            for command in commands {
+            // Two arrays take turns (the inbox's and `drained`), so a command per loop turn allocates none.
+            withInbox { swap(&drained, &$0.commands) }
+            if drained.isEmpty { return }
+            for command in drained {
                 apply(command)
             }
+            if drained.capacity > 256 {
+                drained = []  // after a burst: not kept at its peak size
+            } else {
+                drained.removeAll(keepingCapacity: true)
+            }
         }
-        inbox.withLock { inbox in
+        withInbox { inbox in
             // Producers only wake us when the inbox was empty, so a non-empty one left behind
             // needs a wake-up from here.
             if !inbox.commands.isEmpty, let context = inbox.context {
@@ -147,6 +152,7 @@ extension ServiceLoop {
         switch command {
         case let .send(id, message):
             guard let connection = connections[id], connection.pendingClose == nil else { return }
+            if connection.isClient && writeNow(message, on: connection) { return }
             guard connection.enqueue(message) else {
                 // The peer keeps asking but does not read: drop what it did not take and close, rather than
                 // buffer without bound.

@@ -6,6 +6,12 @@
 // (lws_partial_buffered: no more lws_write until lws calls back). If anything is left, it
 // asks for another WRITEABLE. A pending application close is sent only once the queue is
 // empty, so it never overtakes queued messages.
+//
+// A client's frame skips the queue when nothing is ahead of it (`writeNow`): it is written in the
+// loop turn that produced it, with no WRITEABLE round trip (one poll(2) wake-up, lws's POLLOUT
+// handling and a callback per frame). lws 4.1 takes an lws_write outside WRITEABLE: what the
+// socket does not take it keeps (buflist_out) and flushes on POLLOUT before any WRITEABLE; while
+// it holds such a rest (lws_partial_buffered) frames queue as before, so order never changes.
 internal import CLibWebSockets
 
 extension ServiceLoop {
@@ -40,6 +46,23 @@ extension ServiceLoop {
             lws_callback_on_writable(wsi)
         }
         return 0
+    }
+
+    /// Writes a client's frame at once if nothing is ahead of it: the connection is established, no frame of
+    /// its own is queued, no close is pending and lws holds no unsent rest of an earlier frame. False: not
+    /// written (queue it). A failed write marks the connection lost and has lws drop it; the frame counts as
+    /// taken, like one a WRITEABLE callback failed to write (the connection's `.closed` follows).
+    func writeNow(_ message: [UInt8], on connection: Connection) -> Bool {
+        guard connection.isEstablished, !connection.hasOutgoing, connection.pendingClose == nil,
+              let wsi = connection.wsi, lws_partial_buffered(wsi) == 0 else { return false }
+        directWrites.add(1, ordering: .relaxed)
+        if !write(message, to: wsi) {
+            // Not inside this wsi's callback, so it cannot return -1: lws closes it at its next timeout check. A
+            // reason already known (the peer started closing, and lws takes no more frames) is kept.
+            if connection.closeReason == nil { connection.closeReason = "connection lost" }
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        }
+        return true
     }
 
     /// Writes one binary frame. False means the connection is broken.

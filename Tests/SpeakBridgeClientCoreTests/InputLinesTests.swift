@@ -11,6 +11,14 @@ struct InputLinesTests {
         #expect(InputLines.pieces(["", "a", "", "b"]) == ["a", "b"])
     }
 
+    @Test("lines that need no cut come back as they are, a long one among them is still cut")
+    func fittingLines() {
+        let fitting = ["a", "two words", String(repeating: "\u{1}", count: 40), "é"]
+        #expect(InputLines.pieces(fitting) == fitting)
+        let long = String(repeating: "x", count: 20)
+        #expect(InputLines.pieces(["a", long], limit: 8, escapedLimit: 48) == ["a", "xxxxxxxx", "xxxxxxxx", "xxxx"])
+    }
+
     @Test("a long line is cut at character boundaries into pieces of at most the limit")
     func longLine() {
         let line = String(repeating: "é", count: 10)  // 2 bytes each

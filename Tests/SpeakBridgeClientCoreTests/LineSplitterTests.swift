@@ -1,0 +1,52 @@
+import SpeakBridgeClientCore
+import Testing
+
+@Suite("LineSplitter: send's stdin, read in pieces, as lines")
+struct LineSplitterTests {
+    /// What splitting the whole input at once gives: every LF ends a line (empty ones too), the rest is a last line.
+    static func wholeLines(_ input: [UInt8]) -> [String] {
+        var parts = input.split(separator: 0x0A, omittingEmptySubsequences: false).map(InputLines.text)
+        if input.last == 0x0A || input.isEmpty { parts.removeLast() }
+        return parts
+    }
+
+    static func split(_ input: [UInt8], at cuts: [Int]) -> [String] {
+        var splitter = LineSplitter()
+        var lines: [String] = []
+        var start = 0
+        for cut in cuts.sorted() + [input.count] where cut >= start {
+            lines += splitter.lines(in: input[start..<cut])
+            start = cut
+        }
+        return lines + splitter.finish()
+    }
+
+    @Test("whole lines in one piece, lines across pieces, CRLF, empty lines, an unterminated rest")
+    func piecesGiveTheLinesOfTheWhole() {
+        let input = Array("one\r\ntwo\n\nthree is longer than fifteen bytes\nfo\u{FF}ur\nrest".utf8) + [0xFF, 0x0A, 0x61]
+        let expected = Self.wholeLines(input)
+        #expect(expected.first == "one" && expected.contains("") && expected.last == "a")
+        #expect(Self.split(input, at: []) == expected)
+        for cut in 0...input.count {
+            #expect(Self.split(input, at: [cut]) == expected, "cut at \(cut)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let cuts = (0..<Int.random(in: 1...6, using: &generator)).map { _ in
+                Int.random(in: 0...input.count, using: &generator)
+            }
+            #expect(Self.split(input, at: cuts) == expected, "cuts \(cuts)")
+        }
+    }
+
+    @Test("a paced line: one piece, one line, nothing kept")
+    func oneLine() {
+        var splitter = LineSplitter()
+        #expect(splitter.lines(in: Array("hello\n".utf8)[...]) == ["hello"])
+        #expect(splitter.finish() == [])
+        #expect(splitter.lines(in: Array("a\nb".utf8)[...]) == ["a"])
+        #expect(splitter.lines(in: Array("c\n".utf8)[...]) == ["bc"])
+        #expect(splitter.lines(in: []) == [])
+        #expect(splitter.finish() == [])
+    }
+}
