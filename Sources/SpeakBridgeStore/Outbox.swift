@@ -13,6 +13,10 @@ import SpeakBridgeSupport
 /// loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the desktop
 /// drops what it already has. `sync` (fsync) is batched by the caller. The file is compacted on open when it is
 /// large or its last line torn (`compactAbove`), and an exclusive flock keeps two `send` processes from interleaving.
+///
+/// `@unchecked Sendable` is sound: an Outbox has one owner that calls it from one serial context at a time (`send`'s
+/// queue; the main thread of the `outbox` commands), never concurrently; the fsync that runs elsewhere gets a `dup`ed
+/// descriptor from `syncHandle` and touches no field.
 public final class Outbox: @unchecked Sendable {
     public let session: String
     public private(set) var acked: UInt64
