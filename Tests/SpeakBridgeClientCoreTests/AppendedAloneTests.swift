@@ -13,20 +13,7 @@ struct AppendedAloneTests {
     /// A paired world whose client has not started yet.
     static func pairedWorld(maxInFlight: Int = 64) throws -> World {
         let world = World()
-        let secret = SymmetricKey.random()
-        world.desktop(.pairingCodeIssued(secret, expiry: World.epoch + 600))
-        var pairing = PairingCore(localStatic: world.deviceKey, desktopKey: world.deskKey.publicKey, secret: secret,
-                                  name: "phone", candidates: [world.address], browsing: false)
-        let first = pairing.start()
-        world.pairing = pairing
-        for case .dial(let id, _, let path) in first { world.dial(id, path: path) }
-        world.pump()
-        let (result, candidate) = try #require(world.paired)
-        world.pairing = nil
-        world.client = ClientCore(settings: .init(desktopName: result.desktopName, timeout: nil,
-                                                  maxInFlight: maxInFlight, jitterSeed: 7),
-                                  localStatic: world.deviceKey, desktopKey: result.desktopKey, psk: result.sessionKey,
-                                  known: [candidate], extra: [], session: "s-alone", pending: [], acked: 0, now: 0)
+        _ = try world.pairClient(session: "s-alone", maxInFlight: maxInFlight, jitterSeed: 7)
         return world
     }
 

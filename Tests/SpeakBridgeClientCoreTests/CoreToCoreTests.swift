@@ -17,6 +17,27 @@ struct CoreToCoreTests {
 
     final class World {
         static let epoch: Double = 1_700_000_000
+
+        /// Pairs through a pairing code (desktop and `PairingCore` in this world), then makes the client that
+        /// `send` would start with (not started yet). Returns the desktop's name as the pairing reported it.
+        func pairClient(session: String, maxInFlight: Int = 64,
+                        jitterSeed: UInt64 = .random(in: .min ... .max)) throws -> String {
+            let secret = SymmetricKey.random()
+            desktop(.pairingCodeIssued(secret, expiry: World.epoch + 600))
+            var pairing = PairingCore(localStatic: deviceKey, desktopKey: deskKey.publicKey, secret: secret,
+                                      name: "phone", candidates: [address], browsing: false)
+            let first = pairing.start()
+            self.pairing = pairing
+            for case .dial(let id, _, let path) in first { dial(id, path: path) }
+            pump()
+            let (result, candidate) = try #require(paired)
+            self.pairing = nil
+            client = ClientCore(settings: .init(desktopName: result.desktopName, timeout: nil, maxInFlight: maxInFlight,
+                                                jitterSeed: jitterSeed),
+                                localStatic: deviceKey, desktopKey: result.desktopKey, psk: result.sessionKey,
+                                known: [candidate], extra: [], session: session, pending: [], acked: 0, now: 0)
+            return result.desktopName
+        }
         let deskKey = X25519PrivateKey()
         let deviceKey = X25519PrivateKey()
         let address = Candidate(host: "192.0.2.5", port: 7777, source: "code")
@@ -173,22 +194,7 @@ struct CoreToCoreTests {
     @Test("pair, then 1,000 lines across 4 forced reconnects: each reaches the sinks exactly once, in order")
     func pairAndSendAcrossReconnects() throws {
         let world = World()
-        let secret = SymmetricKey.random()
-        world.desktop(.pairingCodeIssued(secret, expiry: World.epoch + 600))
-        var pairing = PairingCore(localStatic: world.deviceKey, desktopKey: world.deskKey.publicKey, secret: secret,
-                                  name: "phone", candidates: [world.address], browsing: false)
-        let first = pairing.start()
-        world.pairing = pairing
-        for case .dial(let id, _, let path) in first { world.dial(id, path: path) }
-        world.pump()
-        let (result, candidate) = try #require(world.paired)
-        #expect(result.desktopName == "office")
-        world.pairing = nil
-
-        world.client = ClientCore(settings: .init(desktopName: result.desktopName, timeout: nil, maxInFlight: 64),
-                                  localStatic: world.deviceKey, desktopKey: result.desktopKey, psk: result.sessionKey,
-                                  known: [candidate], extra: [], session: "s-core-to-core", pending: [], acked: 0,
-                                  now: 0)
+        #expect(try world.pairClient(session: "s-core-to-core") == "office")
         world.send(.start)
         #expect(world.client?.link.isEstablished == true)
 
