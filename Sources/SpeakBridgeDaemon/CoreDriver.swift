@@ -132,7 +132,7 @@ final class CoreDriver: @unchecked Sendable {
     private func dispatch(_ event: DesktopEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
         perform(core.handle(event, now: Date().timeIntervalSince1970))
-        if case .durable(let levels) = event { Trace.mark("ack", levels.map(\.seq).max() ?? 0) }
+        if case .durable(let levels) = event { Trace.mark("ack", levels.reduce(0) { max($0, $1.seq) }) }  // no array per ack
         rearm()
     }
 

@@ -49,13 +49,14 @@ extension DesktopCore {
     }
 
     /// Ack levels moved: the ledger records them, and every established connection of the device gets its acks.
+    /// Each ack is encoded and encrypted in place in its connection's machine (`acknowledgeFrame`: no `Message`,
+    /// no copy of the connection), and only the device's own connections are visited (`authenticated`), not every
+    /// connection: with 100 devices streaming, every line gets its own ack.
     mutating func durable(_ levels: [SessionLevel]) -> [DesktopAction] {
+        if levels.count == 1 { return durable(levels[0]) }  // the usual batch: one session moved
         // One pass over the connections per batch (not per session): group the acks by device first.
         var acks: [DeviceID: [(String, UInt64)]] = [:]
-        for level in levels {
-            let before = ledgers[level.device]?.entry(level.session)?.delivered ?? 0
-            guard ledgers[level.device]?.markDelivered(session: level.session, through: level.seq) == true else { continue }
-            stats.chunksDelivered &+= level.seq - before
+        for level in levels where advanceDelivered(level) {
             acks[level.device, default: []].append((level.session, level.seq))
         }
         guard !acks.isEmpty else { return [] }
@@ -65,12 +66,52 @@ extension DesktopCore {
             }
         }
         var out: [DesktopAction] = []
-        for id in connections.keys.sorted() {
-            guard let connection = connections[id], let device = connection.device, let list = acks[device],
-                  connection.machine.isEstablished else { continue }
-            out += send(list.map { .ack(session: $0.0, seq: $0.1) }, on: id)
+        // In connection order, each connection its device's acks in level order (as one pass over all did).
+        let targets = acks.keys.flatMap { device in (authenticated[device] ?? []).map { (device, $0) } }
+        for (device, id) in targets.sorted(by: { $0.1 < $1.1 }) {
+            for (session, seq) in acks[device] ?? [] { acknowledge(session, seq, on: id, into: &out) }
         }
         return out
+    }
+
+    /// One session's ack level moved (one fsync covered one session: the usual case, and every line's when many
+    /// devices stream at once): no grouping table, no arrays but the actions.
+    mutating func durable(_ level: SessionLevel) -> [DesktopAction] {
+        guard advanceDelivered(level) else { return [] }
+        if !heldSent.isEmpty {
+            heldSent = heldSent.filter { key, notice in
+                !(key.device == level.device && key.session == level.session && level.seq >= notice.seq)
+            }
+        }
+        guard let ids = authenticated[level.device] else { return [] }
+        var out: [DesktopAction] = []
+        out.reserveCapacity(ids.count)
+        for id in ids { acknowledge(level.session, level.seq, on: id, into: &out) }
+        return out
+    }
+
+    /// Moves the ledger's ack level (one device lookup, in place) and counts what it newly covers; false when it
+    /// did not move (unknown device or session, or not above the current level).
+    mutating func advanceDelivered(_ level: SessionLevel) -> Bool {
+        guard let index = ledgers.index(forKey: level.device),
+              let before = ledgers.values[index].advanceDelivered(session: level.session, through: level.seq) else {
+            return false
+        }
+        stats.chunksDelivered &+= level.seq - before
+        return true
+    }
+
+    /// The ack on connection `id`, encrypted in place in its machine (nothing when it is gone or not established).
+    mutating func acknowledge(_ session: String, _ seq: UInt64, on id: ConnectionID, into out: inout [DesktopAction]) {
+        guard let index = connections.index(forKey: id),
+              let action = connections.values[index].machine.acknowledgeFrame(session: session, through: seq) else {
+            return
+        }
+        if case .send(let frame) = action {
+            out.append(.send(id, frame))
+        } else {
+            out += perform([action], on: id)  // encryption failed: the machine closed
+        }
     }
 
     /// A sink holds chunks: each device with an established connection is told which (once per change).

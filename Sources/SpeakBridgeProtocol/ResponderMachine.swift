@@ -158,6 +158,19 @@ public struct ResponderMachine {
         encryptAndSend(.ack(session: session, seq: seq))
     }
 
+    /// One ack on an established connection, as one action and without building a `Message` (`AckEncoder`): the
+    /// desktop sends one per fsync and device, which with many devices streaming is one per line. `.send(frame)`;
+    /// `.close` when encryption failed (the machine is closed then, as `encryptAndSend` does); nil when the
+    /// connection is not established (nothing is sent, as `acknowledge` sends nothing then).
+    public mutating func acknowledgeFrame(session: String, through seq: UInt64) -> Action? {
+        guard case .established(var transport, let device) = state else { return nil }
+        guard let frame = try? transport.encrypt(AckEncoder.encode(session: session, seq: seq)) else {
+            return fail(.failed(.internalError("encryption failed"))).first
+        }
+        state = .established(transport, device)
+        return .send(frame)
+    }
+
     /// Sends any message (errors, resume answers) on an established connection.
     public mutating func encryptAndSend(_ message: Message) -> [Action] {
         let bytes = MessageCodec.encode(message)
