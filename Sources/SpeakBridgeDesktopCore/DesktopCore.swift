@@ -234,8 +234,12 @@ public struct DesktopCore {
             // The context snapshots the ledgers: it must be gone before `perform` changes them (else each frame
             // copies the ledger's tables). In place in the dictionary: a copy of the connection taken out and
             // written back shared its buffers with the stored one, so the machine's first write copied them.
-            let context = Self.context(configuration, secret: code.active?.secret, clients, ledgers)
-            actions = connections.values[index].machine.receive(bytes, with: context)  // one hash per frame
+            // Made only when the frame needs it (a handshake, a `resume`): not per chunk. The closure reads
+            // local copies (its own references, gone with this scope), not `self`, which is being modified.
+            let (configuration, secret, clients, ledgers) = (configuration, code.active?.secret, clients, ledgers)
+            actions = connections.values[index].machine.receive(bytes) {  // one hash per frame
+                Self.context(configuration, secret: secret, clients, ledgers)
+            }
         }
         return perform(actions, on: id)
     }
