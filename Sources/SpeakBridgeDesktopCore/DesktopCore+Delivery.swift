@@ -5,26 +5,29 @@ import SpeakBridgeProtocol
 /// hard limit a message is refused by closing that connection with 1013 (nothing of it is accepted, so the client
 /// resends it after reconnecting).
 extension DesktopCore {
-    mutating func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: ConnectionID) -> [DesktopAction] {
+    /// Appends to `out` (the caller's actions: no array of its own per chunk message, no copy into the caller's).
+    mutating func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: ConnectionID,
+                          into out: inout [DesktopAction]) {
         if backlog.isOverflowing(device) {
             // Frames read before the pause took effect, or from yet another connection: not accepted (no ack).
             // Closing keeps later chunks of this connection from being taken as a forward jump.
-            return close(id, .failed(.overloaded(device)))
+            out += close(id, .failed(.overloaded(device)))
+            return
         }
         let offer = ledgers[device, default: SessionLedger()].offer(session: session, chunks: chunks)
         if let refusal = offer.refusal {
-            return send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            out += send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            return
         }
-        var out: [DesktopAction] = offer.retired.map { retirement in
+        for retirement in offer.retired {
             heldSent = heldSent.filter { $0.key.device != device || $0.key.session != retirement.session }
-            return .retire(device, retirement)
+            out.append(.retire(device, retirement))
         }
         stats.duplicatesDropped &+= UInt64(offer.duplicates)
         if !offer.accepted.isEmpty { out.append(.submit(id, device, session: session, offer.accepted)) }
         if let ack = offer.immediateAck {
             out += send([.ack(session: session, seq: ack)], on: id)
         }
-        return out
     }
 
     /// The pipeline's answer to a `.submit`: over the high-water mark, stop reading that connection.

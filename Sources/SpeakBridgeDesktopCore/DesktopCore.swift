@@ -299,7 +299,7 @@ public struct DesktopCore {
                 out.append(.persistPeer(id, outcome, name: Self.storedName(outcome), kind: route.kind,
                                         agent: route.kind == .browser ? route.agent : nil))
             case let .deliver(device, session, chunks):
-                out += deliver(device: device, session: session, chunks: chunks, on: id)
+                deliver(device: device, session: session, chunks: chunks, on: id, into: &out)
             case let .config(device, type, body):
                 if clients.kind(of: device) == .browser {
                     // A browser device sends dictation only (SECURITY.md): it may not pull or push config.
