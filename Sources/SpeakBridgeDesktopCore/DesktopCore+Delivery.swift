@@ -57,22 +57,26 @@ extension DesktopCore {
     /// connection: with 100 devices streaming, every line gets its own ack.
     mutating func durable(_ levels: [SessionLevel]) -> [DesktopAction] {
         if levels.count == 1 { return durable(levels[0]) }  // the usual batch: one session moved
-        // One pass over the connections per batch (not per session): group the acks by device first.
-        var acks: [DeviceID: [(String, UInt64)]] = [:]
-        for level in levels where advanceDelivered(level) {
-            acks[level.device, default: []].append((level.session, level.seq))
-        }
-        guard !acks.isEmpty else { return [] }
+        // Many devices streaming: one fsync covers a level per device. No table per device: the levels that
+        // moved, then (connection, level) pairs in connection order, each connection's acks in level order.
+        var moved: [SessionLevel] = []
+        moved.reserveCapacity(levels.count)
+        for level in levels where advanceDelivered(level) { moved.append(level) }
+        guard !moved.isEmpty else { return [] }
         if !heldSent.isEmpty {
             heldSent = heldSent.filter { key, notice in
-                !(acks[key.device]?.contains { $0.0 == key.session && $0.1 >= notice.seq } ?? false)
+                !moved.contains { $0.device == key.device && $0.session == key.session && $0.seq >= notice.seq }
             }
         }
+        var targets: [(id: ConnectionID, level: Int)] = []
+        for (index, level) in moved.enumerated() {
+            for id in authenticated[level.device] ?? [] { targets.append((id, index)) }
+        }
+        targets.sort { $0.id != $1.id ? $0.id < $1.id : $0.level < $1.level }
         var out: [DesktopAction] = []
-        // In connection order, each connection its device's acks in level order (as one pass over all did).
-        let targets = acks.keys.flatMap { device in (authenticated[device] ?? []).map { (device, $0) } }
-        for (device, id) in targets.sorted(by: { $0.1 < $1.1 }) {
-            for (session, seq) in acks[device] ?? [] { acknowledge(session, seq, on: id, into: &out) }
+        out.reserveCapacity(targets.count)
+        for target in targets {
+            acknowledge(moved[target.level].session, moved[target.level].seq, on: target.id, into: &out)
         }
         return out
     }
