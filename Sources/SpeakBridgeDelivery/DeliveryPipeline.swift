@@ -57,6 +57,9 @@ public final class DeliveryPipeline: @unchecked Sendable {
     struct HeldHandler: Sendable { let call: @Sendable (String, String?, [HeldChunk]) -> Void }
 
     public let progress: ProgressLog
+    /// Whether a sink may show the device's name (`submit(name:)`): false when every sink is a FIFO, which writes
+    /// the text alone, so the caller need not look the name up per line. Any other sink counts as showing it.
+    public let showsDeviceNames: Bool
     var runners: [SinkRunner] = []
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
@@ -101,6 +104,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         self.progress = progress
         self.pacing = pacing
         self.trimQuietNanoseconds = trimQuietNanoseconds
+        showsDeviceNames = sinks.contains { !($0 is FIFOSink) }
         self.onDurable = DurableHandler(call: onDurable)
         self.onDrained = DrainedHandler(call: onDrained)
         self.onHeld = HeldHandler(call: onHeld)
