@@ -132,7 +132,7 @@ final class CoreDriver: @unchecked Sendable {
     private func dispatch(_ event: DesktopEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
         perform(core.handle(event, now: Date().timeIntervalSince1970))
-        if case .durable(let levels) = event { Trace.mark("ack", levels.map(\.seq).max() ?? 0) }
+        if case .durable(let levels) = event { Trace.mark("ack", levels.reduce(0) { max($0, $1.seq) }) }  // no array per ack
         rearm()
     }
 
@@ -157,7 +157,8 @@ final class CoreDriver: @unchecked Sendable {
                 // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
                 // the next frame of this connection can be read.
                 let pressure = pipeline.submit(device: device, session: session, chunks: chunks,
-                                               name: core.clients.name(of: device), urgent: submittedOn.insert(id).inserted)
+                                               name: pipeline.showsDeviceNames ? core.clients.name(of: device) : nil,
+                                               urgent: submittedOn.insert(id).inserted)
                 if pressure == .pause { dispatch(.pressure(id, device, pressure)) }
             case let .retire(device, retirement):
                 retire(device, retirement)

@@ -57,6 +57,9 @@ public final class DeliveryPipeline: @unchecked Sendable {
     struct HeldHandler: Sendable { let call: @Sendable (String, String?, [HeldChunk]) -> Void }
 
     public let progress: ProgressLog
+    /// Whether a sink may show the device's name (`submit(name:)`): false when every sink is a FIFO, which writes
+    /// the text alone, so the caller need not look the name up per line. Any other sink counts as showing it.
+    public let showsDeviceNames: Bool
     var runners: [SinkRunner] = []
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
@@ -84,18 +87,24 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var trims = 0
     /// A quiet spell after at least this many committed advances trims the heap (a burst; never a trickle).
     static let trimAfterChunks = 4_096
+    /// How long nothing must have been committed before that trim (nanoseconds). A trim holds glibc's arena locks
+    /// while it walks the heap (every other thread's malloc waits), so it must not run in the middle of traffic:
+    /// under a steady trickle (100 devices at 10 lines a second) the pipeline is empty between fsyncs all the time.
+    let trimQuietNanoseconds: UInt64
 
     /// - `onDurable`: (device, session) advanced to an ack level (committer thread).
     /// - `onDrained`: paused devices fell to the low-water mark (committer or runner thread).
     /// - `onHeld(label, reason, held)`: sink `label` got a problem (`reason`), a different one, or more held
     ///   sessions; `reason` nil: the problem cleared, and `held` lists what it held before (runner thread).
     public init(sinks: [any Sink], progress: ProgressLog, limits: BacklogMeter.Limits = .desktop,
-                pacing: CommitPacing = .desktop,
+                pacing: CommitPacing = .desktop, trimQuietNanoseconds: UInt64 = 1_000_000_000,
                 onDurable: @escaping @Sendable ([(SessionKey, UInt64)]) -> Void,
                 onDrained: @escaping @Sendable ([DeviceID]) -> Void,
                 onHeld: @escaping @Sendable (String, String?, [HeldChunk]) -> Void = { _, _, _ in }) {
         self.progress = progress
         self.pacing = pacing
+        self.trimQuietNanoseconds = trimQuietNanoseconds
+        showsDeviceNames = sinks.contains { !($0 is FIFOSink) }
         self.onDurable = DurableHandler(call: onDurable)
         self.onDrained = DrainedHandler(call: onDrained)
         self.onHeld = HeldHandler(call: onHeld)
@@ -295,15 +304,24 @@ public final class DeliveryPipeline: @unchecked Sendable {
             }
             // The interval is over (or cut short): what is pending goes now; with nothing pending, the next
             // advance is the first after a quiet spell and is fsynced at once.
-            if levels.pending.isEmpty && !stopped && committedSinceTrim >= Self.trimAfterChunks {
-                // Falling quiet after much work (a burst): give the freed heap back (`HeapTrim`), off the lock.
-                committedSinceTrim = 0
-                condition.unlock()
-                HeapTrim.releaseFreePages()
-                condition.lock()
-                trims &+= 1
-            }
             committer = .idle
+            if committedSinceTrim >= Self.trimAfterChunks, let lastSync {
+                // After much work (a burst), a real quiet spell — nothing committed for `trimQuietNanoseconds`
+                // since the last fsync started — gives the freed heap back (`HeapTrim`), off the lock. An advance
+                // meanwhile wakes this wait as any other (`idle`) and the spell starts again after its fsync: a
+                // trickle never trims, and the wait costs no wake-up per line.
+                let quietUntil = lastSync &+ trimQuietNanoseconds
+                while levels.pending.isEmpty && !stopped && ThreadCondition.monotonicNanoseconds < quietUntil {
+                    condition.wait(untilMonotonic: quietUntil)
+                }
+                if levels.pending.isEmpty && !stopped {
+                    committedSinceTrim = 0
+                    condition.unlock()
+                    HeapTrim.releaseFreePages()
+                    condition.lock()
+                    trims &+= 1
+                }
+            }
             while levels.pending.isEmpty && !stopped { condition.wait() }
             if stopped && levels.pending.isEmpty {
                 condition.unlock()
@@ -331,7 +349,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 committedSinceTrim &+= Int(clamping: batchChunks)
                 return levels.commit(batch)
             }
-            Trace.mark("fsync", advanced.map(\.1).max() ?? 0)
+            Trace.mark("fsync", advanced.reduce(0) { max($0, $1.1) })  // no array per fsync
             if !advanced.isEmpty { onDurable.call(advanced) }
         }
     }

@@ -84,9 +84,10 @@ final class SinkRunner: @unchecked Sendable {
         // no reader (no poll(2) per line). Such a pipe takes nothing; that is not reported as a problem here (the
         // runner thread waits for readiness and reports what lasts).
         let (taken, problem) = deliver(batch)
-        if taken > 0 || problem == nil { setProblem(problem) }
         report(batch[0..<taken])
         condition.withLock {
+            // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
+            if taken > 0 || problem == nil { currentProblem = problem }
             queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
             busy = false
             // Wake the runner only when it has work: after an inline write that took everything, waking it cost a

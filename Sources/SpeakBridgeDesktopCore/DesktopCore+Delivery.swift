@@ -5,26 +5,29 @@ import SpeakBridgeProtocol
 /// hard limit a message is refused by closing that connection with 1013 (nothing of it is accepted, so the client
 /// resends it after reconnecting).
 extension DesktopCore {
-    mutating func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: ConnectionID) -> [DesktopAction] {
+    /// Appends to `out` (the caller's actions: no array of its own per chunk message, no copy into the caller's).
+    mutating func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: ConnectionID,
+                          into out: inout [DesktopAction]) {
         if backlog.isOverflowing(device) {
             // Frames read before the pause took effect, or from yet another connection: not accepted (no ack).
             // Closing keeps later chunks of this connection from being taken as a forward jump.
-            return close(id, .failed(.overloaded(device)))
+            out += close(id, .failed(.overloaded(device)))
+            return
         }
         let offer = ledgers[device, default: SessionLedger()].offer(session: session, chunks: chunks)
         if let refusal = offer.refusal {
-            return send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            out += send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            return
         }
-        var out: [DesktopAction] = offer.retired.map { retirement in
+        for retirement in offer.retired {
             heldSent = heldSent.filter { $0.key.device != device || $0.key.session != retirement.session }
-            return .retire(device, retirement)
+            out.append(.retire(device, retirement))
         }
         stats.duplicatesDropped &+= UInt64(offer.duplicates)
         if !offer.accepted.isEmpty { out.append(.submit(id, device, session: session, offer.accepted)) }
         if let ack = offer.immediateAck {
             out += send([.ack(session: session, seq: ack)], on: id)
         }
-        return out
     }
 
     /// The pipeline's answer to a `.submit`: over the high-water mark, stop reading that connection.
@@ -49,28 +52,73 @@ extension DesktopCore {
     }
 
     /// Ack levels moved: the ledger records them, and every established connection of the device gets its acks.
+    /// Each ack is encoded and encrypted in place in its connection's machine (`acknowledgeFrame`: no `Message`,
+    /// no copy of the connection), and only the device's own connections are visited (`authenticated`), not every
+    /// connection: with 100 devices streaming, every line gets its own ack.
     mutating func durable(_ levels: [SessionLevel]) -> [DesktopAction] {
-        // One pass over the connections per batch (not per session): group the acks by device first.
-        var acks: [DeviceID: [(String, UInt64)]] = [:]
-        for level in levels {
-            let before = ledgers[level.device]?.entry(level.session)?.delivered ?? 0
-            guard ledgers[level.device]?.markDelivered(session: level.session, through: level.seq) == true else { continue }
-            stats.chunksDelivered &+= level.seq - before
-            acks[level.device, default: []].append((level.session, level.seq))
-        }
-        guard !acks.isEmpty else { return [] }
+        if levels.count == 1 { return durable(levels[0]) }  // the usual batch: one session moved
+        // Many devices streaming: one fsync covers a level per device. No table per device: the levels that
+        // moved, then (connection, level) pairs in connection order, each connection's acks in level order.
+        var moved: [SessionLevel] = []
+        moved.reserveCapacity(levels.count)
+        for level in levels where advanceDelivered(level) { moved.append(level) }
+        guard !moved.isEmpty else { return [] }
         if !heldSent.isEmpty {
             heldSent = heldSent.filter { key, notice in
-                !(acks[key.device]?.contains { $0.0 == key.session && $0.1 >= notice.seq } ?? false)
+                !moved.contains { $0.device == key.device && $0.session == key.session && $0.seq >= notice.seq }
             }
         }
+        var targets: [(id: ConnectionID, level: Int)] = []
+        for (index, level) in moved.enumerated() {
+            for id in authenticated[level.device] ?? [] { targets.append((id, index)) }
+        }
+        targets.sort { $0.id != $1.id ? $0.id < $1.id : $0.level < $1.level }
         var out: [DesktopAction] = []
-        for id in connections.keys.sorted() {
-            guard let connection = connections[id], let device = connection.device, let list = acks[device],
-                  connection.machine.isEstablished else { continue }
-            out += send(list.map { .ack(session: $0.0, seq: $0.1) }, on: id)
+        out.reserveCapacity(targets.count)
+        for target in targets {
+            acknowledge(moved[target.level].session, moved[target.level].seq, on: target.id, into: &out)
         }
         return out
+    }
+
+    /// One session's ack level moved (one fsync covered one session: the usual case, and every line's when many
+    /// devices stream at once): no grouping table, no arrays but the actions.
+    mutating func durable(_ level: SessionLevel) -> [DesktopAction] {
+        guard advanceDelivered(level) else { return [] }
+        if !heldSent.isEmpty {
+            heldSent = heldSent.filter { key, notice in
+                !(key.device == level.device && key.session == level.session && level.seq >= notice.seq)
+            }
+        }
+        guard let ids = authenticated[level.device] else { return [] }
+        var out: [DesktopAction] = []
+        out.reserveCapacity(ids.count)
+        for id in ids { acknowledge(level.session, level.seq, on: id, into: &out) }
+        return out
+    }
+
+    /// Moves the ledger's ack level (one device lookup, in place) and counts what it newly covers; false when it
+    /// did not move (unknown device or session, or not above the current level).
+    mutating func advanceDelivered(_ level: SessionLevel) -> Bool {
+        guard let index = ledgers.index(forKey: level.device),
+              let before = ledgers.values[index].advanceDelivered(session: level.session, through: level.seq) else {
+            return false
+        }
+        stats.chunksDelivered &+= level.seq - before
+        return true
+    }
+
+    /// The ack on connection `id`, encrypted in place in its machine (nothing when it is gone or not established).
+    mutating func acknowledge(_ session: String, _ seq: UInt64, on id: ConnectionID, into out: inout [DesktopAction]) {
+        guard let index = connections.index(forKey: id),
+              let action = connections.values[index].machine.acknowledgeFrame(session: session, through: seq) else {
+            return
+        }
+        if case .send(let frame) = action {
+            out.append(.send(id, frame))
+        } else {
+            out += perform([action], on: id)  // encryption failed: the machine closed
+        }
     }
 
     /// A sink holds chunks: each device with an established connection is told which (once per change).

@@ -69,6 +69,9 @@ public struct DesktopCore {
     var code = PairingCodeState()
     var connections: [ConnectionID: Connection] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]
+    /// Each device's authenticated connections, ascending (the acks' targets: no pass over every connection per
+    /// ack). Kept with `connections`: added at `.authenticated`, removed with the connection (`forget`).
+    var authenticated: [DeviceID: [ConnectionID]] = [:]
     /// Connections not being read because their device is over the high-water mark.
     var paused: [DeviceID: Set<ConnectionID>] = [:]
     /// The last `held` sent per (device, session, sink): sent again only when it changes.
@@ -111,8 +114,7 @@ public struct DesktopCore {
         case let .frame(id, bytes):
             return frame(id, bytes)
         case .closed(let id):
-            guard let connection = connections.removeValue(forKey: id) else { return [] }
-            if let device = connection.device { paused[device]?.remove(id) }
+            guard let connection = forget(id) else { return [] }
             return [.log(LogLine(.debug, "connection \(id) closed" + (connection.device.map { " (device \($0))" } ?? "")))]
         case .tick:
             return []
@@ -232,18 +234,32 @@ public struct DesktopCore {
             // The context snapshots the ledgers: it must be gone before `perform` changes them (else each frame
             // copies the ledger's tables). In place in the dictionary: a copy of the connection taken out and
             // written back shared its buffers with the stored one, so the machine's first write copied them.
-            let context = Self.context(configuration, secret: code.active?.secret, clients, ledgers)
-            actions = connections.values[index].machine.receive(bytes, with: context)  // one hash per frame
+            // Made only when the frame needs it (a handshake, a `resume`): not per chunk. The closure reads
+            // local copies (its own references, gone with this scope), not `self`, which is being modified.
+            let (configuration, secret, clients, ledgers) = (configuration, code.active?.secret, clients, ledgers)
+            actions = connections.values[index].machine.receive(bytes) {  // one hash per frame
+                Self.context(configuration, secret: secret, clients, ledgers)
+            }
         }
         return perform(actions, on: id)
     }
 
     /// Closes `id` (counted once here) and forgets it.
     mutating func close(_ id: ConnectionID, _ reason: CloseReason) -> [DesktopAction] {
-        guard let connection = connections.removeValue(forKey: id) else { return [] }
-        if let device = connection.device { paused[device]?.remove(id) }
+        guard forget(id) != nil else { return [] }
         stats.count(reason)
         return [.log(LogLine(.info, "connection closed: \(reason)")), .close(id, reason)]
+    }
+
+    /// Drops connection `id` and what refers to it (its device's pause and ack-target entries).
+    mutating func forget(_ id: ConnectionID) -> Connection? {
+        guard let connection = connections.removeValue(forKey: id) else { return nil }
+        if let device = connection.device {
+            paused[device]?.remove(id)
+            authenticated[device]?.removeAll { $0 == id }
+            if authenticated[device]?.isEmpty == true { authenticated[device] = nil }
+        }
+        return connection
     }
 
     /// Carries out what a machine asked for, in order.
@@ -262,6 +278,9 @@ public struct DesktopCore {
             case let .authenticated(device, key):
                 // The first transport message decrypted (not merely message 1, which a replay repeats).
                 connections[id]!.device = device
+                var ids = authenticated[device] ?? []
+                ids.insert(id, at: ids.firstIndex { $0 > id } ?? ids.count)
+                authenticated[device] = ids
                 out.append(.markAuthenticated(id))
                 out.append(.touchPeer(key))
                 if configuration.takesConfig && clients.kind(of: device) != .browser {
@@ -280,7 +299,7 @@ public struct DesktopCore {
                 out.append(.persistPeer(id, outcome, name: Self.storedName(outcome), kind: route.kind,
                                         agent: route.kind == .browser ? route.agent : nil))
             case let .deliver(device, session, chunks):
-                out += deliver(device: device, session: session, chunks: chunks, on: id)
+                deliver(device: device, session: session, chunks: chunks, on: id, into: &out)
             case let .config(device, type, body):
                 if clients.kind(of: device) == .browser {
                     // A browser device sends dictation only (SECURITY.md): it may not pull or push config.

@@ -109,6 +109,15 @@ public struct ResponderMachine {
         return receive(frame)
     }
 
+    /// `receive(frame, with: make())`, but on an established connection (every chunk) the context is made only
+    /// when the message needs it (a `resume`'s ack level): a chunk makes, copies and releases no context.
+    public mutating func receive(_ frame: [UInt8], context make: () -> ResponderContext) -> [Action] {
+        guard case .established(let transport, let device) = state, frame.count <= SpeakBridgeProtocol.maxFrameSize else {
+            return receive(frame, with: make())
+        }
+        return receiveEstablished(frame, transport, device) { make().delivered($0, $1) }
+    }
+
     public mutating func receive(_ frame: [UInt8]) -> [Action] {
         guard frame.count <= SpeakBridgeProtocol.maxFrameSize else {
             return fail(.rejected(.protocolViolation("frame larger than 65535 bytes")))
@@ -138,16 +147,9 @@ public struct ResponderMachine {
                 return fail(.rejected(.revokedDuringHandshake(device)))
             }
             state = .established(transport, device)
-            return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device)
-        case .established(var transport, let device):
-            let plaintext: [UInt8]
-            do {
-                plaintext = try transport.decrypt(frame)
-            } catch {
-                return fail(.failed(.undecryptable(device)))
-            }
-            state = .established(transport, device)
-            return handleSessionMessage(plaintext, from: device)
+            return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device, delivered: context.delivered)
+        case .established(let transport, let device):
+            return receiveEstablished(frame, transport, device, delivered: context.delivered)
         case .closed:
             return []
         }
@@ -156,6 +158,19 @@ public struct ResponderMachine {
     /// The daemon delivered `session` through `seq` to every sink and made that durable.
     public mutating func acknowledge(session: String, through seq: UInt64) -> [Action] {
         encryptAndSend(.ack(session: session, seq: seq))
+    }
+
+    /// One ack on an established connection, as one action and without building a `Message` (`AckEncoder`): the
+    /// desktop sends one per fsync and device, which with many devices streaming is one per line. `.send(frame)`;
+    /// `.close` when encryption failed (the machine is closed then, as `encryptAndSend` does); nil when the
+    /// connection is not established (nothing is sent, as `acknowledge` sends nothing then).
+    public mutating func acknowledgeFrame(session: String, through seq: UInt64) -> Action? {
+        guard case .established(var transport, let device) = state else { return nil }
+        guard let frame = try? transport.encrypt(AckEncoder.encode(session: session, seq: seq)) else {
+            return fail(.failed(.internalError("encryption failed"))).first
+        }
+        state = .established(transport, device)
+        return .send(frame)
     }
 
     /// Sends any message (errors, resume answers) on an established connection.
@@ -251,7 +266,22 @@ public struct ResponderMachine {
 
     // MARK: - Session
 
-    mutating func handleSessionMessage(_ plaintext: [UInt8], from device: DeviceID) -> [Action] {
+    /// A transport message on an established connection; `delivered` answers a `resume`.
+    mutating func receiveEstablished(_ frame: [UInt8], _ transport: NoiseTransport, _ device: DeviceID,
+                                     delivered: (DeviceID, String) -> UInt64) -> [Action] {
+        var transport = transport
+        let plaintext: [UInt8]
+        do {
+            plaintext = try transport.decrypt(frame)
+        } catch {
+            return fail(.failed(.undecryptable(device)))
+        }
+        state = .established(transport, device)
+        return handleSessionMessage(plaintext, from: device, delivered: delivered)
+    }
+
+    mutating func handleSessionMessage(_ plaintext: [UInt8], from device: DeviceID,
+                                       delivered: (DeviceID, String) -> UInt64) -> [Action] {
         let message: Message
         do {
             message = try MessageCodec.decode(plaintext)
@@ -265,7 +295,7 @@ public struct ResponderMachine {
         }
         switch message {
         case .resume(let session, _):
-            return encryptAndSend(.resume(session: session, delivered: context.delivered(device, session)))
+            return encryptAndSend(.resume(session: session, delivered: delivered(device, session)))
         case let .chunk(session, chunk):
             return [.deliver(device, session: session, [chunk])]
         case let .chunks(session, chunks):

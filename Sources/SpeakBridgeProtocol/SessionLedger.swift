@@ -158,6 +158,16 @@ public struct SessionLedger: Sendable {
         return true
     }
 
+    /// `markDelivered` with one lookup of the session: the ack level before, or nil when it did not move.
+    public mutating func advanceDelivered(session: String, through seq: UInt64) -> UInt64? {
+        guard let index = sessions.index(forKey: session) else { return nil }
+        let before = sessions.values[index].delivered
+        guard seq > before else { return nil }
+        sessions.values[index].delivered = seq
+        sessions.values[index].accepted = max(sessions.values[index].accepted, seq)
+        return before
+    }
+
     /// Every sink took `session` through `seq` and it is durable. Returns true when that moved the ack level.
     /// Only live sessions move (a retired one has nothing in flight; an unknown one was never accepted).
     @discardableResult

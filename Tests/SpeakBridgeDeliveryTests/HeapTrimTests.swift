@@ -6,8 +6,9 @@ import SpeakBridgeSupport
 import Testing
 @testable import SpeakBridgeDelivery
 
-/// The heap is trimmed when the pipeline falls quiet after a burst (`HeapTrim`, glibc's `malloc_trim`), never
-/// after a trickle; and a trim really gives freed heap pages back to the kernel.
+/// The heap is trimmed when the pipeline falls quiet (nothing committed for a second) after a burst (`HeapTrim`,
+/// glibc's `malloc_trim`), never after or during a trickle, also one past the burst threshold; and a trim really
+/// gives freed heap pages back to the kernel.
 @Suite("Heap trim after a burst", .serialized)
 struct HeapTrimTests {
     let device = DeviceID(publicKeyDigest: SHA256.hash(Array("trim-device".utf8)))
@@ -56,9 +57,39 @@ struct HeapTrimTests {
         let burst = UInt64(DeliveryPipeline.trimAfterChunks) + 1_000
         submit(pipeline, from: 101, count: burst)
         try wait("the burst acked") { acked.withLock { $0 } == 100 + burst }
+        let quietFrom = Date()
         try wait("trimmed once the pipeline fell quiet") { pipeline.condition.withLock { pipeline.trims } == 1 }
+        // Only after the quiet spell (1 s from the last fsync's start, which came before the ack was seen).
+        #expect(Date().timeIntervalSince(quietFrom) > 0.5)
         usleep(50_000)
         #expect(pipeline.condition.withLock { pipeline.trims } == 1)
+    }
+
+    /// A trickle slower than the pacing interval leaves the pipeline empty between fsyncs all the time: however many chunks
+    /// such a trickle commits, it is not quiet, so it never trims (a trim holds glibc's arena locks while it walks
+    /// the heap). Before, any moment with nothing pending after 4,096 chunks trimmed, in the middle of traffic.
+    @Test func aSteadyTricklePastTheThresholdNeverTrims() throws {
+        let root = DeliveryPipelineTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (pipeline, acked) = try pipeline(root: root)
+        defer { pipeline.stop() }
+        // 64 chunks every 10 ms or so (slower than the 5 ms pacing interval, as a line every 100 ms from one
+        // device is beside 25 ms), never waiting for acks: each batch is committed before the next comes, so the
+        // pipeline is empty between them while the trickle goes on.
+        let total = UInt64(DeliveryPipeline.trimAfterChunks) * 2
+        var seq: UInt64 = 1
+        var sawEmpty = false
+        while seq <= total {
+            submit(pipeline, from: seq, count: 64)
+            seq += 64
+            usleep(10_000)
+            if pipeline.condition.withLock({ pipeline.levels.pending.isEmpty }) { sawEmpty = true }
+        }
+        // Asked while the trickle is still going (a trim after it ends would be right: that is a quiet spell).
+        #expect(pipeline.condition.withLock { pipeline.trims } == 0, "trimmed in the middle of a trickle")
+        #expect(pipeline.condition.withLock { pipeline.committedSinceTrim } >= DeliveryPipeline.trimAfterChunks)
+        #expect(sawEmpty, "the trickle never left the pipeline empty between commits (the case this pins)")
+        try wait("the trickle acked") { acked.withLock { $0 } == seq - 1 }
     }
 
     /// 64 MiB in 4 KiB blocks on another thread (its own arena, as the lws thread's), freed: the trim returns

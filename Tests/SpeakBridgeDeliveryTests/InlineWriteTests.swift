@@ -72,6 +72,21 @@ struct InlineWriteTests {
         try body(sink, reader, pipeline, acks)
     }
 
+    /// The daemon looks a device's name up per submit only for a sink that may show it: a FIFO writes the text
+    /// alone; any other sink (a jsonl file here, or one the pipeline does not know) counts as showing it.
+    @Test func onlySinksThatMayShowTheNameNeedIt() throws {
+        try withFIFOPipeline { _, _, pipeline, _ in #expect(!pipeline.showsDeviceNames) }
+        let root = DeliveryPipelineTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (fifo, reader) = try fifo(root)
+        defer { close(reader) }
+        for sinks in [[fifo, try JSONLSink(path: root + "/out.jsonl")] as [any Sink], [FakeSink("tool", .recordBeforeWrite)]] {
+            let (pipeline, _) = try pipeline(sinks, root: root)
+            #expect(pipeline.showsDeviceNames)
+            pipeline.stop()
+        }
+    }
+
     @Test func anIdleFIFOSinkWritesOnTheSubmittingThread() throws {
         try withFIFOPipeline { _, reader, pipeline, acks in
             for seq in UInt64(1)...5 {

@@ -170,3 +170,63 @@ struct SessionTests {
         #expect(desk.core.stats.rejected == 1)
     }
 }
+
+/// Acks go to exactly the acked device's established connections, in connection order, also in a batch that
+/// covers several devices, and stop when a connection is gone.
+@Suite("Desktop core: ack targets")
+struct AckTargetTests {
+    @Test("a batch over several devices acks each device's connections only, each in level order")
+    func severalDevices() throws {
+        let phones = (0..<3).map { _ in Phone.paired() }
+        var desk = Desk(clients: phones.map(\.client))
+        // Interleaved connections: 1 and 4 are phone 0's, 2 and 5 phone 1's, 3 phone 2's.
+        var sessions: [(Int, Session)] = []
+        for round in 0..<2 {
+            for (n, phone) in phones.enumerated() where !(round == 1 && n == 2) {
+                var s = try phone.open(&desk, first: .chunks(session: "s\(n)", [Chunk(seq: 1, text: "a"), Chunk(seq: 2, text: "b")]))
+                _ = s.received(from: &desk)
+                sessions.append((n, s))
+            }
+        }
+        _ = try phones[0].open(&desk, first: .chunks(session: "t", [Chunk(seq: 1, text: "c")]))
+        let levels = [SessionLevel(device: phones[0].id, session: "s0", seq: 1),
+                      SessionLevel(device: phones[1].id, session: "s1", seq: 2),
+                      SessionLevel(device: phones[0].id, session: "t", seq: 1),
+                      SessionLevel(device: phones[0].id, session: "s0", seq: 2)]
+        let actions = desk.core.handle(.durable(levels), now: desk.now)
+        let targets = actions.compactMap { if case let .send(id, _) = $0 { return id } else { return nil } }
+        #expect(targets == targets.sorted(), "in connection order")
+        desk.perform(actions)
+        for (n, var s) in sessions {
+            let expected: [Message] = switch n {
+            case 0: [.ack(session: "s0", seq: 1), .ack(session: "t", seq: 1), .ack(session: "s0", seq: 2)]
+            case 1: [.ack(session: "s1", seq: 2)]
+            default: []
+            }
+            #expect(s.received(from: &desk) == expected, "phone \(n), connection \(s.id)")
+        }
+        #expect(desk.core.stats.chunksDelivered == 5)
+    }
+
+    @Test("one session's level acks every established connection of its device; closed ones are skipped")
+    func oneLevel() throws {
+        let phone = Phone.paired(), other = Phone.paired()
+        var desk = Desk(clients: [phone.client, other.client])
+        var a = try phone.open(&desk, first: .chunk(session: "s", Chunk(seq: 1, text: "x")))
+        var o = try other.open(&desk)
+        var b = try phone.open(&desk)
+        var c = try phone.open(&desk)
+        _ = (a.received(from: &desk), o.received(from: &desk), b.received(from: &desk), c.received(from: &desk))
+        desk.run(.closed(b.id))
+        desk.run(.durable([SessionLevel(device: phone.id, session: "s", seq: 1)]))
+        #expect(a.received(from: &desk) == [.ack(session: "s", seq: 1)])
+        #expect(c.received(from: &desk) == [.ack(session: "s", seq: 1)])
+        #expect(b.received(from: &desk).isEmpty)
+        #expect(o.received(from: &desk).isEmpty)
+        // Revoked: its connections are closed and get no ack any more.
+        desk.run(.revoked(phone.id))
+        desk.run(.durable([SessionLevel(device: phone.id, session: "s", seq: 1)]))
+        #expect(desk.take(a.id).isEmpty && desk.take(c.id).isEmpty)
+        #expect(desk.core.authenticated[phone.id] == nil)
+    }
+}
