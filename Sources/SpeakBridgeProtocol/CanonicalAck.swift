@@ -5,12 +5,12 @@
 /// It accepts only that one spelling, with a valid session ID (1-64 of A-Z a-z 0-9 . _ -, so nothing to unescape)
 /// and a seq of at most 16 digits, no leading zero, at most 2^53; anything else — other spacing or member order,
 /// extra members, escapes, any doubt — is nil, and `MessageCodec.decode` decides as before. So whatever it
-/// returns is what `decode` returns for the same bytes (tested).
-enum CanonicalAck {
+/// returns is what `decode` returns for the same bytes (tested, and fuzzed: FuzzMessageCodec checks it on every input).
+public enum CanonicalAck {
     static let prefix = Array(#"{"type":"ack","session":""#.utf8)
     static let seqKey = Array(#"","seq":"#.utf8)
 
-    static func decode(_ bytes: [UInt8]) -> Message? {
+    public static func decode(_ bytes: [UInt8]) -> Message? {
         bytes.withUnsafeBufferPointer { b -> Message? in
             let count = b.count
             guard count > prefix.count + seqKey.count + 2, count <= 256 else { return nil }

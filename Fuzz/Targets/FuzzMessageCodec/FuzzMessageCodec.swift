@@ -4,13 +4,17 @@
 // Invariants beyond "no crash": a message that decodes encodes to a canonical frame that decodes again; the
 // canonical frame is a fixed point; and every message but `config-*` (whose body keeps the peer's member order)
 // is equal after the round trip. A canonical frame longer than one frame (numbers grow when re-spelled) is only
-// checked for the first two.
+// checked for the first two. The client's ack fast path (`CanonicalAck`) answers nil or exactly what `decode` does.
 import SpeakBridgeProtocol
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMessageCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    guard let message = try? MessageCodec.decode(bytes) else { return 0 }
+    let decoded = try? MessageCodec.decode(bytes)
+    if let fast = CanonicalAck.decode(bytes) {
+        precondition(fast == decoded, "the ack fast path read \(fast) where decode read \(String(describing: decoded))")
+    }
+    guard let message = decoded else { return 0 }
     let canonical = MessageCodec.encode(message)
     guard canonical.count <= SpeakBridgeProtocol.maxFrameSize else { return 0 }
     let again: Message
