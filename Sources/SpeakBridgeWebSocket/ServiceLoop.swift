@@ -109,7 +109,7 @@ final class ServiceLoop: @unchecked Sendable {
     let wakers = Atomic<Int>(0)
     /// The TLS listener's port once bound (0: none). Written once on the service thread before `start` returns.
     let securePort = Atomic<Int>(0)
-    /// Frames a client wrote at once, without the queue (`writeNow`), for tests.
+    /// Frames written at once, without the queue (`writeNow`), for tests.
     let directWrites = Atomic<Int>(0)
     /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
     /// (written on the service thread before `.opened`, removed when the connection is forgotten).

@@ -89,6 +89,17 @@ public final class WebSocketClient: Sendable {
         loop.shutdown()
     }
 
+    /// Stops reading from a connection's socket until ``resumeReceiving(_:)`` (lws rx flow control), so that the
+    /// server's frames back up in the kernel's buffers and then in its queue; for tests of the server's sending.
+    package func pauseReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, false))
+    }
+
+    /// Resumes reading after ``pauseReceiving(_:)``.
+    package func resumeReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, true))
+    }
+
     /// Frames written in the loop turn that sent them, without waiting for a WRITEABLE callback (nothing was
     /// queued ahead of them), for tests.
     package var directWriteCount: Int {
