@@ -186,6 +186,8 @@ extension ServiceLoop {
             pendingSecureStarts.append(request)
         case let .watch(request):
             request.answer(adopt(request))
+        case let .schedule(request):
+            arm(request)
         case .stop:
             beginStop()
         }

@@ -40,6 +40,8 @@ enum Command: Sendable {
     case startSecure(SecureStartRequest)
     /// Adopts a descriptor to watch for readability (ServiceLoop+Watching.swift).
     case watch(WatchRequest)
+    /// Arms the application's timer (ServiceLoop+Timer.swift).
+    case schedule(TimerRequest)
     case stop
 }
 
@@ -111,6 +113,8 @@ final class ServiceLoop: @unchecked Sendable {
     let securePort = Atomic<Int>(0)
     /// Frames written at once, without the queue (`writeNow`), for tests.
     let directWrites = Atomic<Int>(0)
+    /// Times the application's timer fired, for tests.
+    let appTimerFires = Atomic<Int>(0)
     /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
     /// (written on the service thread before `.opened`, removed when the connection is forgotten).
     let connectionInfo = Locked<[WebSocketConnectionID: WebSocketConnectionInfo]>([:])
@@ -144,6 +148,9 @@ final class ServiceLoop: @unchecked Sendable {
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
     let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
+    /// The application's timer (ServiceLoop+Timer.swift) and what it runs when it fires (nil: not armed).
+    let appTimer: UnsafeMutablePointer<swift_lws_timer>
+    var appTimerHandler: (@Sendable () -> Void)?
     /// Where a frame is assembled with LWS_PRE bytes of headroom before `lws_write`.
     var scratch: UnsafeMutableRawBufferPointer
 
@@ -163,6 +170,8 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer = .allocate(capacity: 1)
         deadlineTimer.initialize(to: swift_lws_timer())
+        appTimer = .allocate(capacity: 1)
+        appTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
         WebSocketLog.installHook()
     }
@@ -178,6 +187,8 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer.deinitialize(count: 1)
         deadlineTimer.deallocate()
+        appTimer.deinitialize(count: 1)
+        appTimer.deallocate()
         scratch.deallocate()
     }
 
@@ -333,6 +344,8 @@ final class ServiceLoop: @unchecked Sendable {
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
+        lws_sul_cancel(&appTimer.pointee.sul)
+        appTimerHandler = nil
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
         lws_context_destroy(context)
