@@ -1,14 +1,23 @@
 // The application's one timer on the service thread (`WebSocketClient.schedule(after:_:)`), so that
 // periodic work (a sender's 50 ms tick) runs in the loop that already sleeps in poll(2): no dispatch
-// timer thread (epoll, timerfd), no worker woken, no lock handed between threads per tick.
+// timer thread (epoll, timerfd, futex), no worker woken, no queue handed between threads per tick.
 //
 // How: a `.schedule` command reaches the service thread through the inbox like any other (from the
 // service thread itself — the usual case, a tick re-arming itself — it needs no wake-up); there it
-// points an lws_sul timer (`appTimer`) at the delay, replacing an earlier one not yet fired. lws
-// folds the timer into its poll timeout; when it fires, the handler runs inside a callback scope, so
-// what it sends is drained (and written) before the loop polls again. The timer is cancelled before
-// the context is destroyed; a schedule after the loop stopped is dropped.
+// arms a timerfd (one timerfd_settime), replacing an earlier schedule not yet fired. The timerfd is
+// watched like stdin (ServiceLoop+Watching.swift): poll wakes when it expires, the handler reads it
+// and runs the application's handler inside the callback, so what that sends is drained (and
+// written) before the loop polls again. The timerfd is closed after the context is destroyed; a
+// schedule after the loop stopped is dropped.
+//
+// Why not an lws_sul timer (tried first): lws 4.1 turns the time to the next sul into poll's timeout
+// in whole milliseconds, rounded down, so in the last millisecond before every timer it polls with
+// a timeout of 0 again and again until the timer is due (about a dozen poll calls per tick, +0.9
+// poll per paced line at 2 ms pacing). A timerfd wakes poll at its expiry.
 internal import CLibWebSockets
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The application's timer handler, stored as a value (C-LIBRARY-NOTES §6.2).
 struct TimerRequest: Sendable {
@@ -19,29 +28,55 @@ struct TimerRequest: Sendable {
 extension ServiceLoop {
     /// Arms (or re-arms) the application's timer. Service thread, from `apply`.
     func arm(_ request: TimerRequest) {
-        guard let context else { return }
+        guard context != nil, !stopRequested else { return }
+        if appTimerFD < 0 && !openAppTimer() { return }
         appTimerHandler = request.fire
-        appTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        // lws_sul_schedule takes a signed 64-bit count; anything past a day is clamped (no peer chose it).
-        let delay = lws_usec_t(min(request.delayMicroseconds, 86_400_000_000))
-        lws_sul_schedule(context, 0, &appTimer.pointee.sul, appTimerFired, delay)
+        // At most a day (no peer chose it); at least a nanosecond (a zero it_value would disarm the timer).
+        let delay = max(1, min(request.delayMicroseconds, 86_400_000_000))
+        var spec = itimerspec()
+        spec.it_value.tv_sec = Int(delay / 1_000_000)
+        spec.it_value.tv_nsec = Int(delay % 1_000_000) * 1_000
+        timerfd_settime(appTimerFD, 0, &spec, nil)
     }
 
-    /// The timer fired: its handler runs once (a handler that wants more schedules again).
-    func appTimerPassed() {
+    /// Creates the timerfd and has the loop watch it (a dup of it, which shares the timer). False: no timer
+    /// (the schedule is dropped, like one after the loop stopped).
+    private func openAppTimer() -> Bool {
+        let fd = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
+        guard fd >= 0 else { return false }
+        // Weak: the watch outlives nothing of the loop's (forgotten before the context is destroyed), but a
+        // strong capture would make a cycle through `watches`.
+        let handler = ReadableHandler { [weak self] _ in
+            guard let self else { return false }
+            self.appTimerExpired()
+            return true
+        }
+        let request = WatchRequest(id: WebSocketWatchID(rawValue: makeConnectionID().rawValue), fd: fd,
+                                   handler: handler)
+        guard adopt(request) else {
+            Glibc.close(fd)
+            return false
+        }
+        appTimerFD = fd
+        return true
+    }
+
+    /// The watched timerfd polled readable (service thread, inside the watch's callback).
+    private func appTimerExpired() {
+        var expirations: UInt64 = 0
+        // Non-blocking: EAGAIN when a re-arm after the expiry reset it first (then it has not fired yet).
+        guard read(appTimerFD, &expirations, 8) == 8 else { return }
         guard let fire = appTimerHandler else { return }
         appTimerHandler = nil
         appTimerFires.add(1, ordering: .relaxed)
         fire()
     }
-}
 
-/// lws_sul callback for the application's timer.
-private func appTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-    guard let sul, let owner = swift_lws_timer_owner(sul) else { return }
-    // The loop outlives its context, and the timer is cancelled before the context dies.
-    let loop = Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue()
-    loop.withCallbackScope {
-        loop.appTimerPassed()
+    /// After the context is gone (its copy of the descriptor closed with it).
+    func closeAppTimer() {
+        if appTimerFD >= 0 {
+            Glibc.close(appTimerFD)
+            appTimerFD = -1
+        }
     }
 }

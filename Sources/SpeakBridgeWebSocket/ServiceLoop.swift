@@ -148,8 +148,9 @@ final class ServiceLoop: @unchecked Sendable {
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
     let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
-    /// The application's timer (ServiceLoop+Timer.swift) and what it runs when it fires (nil: not armed).
-    let appTimer: UnsafeMutablePointer<swift_lws_timer>
+    /// The application's timer (ServiceLoop+Timer.swift): a timerfd watched by the loop (-1 until first armed),
+    /// and what it runs when it fires (nil: not armed).
+    var appTimerFD: Int32 = -1
     var appTimerHandler: (@Sendable () -> Void)?
     /// Where a frame is assembled with LWS_PRE bytes of headroom before `lws_write`.
     var scratch: UnsafeMutableRawBufferPointer
@@ -170,8 +171,6 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer = .allocate(capacity: 1)
         deadlineTimer.initialize(to: swift_lws_timer())
-        appTimer = .allocate(capacity: 1)
-        appTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
         WebSocketLog.installHook()
     }
@@ -187,8 +186,6 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer.deinitialize(count: 1)
         deadlineTimer.deallocate()
-        appTimer.deinitialize(count: 1)
-        appTimer.deallocate()
         scratch.deallocate()
     }
 
@@ -344,12 +341,12 @@ final class ServiceLoop: @unchecked Sendable {
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
-        lws_sul_cancel(&appTimer.pointee.sul)
         appTimerHandler = nil
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
         lws_context_destroy(context)
         releaseContextMemory()
+        closeAppTimer()  // lws closed its copy with the context
     }
 
     // MARK: helpers used by the callbacks (service thread)
