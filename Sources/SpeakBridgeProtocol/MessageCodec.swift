@@ -57,8 +57,10 @@ public enum MessageCodec {
     static func writeChunkMembers(_ c: Chunk, into out: inout [UInt8]) {
         out += Self.seqKey
         writeDecimal(c.seq, into: &out)
+        // The text's quotes ride on the constants around it (`JSONValue.writeString` without its two appends).
         out += Self.textKey
-        JSONValue.writeString(c.text, into: &out)
+        var text = c.text
+        text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
         out += c.final ? Self.finalTrue : Self.finalFalse
         if c.lang != nil || c.speaker != nil || c.start != nil || c.end != nil {
             // Rare members: through the general writer, in `chunkMembers` order.
@@ -87,9 +89,9 @@ public enum MessageCodec {
     }
 
     static let seqKey = Array(#""seq":"#.utf8)
-    static let textKey = Array(#","text":"#.utf8)
-    static let finalTrue = Array(#","final":true"#.utf8)
-    static let finalFalse = Array(#","final":false"#.utf8)
+    static let textKey = Array(#","text":""#.utf8)
+    static let finalTrue = Array(#"","final":true"#.utf8)
+    static let finalFalse = Array(#"","final":false"#.utf8)
 
     public static func json(_ message: Message) -> JSONValue {
         var m: [(String, JSONValue)] = [("type", .string(message.type))]
