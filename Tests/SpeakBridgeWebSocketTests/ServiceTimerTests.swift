@@ -5,8 +5,8 @@ import Testing
 import Glibc
 #endif
 
-/// `WebSocketClient.schedule(after:_:)`: the application's one timer, run on the service thread by the loop's own
-/// poll timeout (a sender's tick), never on another thread.
+/// `WebSocketClient.schedule(after:_:)`: the application's one timer (a sender's tick), a timerfd the loop polls with
+/// its sockets, run on the service thread, never on another thread.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct ServiceTimerTests {
     /// It fires once, after the delay, on the service thread; a handler that schedules again keeps a tick going,
@@ -35,8 +35,8 @@ struct ServiceTimerTests {
         #expect(firedAt.value.count == ticks)
         #expect(client.timerFireCount == ticks)
         #expect(threads.value == Array(repeating: client.serviceThreadID, count: ticks))
-        // Each waited its delay at least (20 ms after the one before; lws rounds to the millisecond).
-        #expect(firedAt.value.first.map { $0 >= .milliseconds(19) } == true)
+        // It waited its delay at least.
+        #expect(firedAt.value.first.map { $0 >= .milliseconds(20) } == true)
     }
 
     /// Scheduling again before it fired replaces the schedule: one fire, at the later time's handler.
