@@ -9,6 +9,7 @@
 #include <libwebsockets.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <unistd.h>
 

@@ -105,6 +105,16 @@ final class LinkDriver: @unchecked Sendable {
         client.watchReadable(fd: fd, onReadable: onReadable)
     }
 
+    /// Runs `fire` on `queue` once after `delay`, timed by the socket thread's loop (`WebSocketClient.schedule`):
+    /// `queue.sync` from there, so it runs inline on the socket thread when the queue is idle — no dispatch timer
+    /// thread, no worker woken. Scheduling again replaces a schedule that has not fired. Must be called on `queue`.
+    func schedule(after delay: Duration, _ fire: @escaping () -> Void) {
+        // Why the box: `fire` runs on `queue` only (the `queue.sync` below), which is what this type's
+        // `@unchecked Sendable` already rests on; the socket thread only hands it over.
+        let work = QueueWork(run: fire)
+        client.schedule(after: delay) { [queue] in queue.sync { work.run() } }
+    }
+
     /// Joins the socket thread: no event comes after it. Not on `queue`.
     func shutdown() { client.shutdown() }
 
@@ -125,4 +135,10 @@ final class LinkDriver: @unchecked Sendable {
             onEvent(.closed(id, reason))
         }
     }
+}
+
+/// A closure that runs on the driver's `queue` only, carried through the socket thread's timer.
+/// `@unchecked Sendable`: the socket thread never calls it, it only passes it to `queue.sync`.
+private struct QueueWork: @unchecked Sendable {
+    let run: () -> Void
 }

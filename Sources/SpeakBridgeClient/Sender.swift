@@ -58,15 +58,16 @@ public struct SendOptions: Sendable {
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
 ///    the queue on the tick.
-/// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line); it stops
-///    while there is nothing to time (`isQuiet`) and starts again with the next event.
+/// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
+///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
+///    (`isQuiet`) and starts again with the next event.
 /// 6. `exit`: the status line goes, the bye has until the desktop closes the connection (50 ms at most) to leave,
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
 /// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
-/// and `completed` are used on `queue` only (driver events, stdin lines through `queue.sync`, timers through
-/// `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
+/// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
+/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
@@ -365,7 +366,9 @@ public final class Sender: @unchecked Sendable {
 
     func scheduleTick() {
         ticking = true
-        queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.tick() }
+        // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
+        // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
+        driver.schedule(after: .milliseconds(50)) { [weak self] in self?.tick() }
     }
 
     /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no

@@ -12,8 +12,13 @@ public enum MessageCodec {
             // The hot path: written straight into bytes, byte for byte what `json(message).encoded()` writes
             // (tested), without building a JSONValue tree per chunk (its allocations and reference counting were
             // most of `send`'s CPU in a burst).
+            // Room for every chunk's members and unescaped text, and for the tag sealing appends in place
+            // (`InitiatorMachine.seal`): a burst's 512-chunk batch grew (and was copied) several times, the last
+            // time for the tag.
+            var textBytes = 0
+            for chunk in chunks { textBytes &+= chunk.text.utf8.count }
             var out: [UInt8] = []
-            out.reserveCapacity(48 + session.utf8.count + chunks.count * 48)
+            out.reserveCapacity(64 + session.utf8.count + chunks.count * 64 + textBytes + 16)
             out += Self.chunksPrefix
             JSONValue.writeString(session, into: &out)
             out += Self.chunksArrayKey
@@ -25,7 +30,7 @@ public enum MessageCodec {
             return out
         case let .chunk(session, chunk):
             var out: [UInt8] = []
-            out.reserveCapacity(96 + session.utf8.count + chunk.text.utf8.count)
+            out.reserveCapacity(96 + session.utf8.count + chunk.text.utf8.count + 16)  // + the tag (seal in place)
             out += Self.chunkPrefix
             JSONValue.writeString(session, into: &out)
             out.append(UInt8(ascii: ","))
@@ -52,8 +57,10 @@ public enum MessageCodec {
     static func writeChunkMembers(_ c: Chunk, into out: inout [UInt8]) {
         out += Self.seqKey
         writeDecimal(c.seq, into: &out)
+        // The text's quotes ride on the constants around it (`JSONValue.writeString` without its two appends).
         out += Self.textKey
-        JSONValue.writeString(c.text, into: &out)
+        var text = c.text
+        text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
         out += c.final ? Self.finalTrue : Self.finalFalse
         if c.lang != nil || c.speaker != nil || c.start != nil || c.end != nil {
             // Rare members: through the general writer, in `chunkMembers` order.
@@ -82,9 +89,9 @@ public enum MessageCodec {
     }
 
     static let seqKey = Array(#""seq":"#.utf8)
-    static let textKey = Array(#","text":"#.utf8)
-    static let finalTrue = Array(#","final":true"#.utf8)
-    static let finalFalse = Array(#","final":false"#.utf8)
+    static let textKey = Array(#","text":""#.utf8)
+    static let finalTrue = Array(#"","final":true"#.utf8)
+    static let finalFalse = Array(#"","final":false"#.utf8)
 
     public static func json(_ message: Message) -> JSONValue {
         var m: [(String, JSONValue)] = [("type", .string(message.type))]

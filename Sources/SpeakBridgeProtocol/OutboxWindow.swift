@@ -130,6 +130,8 @@ public struct OutboxWindow: Sendable {
         var messages: [Message] = []
         while next < available, next < maxInFlight {
             var batch: [Chunk] = []
+            // Room for the most this batch can take (a burst's batch held 512 and grew nine times).
+            batch.reserveCapacity(min(available - next, maxInFlight - next, SpeakBridgeProtocol.maxChunksPerBatch))
             var size = Self.envelopeSize(sessionBytes: session.utf8.count)
             while next < available, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
                 let chunk = storage[next]

@@ -152,7 +152,9 @@ extension ServiceLoop {
         switch command {
         case let .send(id, message):
             guard let connection = connections[id], connection.pendingClose == nil else { return }
-            if connection.isClient && writeNow(message, on: connection) { return }
+            // Nothing ahead of it (either role): written in this loop turn. A server's ack made on another thread
+            // gets here in the drain of the EVENT_WAIT_CANCELLED its enqueue caused, so it needs no further turn.
+            if writeNow(message, on: connection) { return }
             guard connection.enqueue(message) else {
                 // The peer keeps asking but does not read: drop what it did not take and close, rather than
                 // buffer without bound.
@@ -184,6 +186,8 @@ extension ServiceLoop {
             pendingSecureStarts.append(request)
         case let .watch(request):
             request.answer(adopt(request))
+        case let .schedule(request):
+            arm(request)
         case .stop:
             beginStop()
         }

@@ -7,11 +7,14 @@
 // asks for another WRITEABLE. A pending application close is sent only once the queue is
 // empty, so it never overtakes queued messages.
 //
-// A client's frame skips the queue when nothing is ahead of it (`writeNow`): it is written in the
-// loop turn that produced it, with no WRITEABLE round trip (one poll(2) wake-up, lws's POLLOUT
-// handling and a callback per frame). lws 4.1 takes an lws_write outside WRITEABLE: what the
-// socket does not take it keeps (buflist_out) and flushes on POLLOUT before any WRITEABLE; while
-// it holds such a rest (lws_partial_buffered) frames queue as before, so order never changes.
+// A frame skips the queue when nothing is ahead of it (`writeNow`), on a client's connection and on a
+// server's alike (acks, resume answers, config messages): it is written in the loop turn that
+// produced it, with no WRITEABLE round trip (one poll(2) wake-up, lws's POLLOUT handling and a
+// callback per frame). A frame another thread sends (an ack from the committer) is written in the
+// drain of the EVENT_WAIT_CANCELLED its enqueue caused. lws 4.1 takes an lws_write outside
+// WRITEABLE: what the socket does not take it keeps (buflist_out) and flushes on POLLOUT before any
+// WRITEABLE; while it holds such a rest (lws_partial_buffered) frames queue as before, so order
+// never changes and the queue's bound (`maxQueuedBytes`) applies as before.
 internal import CLibWebSockets
 
 extension ServiceLoop {
@@ -48,7 +51,7 @@ extension ServiceLoop {
         return 0
     }
 
-    /// Writes a client's frame at once if nothing is ahead of it: the connection is established, no frame of
+    /// Writes a frame at once if nothing is ahead of it: the connection is established, no frame of
     /// its own is queued, no close is pending and lws holds no unsent rest of an earlier frame. False: not
     /// written (queue it). A failed write marks the connection lost and has lws drop it; the frame counts as
     /// taken, like one a WRITEABLE callback failed to write (the connection's `.closed` follows).

@@ -40,6 +40,8 @@ enum Command: Sendable {
     case startSecure(SecureStartRequest)
     /// Adopts a descriptor to watch for readability (ServiceLoop+Watching.swift).
     case watch(WatchRequest)
+    /// Arms the application's timer (ServiceLoop+Timer.swift).
+    case schedule(TimerRequest)
     case stop
 }
 
@@ -109,8 +111,10 @@ final class ServiceLoop: @unchecked Sendable {
     let wakers = Atomic<Int>(0)
     /// The TLS listener's port once bound (0: none). Written once on the service thread before `start` returns.
     let securePort = Atomic<Int>(0)
-    /// Frames a client wrote at once, without the queue (`writeNow`), for tests.
+    /// Frames written at once, without the queue (`writeNow`), for tests.
     let directWrites = Atomic<Int>(0)
+    /// Times the application's timer fired, for tests.
+    let appTimerFires = Atomic<Int>(0)
     /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
     /// (written on the service thread before `.opened`, removed when the connection is forgotten).
     let connectionInfo = Locked<[WebSocketConnectionID: WebSocketConnectionInfo]>([:])
@@ -144,6 +148,10 @@ final class ServiceLoop: @unchecked Sendable {
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
     let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
+    /// The application's timer (ServiceLoop+Timer.swift): a timerfd watched by the loop (-1 until first armed),
+    /// and what it runs when it fires (nil: not armed).
+    var appTimerFD: Int32 = -1
+    var appTimerHandler: (@Sendable () -> Void)?
     /// Where a frame is assembled with LWS_PRE bytes of headroom before `lws_write`.
     var scratch: UnsafeMutableRawBufferPointer
 
@@ -333,10 +341,12 @@ final class ServiceLoop: @unchecked Sendable {
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
+        appTimerHandler = nil
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
         lws_context_destroy(context)
         releaseContextMemory()
+        closeAppTimer()  // lws closed its copy with the context
     }
 
     // MARK: helpers used by the callbacks (service thread)

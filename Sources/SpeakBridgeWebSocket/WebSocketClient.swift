@@ -89,6 +89,34 @@ public final class WebSocketClient: Sendable {
         loop.shutdown()
     }
 
+    /// Runs `fire` once on the service thread after `delay` (an lws timer folded into the loop's poll timeout: no
+    /// other thread is woken). One timer per client: scheduling again replaces a schedule that has not fired yet.
+    /// Calls `fire` makes on this client take effect when it returns, before the loop polls again. Called on the
+    /// service thread (from an event, a watch or `fire` itself) it needs no wake-up; from another thread it wakes
+    /// the loop once. Dropped once the client is shut down. `fire` must not block for long, like `onEvent`.
+    public func schedule(after delay: Duration, _ fire: @escaping @Sendable () -> Void) {
+        let (seconds, attoseconds) = delay.components
+        let microseconds = seconds <= 0 ? UInt64(attoseconds > 0 ? attoseconds / 1_000_000_000_000 : 0)
+            : UInt64(min(seconds, 86_400)) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
+        loop.enqueue(.schedule(TimerRequest(delayMicroseconds: microseconds, fire: fire)))
+    }
+
+    /// Times a ``schedule(after:_:)`` timer fired, for tests.
+    package var timerFireCount: Int {
+        loop.appTimerFires.load(ordering: .relaxed)
+    }
+
+    /// Stops reading from a connection's socket until ``resumeReceiving(_:)`` (lws rx flow control), so that the
+    /// server's frames back up in the kernel's buffers and then in its queue; for tests of the server's sending.
+    package func pauseReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, false))
+    }
+
+    /// Resumes reading after ``pauseReceiving(_:)``.
+    package func resumeReceiving(_ connection: WebSocketConnectionID) {
+        loop.enqueue(.setReceiving(connection, true))
+    }
+
     /// Frames written in the loop turn that sent them, without waiting for a WRITEABLE callback (nothing was
     /// queued ahead of them), for tests.
     package var directWriteCount: Int {

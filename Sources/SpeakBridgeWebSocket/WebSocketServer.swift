@@ -92,6 +92,12 @@ public final class WebSocketServer: Sendable {
         loop.connectionInfo.withLock { $0[connection] }
     }
 
+    /// Frames written in the loop turn that sent them, without waiting for a WRITEABLE callback (nothing was
+    /// queued ahead of them), for tests.
+    package var directWriteCount: Int {
+        loop.directWrites.load(ordering: .relaxed)
+    }
+
     /// The kernel thread id of the service thread, for tests.
     package var serviceThreadID: Int32 {
         loop.serviceTID.load(ordering: .relaxed)

@@ -49,4 +49,19 @@ struct LineSplitterTests {
         #expect(splitter.lines(in: []) == [])
         #expect(splitter.finish() == [])
     }
+
+    @Test("a burst: many lines per piece, pieces cut mid-line (a line's rest joins the kept part, the others come straight)")
+    func burstPiecesCutMidLine() {
+        var input: [UInt8] = []
+        for index in 0..<300 { input += Array("burst line \(index)\(index % 7 == 0 ? "\r" : "")\n".utf8) }
+        input += Array("\n\nlast".utf8)
+        let expected = Self.wholeLines(input)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<50 {
+            let cuts = (0..<Int.random(in: 1...40, using: &generator)).map { _ in
+                Int.random(in: 0...input.count, using: &generator)
+            }
+            #expect(Self.split(input, at: cuts) == expected, "cuts \(cuts)")
+        }
+    }
 }

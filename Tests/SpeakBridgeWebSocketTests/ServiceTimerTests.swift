@@ -1,0 +1,76 @@
+import SpeakBridgeSupport
+import Testing
+@testable import SpeakBridgeWebSocket
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `WebSocketClient.schedule(after:_:)`: the application's one timer (a sender's tick), a timerfd the loop polls with
+/// its sockets, run on the service thread, never on another thread.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceTimerTests {
+    /// It fires once, after the delay, on the service thread; a handler that schedules again keeps a tick going,
+    /// and one that does not stops it.
+    @Test func firesOnTheServiceThreadAndReArmsItself() async throws {
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let threads = Locked<[Int32]>([])
+        let started = ContinuousClock.now
+        let firedAt = Locked<[Duration]>([])
+        let ticks = 5
+        @Sendable func fire() {
+            threads.withLock { $0.append(WatchTests.Reader.threadID()) }
+            let count = firedAt.withLock { times in
+                times.append(ContinuousClock.now - started)
+                return times.count
+            }
+            if count < ticks { client.schedule(after: .milliseconds(20), fire) }
+        }
+        client.schedule(after: .milliseconds(20), fire)
+        let clock = ContinuousClock()
+        let end = clock.now + .seconds(5)
+        while firedAt.value.count < ticks, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(150))  // time for a sixth, which must not come
+        #expect(firedAt.value.count == ticks)
+        #expect(client.timerFireCount == ticks)
+        #expect(threads.value == Array(repeating: client.serviceThreadID, count: ticks))
+        // It waited its delay at least.
+        #expect(firedAt.value.first.map { $0 >= .milliseconds(20) } == true)
+    }
+
+    /// Scheduling again before it fired replaces the schedule: one fire, at the later time's handler.
+    @Test func aNewScheduleReplacesOneNotFired() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(1) } }
+        client.schedule(after: .milliseconds(60)) { fired.withLock { $0.append(2) } }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(fired.value == [2])
+    }
+
+    /// What the handler sends goes out (the loop drains after it, before it polls again).
+    @Test func sendsFromTheHandlerGoOut() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let client = link.client
+        link.client.schedule(after: .milliseconds(10)) { client.send([7, 7], on: id) }
+        #expect(await link.serverLog.wait { link.serverLog.messages(serverSide, $0) == [[7, 7]] })
+    }
+
+    /// A timer still armed at shutdown never fires, and the shutdown does not wait for it.
+    @Test func shutdownDropsAnArmedTimer() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        let fired = Locked(false)
+        client.schedule(after: .seconds(30)) { fired.value = true }
+        let clock = ContinuousClock()
+        let before = clock.now
+        client.shutdown()
+        #expect(clock.now - before < .seconds(5))
+        client.schedule(after: .milliseconds(1)) { fired.value = true }  // after shutdown: dropped
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!fired.value)
+    }
+}
