@@ -10,14 +10,8 @@ import SpeakBridgeStore
 
 /// The progress log: replay order, retirement, revocation, and compaction that never loses a record.
 @Suite("Progress log")
-struct ProgressLogTests {
+struct ProgressLogTests: ProgressLogFixture {
     let root = "/tmp/sb-progress-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var path: String { root + "/progress.log" }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("device".utf8)))
-    let other = DeviceID(publicKeyDigest: SHA256.hash(Array("other".utf8)))
-
-    func prepare() throws { try FileIO.makeDirectory(root) }
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
     func lines() throws -> [Substring] {
         String(decoding: try #require(try FileIO.read(path)), as: UTF8.self).split(separator: "\n")
     }

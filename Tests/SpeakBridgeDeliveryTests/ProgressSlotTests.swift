@@ -11,14 +11,8 @@ import SpeakBridgeStore
 /// The progress log's cached record lines (`ProgressSlot`): byte for byte the JSON lines the log always wrote,
 /// and a cached slot never records under a stale key or into a retired or forgotten session.
 @Suite("Progress slots")
-struct ProgressSlotTests {
+struct ProgressSlotTests: ProgressLogFixture {
     let root = "/tmp/sb-slot-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var path: String { root + "/progress.log" }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("device".utf8)))
-    let other = DeviceID(publicKeyDigest: SHA256.hash(Array("other".utf8)))
-
-    func prepare() throws { try FileIO.makeDirectory(root) }
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
 
     @Test func aCachedLineIsTheJSONLineByteForByte() {
         let labels = ["stdout", "fifo:/tmp/a \"b\"\\c", "jsonl:/x/y.jsonl", "type:é✓", "tab\there", "nul\u{0}ctl\u{1F}"]

@@ -15,14 +15,7 @@ struct ServerDirectWriteTests {
         let link = try Loopback()
         defer { link.shutdown() }
         let (id, serverSide) = try await link.connectAuthenticated()
-        let before = link.server.directWriteCount
-        let count = 20
-        for index in 0..<count {
-            link.server.send(numbered(index), to: serverSide)
-            #expect(await link.log.wait { link.log.messages(id, $0).count == index + 1 })
-        }
-        #expect(link.server.directWriteCount - before == count)
-        #expect(link.log.messages(id).map(number) == Array(0..<count))
+        await DirectWriteFlow.serverToClient(link, client: id, server: serverSide).framesGoOutAtOnce(count: 20)
     }
 
     /// A reply sent from inside the event handler (on the service thread, as a resume answer is) goes out in the
@@ -53,31 +46,6 @@ struct ServerDirectWriteTests {
         let link = try Loopback(configuration: configuration)
         defer { link.shutdown() }
         let (id, serverSide) = try await link.connectAuthenticated()
-        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
-
-        client.pauseReceiving(id)
-        client.send([0xFF], on: id)  // commands run in order: once this arrives, the pause is in effect
-        #expect(await serverLog.wait { serverLog.messages(serverSide, $0) == [[0xFF]] })
-
-        let before = server.directWriteCount
-        // Far more than loopback's socket buffers hold (a few MB at most), less than the queue's bound.
-        let count = 600
-        for index in 0..<count { server.send(numbered(index, size: 60_000), to: serverSide) }
-        try await Task.sleep(for: .milliseconds(300))
-        let direct = server.directWriteCount - before
-        #expect(direct >= 1, "the first frame found the connection free")
-        #expect(direct < count, "every frame was written at once, although the peer read nothing")
-        #expect(log.messages(id).isEmpty, "delivered while paused")
-
-        client.resumeReceiving(id)
-        #expect(await log.wait(timeout: .seconds(20)) { log.messages(id, $0).count >= count })
-        #expect(log.messages(id).map(number) == Array(0..<count))
-        #expect(log.closedReason(id) == nil)
-
-        let drained = server.directWriteCount
-        server.send(numbered(count), to: serverSide)
-        #expect(await log.wait { log.messages(id, $0).count == count + 1 })
-        #expect(server.directWriteCount == drained + 1)
-        #expect(log.messages(id).last.map(number) == count)
+        try await DirectWriteFlow.serverToClient(link, client: id, server: serverSide).framesQueueBehindAFullSocket()
     }
 }
