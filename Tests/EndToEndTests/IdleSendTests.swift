@@ -34,7 +34,10 @@ struct IdleSendTests {
         let before = Self.contextSwitches(send.pid)
         usleep(1_000_000)
         let woke = Self.contextSwitches(send.pid) - before
-        #expect(woke <= 5, "an idle send woke \(woke) times in 1 s")
+        // Under `make sanitize` the runtime's own background thread wakes (TSan's every 100 ms): not ours to count.
+        if ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] == nil {
+            #expect(woke <= 5, "an idle send woke \(woke) times in 1 s")
+        }
         try writer.write(contentsOf: Data("second line\n".utf8))
         try Harness.wait("the second line on the FIFO") { reader.snapshot == ["first line", "second line"] }
         try writer.close()

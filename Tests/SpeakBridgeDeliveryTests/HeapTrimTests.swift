@@ -94,7 +94,11 @@ struct HeapTrimTests {
 
     /// 64 MiB in 4 KiB blocks on another thread (its own arena, as the lws thread's), freed: the trim returns
     /// most of it (glibc keeps freed blocks below the top of a thread's arena otherwise).
-    @Test func aTrimGivesFreedPagesBack() throws {
+    /// Not under `make sanitize`: ASan's and TSan's allocators replace glibc's heap, so malloc_trim has nothing to
+    /// return there.
+    @Test(.disabled(if: ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] != nil,
+                    "a sanitizer's allocator replaces glibc's heap"))
+    func aTrimGivesFreedPagesBack() throws {
         func rssKiB() -> Int {
             let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
             let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
