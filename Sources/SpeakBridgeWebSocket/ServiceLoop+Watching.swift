@@ -12,7 +12,7 @@
 // A watch is tied to its wsi through lws's opaque user data (the watch ID, from the same
 // counter as connection IDs, so it never names a connection).
 import Dispatch
-import Synchronization
+import SpeakBridgeSupport
 internal import CLibWebSockets
 #if canImport(Glibc)
 import Glibc
@@ -41,7 +41,7 @@ final class WatchRequest: Sendable {
     let id: WebSocketWatchID
     let fd: Int32
     let handler: ReadableHandler
-    let result = Mutex<Bool?>(nil)
+    let result = Locked<Bool?>(nil)  // a pthread mutex, like every lock here (README: sanitizers)
     let done = DispatchSemaphore(value: 0)
 
     init(id: WebSocketWatchID, fd: Int32, handler: ReadableHandler) {
