@@ -48,35 +48,40 @@ for loader in Sources/SpeakBridgeKeyring/LibSecret.swift Sources/SpeakBridgeDisc
     check "$loader: $so is shipped by $pkg" bash -c "[ -n '$so' ] && dpkg -S '*/$so' | grep -q '^$pkg[:,]'"
 done
 # A library that is missing (here: hidden under an empty file in a private mount namespace; needs root).
+# Call it in a subshell, `(hide …)`: it execs, so the subshell's PID becomes CMD's (a backgrounded daemon can then be
+# stopped by `kill $!`; before, $! was a shell whose daemon outlived the test).
 hide() {   # hide SONAME CMD...: CMD runs with SONAME's file unloadable
     local path
     path=$(ldconfig -p | awk -v so="$1" '$1 == so { print $NF; exit }')
     shift
-    unshare -m bash -c 'mount --bind /dev/null "$0" && exec "$@"' "$path" "$@"
+    exec unshare -m bash -c 'mount --bind /dev/null "$0" && exec "$@"' "$path" "$@"
 }
 if unshare -m true 2>/dev/null; then
     H="$TMP/nolib"
-    hide libavahi-client.so.3 "$BIN" discover --timeout 0.2 --home "$H/a" >"$TMP/noavahi" 2>&1
+    (hide libavahi-client.so.3 "$BIN" discover --timeout 0.2 --home "$H/a") >"$TMP/noavahi" 2>&1
     rc=$?
     check "discover without libavahi-client: exit 1, error and hint name libavahi-client3" bash -c \
         "[ $rc -eq 1 ] && grep -q '^speakbridge: error: mDNS is unavailable: cannot load libavahi-client.so.3' '$TMP/noavahi' &&
          grep -q '^speakbridge: hint: install the Debian package libavahi-client3' '$TMP/noavahi'"
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    hide libavahi-client.so.3 "$BIN" serve --home "$H/d" --listen "127.0.0.1:$port" --sink stdout >/dev/null 2>"$TMP/serve-noavahi" &
+    (hide libavahi-client.so.3 "$BIN" serve --home "$H/d" --listen "127.0.0.1:$port" --sink stdout) >/dev/null \
+        2>"$TMP/serve-noavahi" &
     serve_pid=$!
     for _ in $(seq 100); do "$BIN" status --home "$H/d" >/dev/null 2>&1 && break; sleep 0.05; done
     check "serve without libavahi-client runs (status answers)" "$BIN" status --home "$H/d"
     kill "$serve_pid"; wait "$serve_pid" 2>/dev/null
+    check "the daemon started without libavahi-client stopped on SIGTERM (no process left behind)" \
+        bash -c "! '$BIN' status --home '$H/d' >/dev/null 2>&1"
     check "serve without libavahi-client warns once, naming libavahi-client3" \
         bash -c "grep 'mDNS publishing failed: cannot load libavahi-client.so.3' '$TMP/serve-noavahi' | grep -q 'libavahi-client3'"
-    hide libsecret-1.so.0 env SPEAKBRIDGE_SECRETS=secret-service DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
-        "$BIN" config list --home "$H/c" >"$TMP/nosecret" 2>&1
+    (hide libsecret-1.so.0 env SPEAKBRIDGE_SECRETS=secret-service DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
+        "$BIN" config list --home "$H/c") >"$TMP/nosecret" 2>&1
     rc=$?
     check "config with SPEAKBRIDGE_SECRETS=secret-service without libsecret: exit 1, hint names libsecret-1-0" bash -c \
         "[ $rc -eq 1 ] && grep -q '^speakbridge: error: no Secret Service: cannot load libsecret-1.so.0' '$TMP/nosecret' &&
          grep -q '^speakbridge: hint: install the Debian package libsecret-1-0' '$TMP/nosecret'"
-    hide libsecret-1.so.0 env DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
-        "$BIN" config list --home "$H/c" >"$TMP/nosecret-auto" 2>&1
+    (hide libsecret-1.so.0 env DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent \
+        "$BIN" config list --home "$H/c") >"$TMP/nosecret-auto" 2>&1
     rc=$?
     check "config without libsecret (auto): works with the file, warns naming libsecret-1-0" bash -c \
         "[ $rc -eq 0 ] && grep -q '^# secrets: file' '$TMP/nosecret-auto' && grep -q 'warning: .*libsecret-1-0' '$TMP/nosecret-auto'"
