@@ -122,13 +122,15 @@ struct DeliveryLevels: Sendable {
         return true
     }
 
-    /// Everything waiting for the fsync, handed to the committer.
-    mutating func takePending() -> [SessionKey: UInt64] {
-        var batch: [SessionKey: UInt64] = [:]
+    /// Everything waiting for the fsync, handed to the committer: each session once. A list, not a dictionary
+    /// (making one per fsync cost a generic-metadata lookup and a table allocation).
+    mutating func takePending() -> [(SessionKey, UInt64)] {
+        var batch: [(SessionKey, UInt64)] = []
         batch.reserveCapacity(pendingKeys.count)
         for key in pendingKeys {
-            guard let index = sessions.index(forKey: key) else { continue }  // never: retire and forget unlist
-            batch[key] = sessions.values[index].pending
+            guard let index = sessions.index(forKey: key),  // always found: retire and forget unlist
+                  let level = sessions.values[index].pending else { continue }
+            batch.append((key, level))
             sessions.values[index].pending = nil
         }
         pendingKeys.removeAll(keepingCapacity: true)
@@ -137,7 +139,7 @@ struct DeliveryLevels: Sendable {
     }
 
     /// The fsync failed: the batch waits again (merged with what arrived meanwhile).
-    mutating func requeue(_ batch: [SessionKey: UInt64]) {
+    mutating func requeue(_ batch: [(SessionKey, UInt64)]) {
         let blank = self.blank
         for (key, seq) in batch where seq > (sessions[key]?.pending ?? 0) {
             if sessions[key]?.pending == nil { pendingKeys.append(key) }
@@ -147,7 +149,7 @@ struct DeliveryLevels: Sendable {
     }
 
     /// The fsync of `batch` succeeded: these become the ack level. Returns what advanced.
-    mutating func commit(_ batch: [SessionKey: UInt64]) -> [(SessionKey, UInt64)] {
+    mutating func commit(_ batch: [(SessionKey, UInt64)]) -> [(SessionKey, UInt64)] {
         var advanced: [(SessionKey, UInt64)] = []
         let blank = self.blank
         for (key, seq) in batch where seq > (sessions[key]?.durable ?? 0) {
