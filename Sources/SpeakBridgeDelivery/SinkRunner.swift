@@ -221,22 +221,25 @@ final class SinkRunner: @unchecked Sendable {
     /// `didWrite`; (c) never (the sink holds its own).
     func deliver(_ batch: [SinkItem]) -> (Int, String?) {
         let label = sink.label
-        var recorder = ProgressRecorder(batch: batch, label: label, progress: progress, slot: progressSlot)
+        var recorder = ProgressRecorder(slot: progressSlot)
         defer { progressSlot = recorder.slot }
         var recordFailure: StoreError?
         let recordsBefore = deliveryClass == .recordBeforeWrite
         let recordsAfter = deliveryClass == .recordAfterWrite
+        let progress = self.progress
         do throws(SinkError) {
             try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
                 guard recordsBefore else { return }
-                do throws(StoreError) { try recorder.record(through: k) } catch {
-                    throw SinkError(delivered: recorder.recorded, message: "cannot record progress: \(error.description)",
-                                    hint: error.hint)
+                do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
+                catch {
+                    throw SinkError(delivered: recorder.recorded,
+                                    message: "cannot record progress: \(error.description)", hint: error.hint)
                 }
             }, didWrite: { k in
                 guard recordsAfter, recordFailure == nil else { return }
                 // Written but not recorded: after a crash it comes again, which class (b) readers drop by seq.
-                do throws(StoreError) { try recorder.record(through: k) } catch { recordFailure = error }
+                do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
+                catch { recordFailure = error }
             })
             if let recordFailure {
                 let message = "cannot record progress: \(recordFailure.description)"
@@ -252,13 +255,16 @@ final class SinkRunner: @unchecked Sendable {
             if error.message != problem {
                 Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
             }
-            if recordsAfter, taken > recorder.recorded { try? recorder.record(through: taken) }
+            if recordsAfter, taken > recorder.recorded {
+                try? recorder.record(through: taken, of: batch, sink: label, into: progress)
+            }
             let recorded = recorder.recorded
             if recordsBefore, recorded > taken {
                 // Roll back records made for items that did not get written.
                 var restore: [SessionKey: UInt64] = [:]
                 for item in batch[taken..<recorded] {
-                    restore[SessionKey(device: item.device, session: item.session)] = recorder.levelBefore(item) ?? 0
+                    let key = SessionKey(device: item.device, session: item.session)
+                    restore[key] = recorder.levelBefore(item, in: batch) ?? 0
                 }
                 for item in batch[0..<taken] {
                     let key = SessionKey(device: item.device, session: item.session)

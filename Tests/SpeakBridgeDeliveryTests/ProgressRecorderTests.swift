@@ -28,21 +28,22 @@ struct ProgressRecorderTests: ProgressLogFixture {
         try log.record(sink: "fifo:/f", device: device, session: "b", seq: 9)
         let batch = [item(device, "a", 5), item(device, "a", 6), item(device, "b", 10), item(device, "c", 1),
                      item(device, "a", 7)]
-        var recorder = ProgressRecorder(batch: batch, label: "fifo:/f", progress: log, slot: nil)
-        try recorder.record(through: 2)
+        var recorder = ProgressRecorder(slot: nil)
+        func record(_ k: Int) throws { try recorder.record(through: k, of: batch, sink: "fifo:/f", into: log) }
+        try record(2)
         #expect(recorder.recorded == 2)
         #expect(log.progress(sink: "fifo:/f", device: device, session: "a") == 6)
-        #expect(recorder.levelBefore(batch[0]) == 4)
-        #expect(recorder.levelBefore(batch[2]) == nil)
-        try recorder.record(through: 2)  // nothing new: no record
-        try recorder.record(through: 5)
+        #expect(recorder.levelBefore(batch[0], in: batch) == 4)
+        #expect(recorder.levelBefore(batch[2], in: batch) == nil)
+        try record(2)  // nothing new: no record
+        try record(5)
         #expect(log.progress(sink: "fifo:/f", device: device, session: "a") == 7)
         #expect(log.progress(sink: "fifo:/f", device: device, session: "b") == 10)
         #expect(log.progress(sink: "fifo:/f", device: device, session: "c") == 1)
-        #expect(recorder.levelBefore(batch[4]) == 4, "the first record's level, not the batch's own")
-        #expect(recorder.levelBefore(batch[2]) == 9)
-        #expect(recorder.levelBefore(batch[3]) == 0, "no earlier record counts as 0")
-        #expect(recorder.levelBefore(item(other, "a", 1)) == nil, "another device's session is another session")
+        #expect(recorder.levelBefore(batch[4], in: batch) == 4, "the first record's level, not the batch's own")
+        #expect(recorder.levelBefore(batch[2], in: batch) == 9)
+        #expect(recorder.levelBefore(batch[3], in: batch) == 0, "no earlier record counts as 0")
+        #expect(recorder.levelBefore(item(other, "a", 1), in: batch) == nil, "another device's session is another session")
         #expect(recorder.slot != nil)
     }
 
