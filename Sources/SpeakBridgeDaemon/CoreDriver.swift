@@ -32,7 +32,7 @@ final class CoreDriver: @unchecked Sendable {
     private var armedFor: Double?
     /// On `queue`: connections that have had chunks submitted; a connection's first submit is urgent (the
     /// pipeline fsyncs it without its pacing wait: a one-shot `send --text` waits for that ack).
-    private var submittedOn: Set<ConnectionID> = []
+    private var submittedOn = FirstSubmits()
     let pipeline: DeliveryPipeline
     let progress: ProgressLog
     let peers: PeerStore
@@ -100,7 +100,7 @@ final class CoreDriver: @unchecked Sendable {
                 Trace.mark("recv")
                 dispatch(.frame(ConnectionID(id.rawValue), bytes))
             case let .closed(id, _):
-                submittedOn.remove(ConnectionID(id.rawValue))
+                submittedOn.closed(ConnectionID(id.rawValue))
                 dispatch(.closed(ConnectionID(id.rawValue)))
             }
         }
@@ -156,9 +156,10 @@ final class CoreDriver: @unchecked Sendable {
                 Trace.mark("ledger", chunks.last?.seq ?? 0)
                 // The pipeline answers at once (a lock, no wait); a pause is handed back to the core now, before
                 // the next frame of this connection can be read.
+                let first = submittedOn.isFirst(id)
                 let pressure = pipeline.submit(device: device, session: session, chunks: chunks,
                                                name: pipeline.showsDeviceNames ? core.clients.name(of: device) : nil,
-                                               urgent: submittedOn.insert(id).inserted)
+                                               urgent: first)
                 if pressure == .pause { dispatch(.pressure(id, device, pressure)) }
             case let .retire(device, retirement):
                 retire(device, retirement)

@@ -7,8 +7,8 @@ import SpeakBridgeProtocol
 ///   position: the progress log for classes (a) and (b), the sink itself for (c) (`DeliveryClass`); in memory it
 ///   runs ahead of the fsync. A sink with no position for a session that others have joins at their highest
 ///   level (a sink added to `serve` does not replay history).
-/// - `pending`: taken by every sink, waiting for the group fsync of the progress log (also kept in `pending`, the
-///   set the committer takes).
+/// - `pending`: taken by every sink, waiting for the group fsync of the progress log (the sessions that have one
+///   are listed in `pendingKeys`, in the order they got it; `takePending` hands them to the committer).
 /// - `durable`: the ack level: taken by every sink and fsynced. Only `commit` moves it.
 /// The ledger's `delivered` (what `resume` reports) is only ever set from `durable`; the sink runner's filter
 /// (skip what a sink already took) reads `taken`. Nothing else keeps a copy. (A FIFO's memory of how much of a
@@ -28,7 +28,8 @@ struct DeliveryLevels: Sendable {
         struct Change {
             var before: UInt64
             var after: UInt64
-            var pending: UInt64
+            /// The session had a `pending` level already (it is in `pendingKeys`).
+            var wasPending: Bool
         }
 
         /// Sets `sink`'s level (`raiseOnly`: never lowers it, a missing level counting as 0; else only when it
@@ -45,8 +46,9 @@ struct DeliveryLevels: Sendable {
             let floor = durable ?? 0
             let old = pending ?? 0
             guard all > floor, all > old else { return nil }
+            let wasPending = pending != nil
             pending = all
-            return Change(before: old > floor ? old - floor : 0, after: all - floor, pending: all)
+            return Change(before: old > floor ? old - floor : 0, after: all - floor, wasPending: wasPending)
         }
     }
 
@@ -54,8 +56,10 @@ struct DeliveryLevels: Sendable {
     /// `taken` of a new session (shared storage, copied on its first write).
     let blankTaken: [UInt64?]
     private(set) var sessions: [SessionKey: Entry] = [:]
-    /// Every session with a `pending` level (the same values as in `sessions`).
-    private(set) var pending: [SessionKey: UInt64] = [:]
+    /// Every session with a `pending` level, once each. A list, not a second dictionary: an advance that moves a
+    /// session's level (every paced line) hashed its key once more into that dictionary, which the committer then
+    /// emptied, so its next advance allocated it again; now only a session's first advance after an fsync appends.
+    private(set) var pendingKeys: [SessionKey] = []
     /// How many chunks wait for the fsync (above each session's ack level).
     private(set) var pendingChunks: UInt64 = 0
 
@@ -71,6 +75,19 @@ struct DeliveryLevels: Sendable {
     }
 
     func level(sink: Int, _ key: SessionKey) -> UInt64? { sessions[key]?.taken[sink] }
+
+    /// Every session with a `pending` level, and that level. O(pending sessions): for the committer and tests.
+    var pending: [SessionKey: UInt64] {
+        var out: [SessionKey: UInt64] = [:]
+        for key in pendingKeys { out[key] = sessions[key]?.pending }
+        return out
+    }
+
+    /// Something waits for the fsync.
+    var hasPending: Bool { !pendingKeys.isEmpty }
+
+    /// The level of `key` waiting for the fsync, if any.
+    func pendingLevel(_ key: SessionKey) -> UInt64? { sessions[key]?.pending }
 
     /// The ack level of `key`.
     func ackLevel(_ key: SessionKey) -> UInt64? { sessions[key]?.durable }
@@ -89,7 +106,7 @@ struct DeliveryLevels: Sendable {
     @discardableResult
     mutating func advance(sink: Int, _ key: SessionKey, to seq: UInt64) -> Bool {
         let blank = self.blank
-        // In place in the dictionary: the key is hashed once here (and once more in `apply` when it moved).
+        // In place in the dictionary: the key is hashed once here (`apply` hashes nothing).
         let change = sessions[key, default: blank].set(sink: sink, seq, raiseOnly: true)
         return apply(change, key)
     }
@@ -101,61 +118,67 @@ struct DeliveryLevels: Sendable {
     private mutating func apply(_ change: Entry.Change?, _ key: SessionKey) -> Bool {
         guard let change else { return false }
         pendingChunks = pendingChunks &- change.before &+ change.after
-        pending[key] = change.pending
+        if !change.wasPending { pendingKeys.append(key) }
         return true
     }
 
-    /// Everything waiting for the fsync, handed to the committer.
-    mutating func takePending() -> [SessionKey: UInt64] {
-        defer {
-            pending = [:]
-            pendingChunks = 0
+    /// Everything waiting for the fsync, handed to the committer: each session once. A list, not a dictionary
+    /// (making one per fsync cost a generic-metadata lookup and a table allocation).
+    mutating func takePending() -> [(SessionKey, UInt64)] {
+        var batch: [(SessionKey, UInt64)] = []
+        batch.reserveCapacity(pendingKeys.count)
+        for key in pendingKeys {
+            guard let index = sessions.index(forKey: key),  // always found: retire and forget unlist
+                  let level = sessions.values[index].pending else { continue }
+            batch.append((key, level))
+            sessions.values[index].pending = nil
         }
-        for key in pending.keys { sessions[key]?.pending = nil }
-        return pending
+        pendingKeys.removeAll(keepingCapacity: true)
+        pendingChunks = 0
+        return batch
     }
 
     /// The fsync failed: the batch waits again (merged with what arrived meanwhile).
-    mutating func requeue(_ batch: [SessionKey: UInt64]) {
+    mutating func requeue(_ batch: [(SessionKey, UInt64)]) {
         let blank = self.blank
-        for (key, seq) in batch where seq > (pending[key] ?? 0) {
-            pending[key] = seq
+        for (key, seq) in batch where seq > (sessions[key]?.pending ?? 0) {
+            if sessions[key]?.pending == nil { pendingKeys.append(key) }
             sessions[key, default: blank].pending = seq
         }
         recount()
     }
 
     /// The fsync of `batch` succeeded: these become the ack level. Returns what advanced.
-    mutating func commit(_ batch: [SessionKey: UInt64]) -> [(SessionKey, UInt64)] {
+    mutating func commit(_ batch: [(SessionKey, UInt64)]) -> [(SessionKey, UInt64)] {
         var advanced: [(SessionKey, UInt64)] = []
         let blank = self.blank
         for (key, seq) in batch where seq > (sessions[key]?.durable ?? 0) {
             sessions[key, default: blank].durable = seq
             advanced.append((key, seq))
         }
-        if !pending.isEmpty { recount() }  // advances that came meanwhile now count from the new ack levels
+        if !pendingKeys.isEmpty { recount() }  // advances that came meanwhile now count from the new ack levels
         return advanced
     }
 
     /// A retired session (nothing of it in flight): its levels go; the log keeps its ack level.
     mutating func retire(_ key: SessionKey) {
-        sessions[key] = nil
-        pending[key] = nil
+        if sessions.removeValue(forKey: key)?.pending != nil { pendingKeys.removeAll { $0 == key } }
         recount()
     }
 
     /// A revoked device: everything of it goes. O(sessions).
     mutating func forget(_ device: DeviceID) {
         sessions = sessions.filter { $0.key.device != device }
-        pending = pending.filter { $0.key.device != device }
+        pendingKeys.removeAll { $0.device == device }
         recount()
     }
 
     /// `pendingChunks` from scratch. O(sessions pending).
     private mutating func recount() {
-        pendingChunks = pending.reduce(UInt64(0)) { sum, entry in
-            let floor = sessions[entry.key]?.durable ?? 0
-            return sum &+ (entry.value > floor ? entry.value - floor : 0)
+        pendingChunks = pendingKeys.reduce(UInt64(0)) { sum, key in
+            guard let entry = sessions[key], let level = entry.pending else { return sum }
+            let floor = entry.durable ?? 0
+            return sum &+ (level > floor ? level - floor : 0)
         }
     }
 }

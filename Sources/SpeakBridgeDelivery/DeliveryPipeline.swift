@@ -27,14 +27,29 @@ import SpeakBridgeSupport
 /// the low-water mark. `retire` and `forget` drop a session's or a device's levels here and in the log.
 // `@unchecked Sendable` is sound: every mutable field is guarded by `condition` (runners are set once in init).
 public final class DeliveryPipeline: @unchecked Sendable {
+    /// A (device, session). Its hash is computed once, when the key is made: a line's key is looked up three or
+    /// four times (the sink's level, the advance, the pending set), and hashing the session string each time cost
+    /// about 650 instructions a lookup. The stored value is the process-seeded `Hasher`'s own, so a peer that
+    /// picks session IDs can no more make keys collide than before; equality still compares both fields.
     public struct SessionKey: Hashable, Sendable {
-        public var device: DeviceID
-        public var session: String
+        public let device: DeviceID
+        public let session: String
+        let digest: Int
 
         public init(device: DeviceID, session: String) {
             self.device = device
             self.session = session
+            var hasher = Hasher()
+            hasher.combine(device)
+            hasher.combine(session)
+            digest = hasher.finalize()
         }
+
+        public static func == (a: SessionKey, b: SessionKey) -> Bool {
+            a.digest == b.digest && a.device == b.device && a.session == b.session
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
     }
 
     /// What a sink with a problem holds of one session: everything from `firstHeldSeq` on.
@@ -173,7 +188,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
               let own = sink.position(device: key.device, session: key.session) else { return nil }
         return condition.withLock {
             levels.adopt(sink: index, key, own)
-            if !levels.pending.isEmpty { condition.broadcast() }
+            if levels.hasPending { condition.broadcast() }
             return levels.level(sink: index, key)
         }
     }
@@ -232,7 +247,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 if levels.advance(sink: index, key, to: advance.seq) { moved = true }
                 if !urgent.isEmpty, let through = urgent[key] {
                     // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
-                    if (levels.pending[key] ?? 0) >= through {
+                    if (levels.pendingLevel(key) ?? 0) >= through {
                         flushNow = true
                         urgent[key] = nil
                     } else if (levels.ackLevel(key) ?? 0) >= through {
@@ -311,10 +326,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
                 // meanwhile wakes this wait as any other (`idle`) and the spell starts again after its fsync: a
                 // trickle never trims, and the wait costs no wake-up per line.
                 let quietUntil = lastSync &+ trimQuietNanoseconds
-                while levels.pending.isEmpty && !stopped && ThreadCondition.monotonicNanoseconds < quietUntil {
+                while !levels.hasPending && !stopped && ThreadCondition.monotonicNanoseconds < quietUntil {
                     condition.wait(untilMonotonic: quietUntil)
                 }
-                if levels.pending.isEmpty && !stopped {
+                if !levels.hasPending && !stopped {
                     committedSinceTrim = 0
                     condition.unlock()
                     HeapTrim.releaseFreePages()
@@ -322,8 +337,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
                     trims &+= 1
                 }
             }
-            while levels.pending.isEmpty && !stopped { condition.wait() }
-            if stopped && levels.pending.isEmpty {
+            while !levels.hasPending && !stopped { condition.wait() }
+            if stopped && !levels.hasPending {
                 condition.unlock()
                 return
             }

@@ -66,7 +66,7 @@ final class SinkRunner: @unchecked Sendable {
         var fresh = items[...]
         if let level = known ?? pipeline.level(sink: index, key), first.chunk.seq <= level {
             let skipped = items.prefix { $0.chunk.seq <= level }
-            report(skipped)
+            report(skipped, key: key)
             fresh = items.dropFirst(skipped.count)
         }
         guard !fresh.isEmpty else { return }
@@ -84,7 +84,7 @@ final class SinkRunner: @unchecked Sendable {
         // no reader (no poll(2) per line). Such a pipe takes nothing; that is not reported as a problem here (the
         // runner thread waits for readiness and reports what lasts).
         let (taken, problem) = deliver(batch)
-        report(batch[0..<taken])
+        report(batch[0..<taken], key: key)
         condition.withLock {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
             if taken > 0 || problem == nil { currentProblem = problem }
@@ -96,9 +96,18 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
-    /// Tells the pipeline that `items` (in order) were taken.
-    func report(_ items: ArraySlice<SinkItem>) {
+    /// Tells the pipeline that `items` (in order) were taken. `key`: every item is of that session (one message's
+    /// chunks), so the run is reported without making its key again.
+    func report(_ items: ArraySlice<SinkItem>, key: SessionKey? = nil) {
         guard !items.isEmpty else { return }
+        if let key {
+            var bytes: UInt64 = 0
+            for item in items { bytes &+= UInt64(item.chunk.text.utf8.count) }
+            pipeline.sinkAdvanced(index, CollectionOfOne(DeliveryPipeline.Advance(
+                key: key, seq: items[items.endIndex - 1].chunk.seq,
+                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes))))
+            return
+        }
         // By runs of one (device, session): one advance per run, in order (the last run of a session gives its
         // level, as its last item did). A batch is nearly always one run: then nothing is allocated.
         var advances: [DeliveryPipeline.Advance] = []
@@ -211,46 +220,26 @@ final class SinkRunner: @unchecked Sendable {
     /// is recorded per the sink's class: (a) at `willWrite`, rolled back if the write then fails; (b) at
     /// `didWrite`; (c) never (the sink holds its own).
     func deliver(_ batch: [SinkItem]) -> (Int, String?) {
-        var recorded = 0
-        /// Per session, its progress before this batch's first record of it (for a class-(a) rollback). A list,
-        /// not a dictionary: a batch is one device's items, nearly always of one session (at most `batchLimit`).
-        var before: [(key: SessionKey, seq: UInt64)] = []
-        func levelBefore(_ item: SinkItem) -> UInt64? {
-            before.first { $0.key.session == item.session && $0.key.device == item.device }?.seq
-        }
-        var recordFailure: StoreError?
         let label = sink.label
-        /// Records the last seq of each run of one (device, session) in `batch[recorded..<k]` (as in `report`).
-        func record(through k: Int) throws(StoreError) {
-            guard k > recorded else { return }
-            var start = recorded
-            while start < k {
-                let first = batch[start]
-                var end = start + 1
-                while end < k, batch[end].session == first.session, batch[end].device == first.device { end += 1 }
-                let key = ProgressLog.Key(sink: label, device: first.device, session: first.session)
-                let (slot, previous) = try progress.record(key, seq: batch[end - 1].chunk.seq, cached: progressSlot)
-                progressSlot = slot
-                if levelBefore(first) == nil {
-                    before.append((SessionKey(device: first.device, session: first.session), previous ?? 0))
-                }
-                start = end
-            }
-            recorded = k
-        }
+        var recorder = ProgressRecorder(slot: progressSlot)
+        defer { progressSlot = recorder.slot }
+        var recordFailure: StoreError?
         let recordsBefore = deliveryClass == .recordBeforeWrite
         let recordsAfter = deliveryClass == .recordAfterWrite
+        let progress = self.progress
         do throws(SinkError) {
             try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
                 guard recordsBefore else { return }
-                do throws(StoreError) { try record(through: k) } catch {
-                    throw SinkError(delivered: recorded, message: "cannot record progress: \(error.description)",
-                                    hint: error.hint)
+                do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
+                catch {
+                    throw SinkError(delivered: recorder.recorded,
+                                    message: "cannot record progress: \(error.description)", hint: error.hint)
                 }
             }, didWrite: { k in
                 guard recordsAfter, recordFailure == nil else { return }
                 // Written but not recorded: after a crash it comes again, which class (b) readers drop by seq.
-                do throws(StoreError) { try record(through: k) } catch { recordFailure = error }
+                do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
+                catch { recordFailure = error }
             })
             if let recordFailure {
                 let message = "cannot record progress: \(recordFailure.description)"
@@ -266,12 +255,16 @@ final class SinkRunner: @unchecked Sendable {
             if error.message != problem {
                 Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
             }
-            if recordsAfter, taken > recorded { try? record(through: taken) }
+            if recordsAfter, taken > recorder.recorded {
+                try? recorder.record(through: taken, of: batch, sink: label, into: progress)
+            }
+            let recorded = recorder.recorded
             if recordsBefore, recorded > taken {
                 // Roll back records made for items that did not get written.
                 var restore: [SessionKey: UInt64] = [:]
                 for item in batch[taken..<recorded] {
-                    restore[SessionKey(device: item.device, session: item.session)] = levelBefore(item) ?? 0
+                    let key = SessionKey(device: item.device, session: item.session)
+                    restore[key] = recorder.levelBefore(item, in: batch) ?? 0
                 }
                 for item in batch[0..<taken] {
                     let key = SessionKey(device: item.device, session: item.session)

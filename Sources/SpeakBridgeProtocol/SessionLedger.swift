@@ -63,9 +63,13 @@ public struct SessionLedger: Sendable {
 
     public let maxLive: Int
     public let maxRetired: Int
-    var sessions: [String: Entry] = [:]
-    /// Last use of each live session, by `tick` (for least-recently-used retirement).
-    var lastUse: [String: UInt64] = [:]
+    /// A live session: its levels and its last use, by `tick` (for least-recently-used retirement). One
+    /// dictionary, so a chunk hashes its session once (a separate last-use table cost a second string hash).
+    struct Live: Sendable {
+        var entry: Entry
+        var lastUse: UInt64
+    }
+    var sessions: [String: Live] = [:]
     var tick: UInt64 = 0
     /// Retired sessions: their ack level only.
     var retiredLevels: [String: UInt64] = [:]
@@ -75,23 +79,24 @@ public struct SessionLedger: Sendable {
         self.maxRetired = max(0, maxRetired)
     }
 
-    public func entry(_ session: String) -> Entry? { sessions[session] }
+    public func entry(_ session: String) -> Entry? { sessions[session]?.entry }
 
-    public var allSessions: [String: Entry] { sessions }
+    public var allSessions: [String: Entry] { sessions.mapValues(\.entry) }
     public var retiredSessions: [String: UInt64] { retiredLevels }
     public var liveCount: Int { sessions.count }
 
     /// The ack level of a session for `resume`: live, retired or 0 when unknown. Changes nothing.
     public func delivered(_ session: String) -> UInt64 {
-        sessions[session]?.delivered ?? retiredLevels[session] ?? 0
+        sessions[session]?.entry.delivered ?? retiredLevels[session] ?? 0
     }
 
     /// Seeds a live session from durable state (after a restart). Bounds are applied by `trim()`.
     public mutating func restore(session: String, delivered: UInt64) {
-        let current = sessions[session] ?? Entry(accepted: 0, delivered: 0)
-        sessions[session] = Entry(accepted: max(current.accepted, delivered), delivered: max(current.delivered, delivered))
+        let current = sessions[session]?.entry ?? Entry(accepted: 0, delivered: 0)
+        tick &+= 1
+        sessions[session] = Live(entry: Entry(accepted: max(current.accepted, delivered),
+                                              delivered: max(current.delivered, delivered)), lastUse: tick)
         retiredLevels[session] = nil
-        touch(session)
     }
 
     /// Seeds a retired session from durable state (after a restart).
@@ -113,7 +118,7 @@ public struct SessionLedger: Sendable {
 
     public mutating func offer(session: String, chunks: [Chunk]) -> Offer {
         var retired: [Retirement] = []
-        // The entry by index: a live session's chunk costs one hash here (and one in `touch`), not three.
+        // The entry by index: a live session's chunk costs one string hash (its last use is in the same entry).
         var index = sessions.index(forKey: session)
         if index == nil {
             switch admit(session) {
@@ -123,9 +128,10 @@ public struct SessionLedger: Sendable {
             }
             index = sessions.index(forKey: session)
         }
-        touch(session)  // never changes `sessions`: the index stays valid
         guard let index else { preconditionFailure("admit inserts the session it admits") }
-        var entry = sessions.values[index]
+        tick &+= 1
+        sessions.values[index].lastUse = tick
+        var entry = sessions.values[index].entry
         var fresh: [Chunk] = []
         var duplicates = 0
         if let first = chunks.first, first.seq > entry.accepted, Self.ascending(chunks) {
@@ -143,7 +149,7 @@ public struct SessionLedger: Sendable {
                 }
             }
         }
-        sessions.values[index] = entry
+        sessions.values[index].entry = entry
         let ack: UInt64? = fresh.isEmpty && duplicates > 0 && entry.delivered == entry.accepted ? entry.delivered : nil
         return Offer(accepted: fresh, duplicates: duplicates, immediateAck: ack, retired: retired)
     }
@@ -161,10 +167,10 @@ public struct SessionLedger: Sendable {
     /// `markDelivered` with one lookup of the session: the ack level before, or nil when it did not move.
     public mutating func advanceDelivered(session: String, through seq: UInt64) -> UInt64? {
         guard let index = sessions.index(forKey: session) else { return nil }
-        let before = sessions.values[index].delivered
+        let before = sessions.values[index].entry.delivered
         guard seq > before else { return nil }
-        sessions.values[index].delivered = seq
-        sessions.values[index].accepted = max(sessions.values[index].accepted, seq)
+        sessions.values[index].entry.delivered = seq
+        sessions.values[index].entry.accepted = max(sessions.values[index].entry.accepted, seq)
         return before
     }
 
@@ -172,10 +178,11 @@ public struct SessionLedger: Sendable {
     /// Only live sessions move (a retired one has nothing in flight; an unknown one was never accepted).
     @discardableResult
     public mutating func markDelivered(session: String, through seq: UInt64) -> Bool {
-        guard var entry = sessions[session], seq > entry.delivered else { return false }
-        entry.delivered = seq
-        entry.accepted = max(entry.accepted, seq)
-        sessions[session] = entry
+        guard let index = sessions.index(forKey: session), seq > sessions.values[index].entry.delivered else {
+            return false
+        }
+        sessions.values[index].entry.delivered = seq
+        sessions.values[index].entry.accepted = max(sessions.values[index].entry.accepted, seq)
         return true
     }
 
@@ -196,14 +203,13 @@ public struct SessionLedger: Sendable {
         }
         let level = comesBack ?? 0
         retiredLevels[session] = nil
-        sessions[session] = Entry(accepted: level, delivered: level)
+        sessions[session] = Live(entry: Entry(accepted: level, delivered: level), lastUse: tick)  // `offer` touches it
         return .success(retired)
     }
 
     mutating func retire(_ session: String) -> Retirement {
-        let level = sessions[session]?.delivered ?? 0
+        let level = sessions[session]?.entry.delivered ?? 0
         sessions[session] = nil
-        lastUse[session] = nil
         retiredLevels[session] = level
         return Retirement(session: session, delivered: level)
     }
@@ -211,15 +217,10 @@ public struct SessionLedger: Sendable {
     /// O(live sessions), at most `maxLive`: runs only when a session is admitted, never per chunk.
     func leastRecentlyUsedQuiescent() -> String? {
         var best: (String, UInt64)?
-        for (session, entry) in sessions where entry.accepted == entry.delivered {
-            let used = lastUse[session] ?? 0
+        for (session, live) in sessions where live.entry.accepted == live.entry.delivered {
+            let used = live.lastUse
             if best == nil || used < best!.1 { best = (session, used) }
         }
         return best?.0
-    }
-
-    mutating func touch(_ session: String) {
-        tick &+= 1
-        lastUse[session] = tick
     }
 }

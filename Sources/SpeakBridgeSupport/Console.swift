@@ -35,7 +35,13 @@ public enum Console {
         LoggingSystem.bootstrap { SpeakBridgeLogHandler(label: $0) }
     }
 
-    public static func debug(_ text: @autoclosure () -> String) { logger.debug("\(text())") }
+    /// With debug off (the usual case) one atomic load: the message is not built and swift-log is not entered.
+    /// `logger` has no level of its own (a `let` whose handler follows `programLevel`), so this is the same test
+    /// `logger.debug` makes.
+    public static func debug(_ text: @autoclosure () -> String) {
+        guard SpeakBridgeLogHandler.debugEnabled else { return }
+        logger.debug("\(text())")
+    }
     public static func info(_ text: String) { logger.info("\(text)") }
     public static func warning(_ text: String) { logger.warning("\(text)") }
     public static func error(_ text: String, hint: String? = nil) {

@@ -27,11 +27,41 @@ public struct SpeakBridgeLogHandler: LogHandler {
     /// The program-wide threshold (index into `Logger.Level.allCases`), set once from `--verbose`/`--quiet`.
     /// swift-log allows such a global override; it lets the `Console` logger, created before main parses the
     /// flags, follow them.
-    private static let threshold = Atomic<Int>(Logger.Level.allCases.firstIndex(of: .info) ?? 2)
+    private static let threshold = Atomic<Int>(2)  // .info
 
     public static var programLevel: Logger.Level {
-        get { Logger.Level.allCases[threshold.load(ordering: .relaxed)] }
-        set { threshold.store(Logger.Level.allCases.firstIndex(of: newValue) ?? 2, ordering: .relaxed) }
+        // Not through `Logger.Level.allCases`: that builds an array on every read (about 290 instructions per
+        // `Console.debug` call with debug off, once per delivered line).
+        get { Self.level(at: threshold.load(ordering: .relaxed)) }
+        set { threshold.store(Self.index(of: newValue), ordering: .relaxed) }
+    }
+
+    /// Whether `Console.debug` lines are written: one atomic load, nothing allocated.
+    public static var debugEnabled: Bool { threshold.load(ordering: .relaxed) <= index(of: .debug) }
+
+    /// The level's place in `Logger.Level.allCases` (checked against it by a test).
+    static func index(of level: Logger.Level) -> Int {
+        switch level {
+        case .trace: 0
+        case .debug: 1
+        case .info: 2
+        case .notice: 3
+        case .warning: 4
+        case .error: 5
+        case .critical: 6
+        }
+    }
+
+    static func level(at index: Int) -> Logger.Level {
+        switch index {
+        case ...0: .trace
+        case 1: .debug
+        case 2: .info
+        case 3: .notice
+        case 4: .warning
+        case 5: .error
+        default: .critical
+        }
     }
 
     public var logLevel: Logger.Level {
