@@ -115,6 +115,10 @@ final class LinkDriver: @unchecked Sendable {
         client.schedule(after: delay) { [queue] in queue.sync { work.run() } }
     }
 
+    /// Drops a `schedule` that has not fired (`WebSocketClient.cancelSchedule`): the socket thread does not wake
+    /// for it. Must be called on `queue`.
+    func cancelSchedule() { client.cancelSchedule() }
+
     /// Joins the socket thread: no event comes after it. Not on `queue`.
     func shutdown() { client.shutdown() }
 

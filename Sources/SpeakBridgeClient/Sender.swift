@@ -57,7 +57,8 @@ public struct SendOptions: Sendable {
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
-///    the queue on the tick.
+///    the queue on the tick. At human pace an ack that leaves nothing in flight does both at once instead, and the
+///    tick is cancelled (`settleAfterFrame`, Sender+Clock.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
 ///    (`isQuiet`) and starts again with the next event.
@@ -65,7 +66,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -85,6 +86,8 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// When the last journal fsync was handed to `syncQueue` (`now`; see `settleAfterFrame`).
+    var lastSyncAt = -Double.infinity
     /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
     var ticking = false
     /// The highest ack not journaled yet (`journalAck`).
@@ -269,6 +272,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("ackrecv")
             lastFrameFrom = id
             apply(.frame(id, bytes))
+            settleAfterFrame()  // an ack that leaves nothing to time: journaled and synced now, no tick
         case .closed(let id, let reason):
             apply(.closed(id, reason: reason))
             // The desktop closes the connection once it has read the `bye`: nothing is left to wait for.
@@ -301,6 +305,7 @@ public final class Sender: @unchecked Sendable {
             case .syncJournal:
                 journalAck()
                 try? outbox.sync()
+                needsSync = false
             case .exit(let code): finish(code)
             }
         }
@@ -316,19 +321,6 @@ public final class Sender: @unchecked Sendable {
         case .warning(let text): status.warning(text)
         case .error(let text, let hint): status.error(text, hint: hint)
         case .progress(let queued, let delivered): status.tick(now: now, queued: queued, delivered: delivered)
-        }
-    }
-
-    /// Journals the latest ack, if it moved: once per tick (and before a sync or the end) rather than once per
-    /// ack frame, one write(2) per paced line less. A lost or late ack record only means a resend that the desktop
-    /// drops (it answers `resume` with what it has), never a lost line.
-    func journalAck() {
-        guard ackToJournal > outbox.acked else { return }
-        do {
-            try outbox.markAcked(ackToJournal)
-        } catch {
-            // Not fatal: a lost ack record only means a resend that the desktop drops.
-            status.warning("cannot journal an ack: \(error.description)")
         }
     }
 
@@ -360,46 +352,6 @@ public final class Sender: @unchecked Sendable {
         perform(core.hangUp())
         syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
         finished.signal()
-    }
-
-    // MARK: - Timers
-
-    func scheduleTick() {
-        ticking = true
-        // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
-        // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
-        driver.schedule(after: .milliseconds(50)) { [weak self] in self?.tick() }
-    }
-
-    /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
-    /// live status line to redraw. (Redials, ack stalls, time limits and "still waiting" lines all need lines in
-    /// flight or no connection; an event — a line, a frame, a closed connection — starts the clock again.)
-    var isQuiet: Bool {
-        !needsSync && ackToJournal <= outbox.acked && core.window.isDrained && core.link.isEstablished
-            && !status.isTerminal
-    }
-
-    func tick() {
-        guard core.exitCode == nil else { return }
-        journalAck()
-        if needsSync {
-            needsSync = false
-            // fsync off the queue: sending goes on while the disk catches up (the journal write already happened).
-            let handle = outbox.syncHandle()
-            if handle >= 0 {
-                syncQueue.async {
-                    fsync(handle)
-                    close(handle)
-                }
-            }
-        }
-        apply(.tick)
-        guard core.exitCode == nil else { return }
-        if isQuiet {
-            ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
-        } else {
-            scheduleTick()
-        }
     }
 }
 
