@@ -63,15 +63,15 @@ extension Sender {
     }
 
     /// Hands the journal's fsync to `syncQueue`: sending goes on while the disk catches up (the journal write
-    /// already happened). fdatasync: the records are appends, and it flushes the file size with the data (what
-    /// reading them back needs); only the timestamps are left to the kernel.
+    /// already happened). fsync, not fdatasync: the records are appends, so the size changes and the inode is
+    /// journaled either way (measured on ext4: the same 3 sleeps and the same system time per call).
     func startSync(at: Double) {
         needsSync = false
         lastSyncAt = at
         let handle = outbox.syncHandle()
         guard handle >= 0 else { return }
         syncQueue.async {
-            fdatasync(handle)
+            fsync(handle)
             Trace.mark("jsync")
             close(handle)
         }

@@ -74,3 +74,41 @@ struct ServiceTimerTests {
         #expect(!fired.value)
     }
 }
+
+/// `WebSocketClient.cancelSchedule()`: a sender whose line was acknowledged before its tick drops the tick, so the
+/// loop does not wake for it.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceTimerCancelTests {
+    @Test func aCancelledScheduleNeverFiresAndANewOneDoes() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(1) } }
+        client.cancelSchedule()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(fired.value == [])
+        #expect(client.timerFireCount == 0)
+        client.cancelSchedule()  // none armed: nothing happens
+        client.schedule(after: .milliseconds(20)) { fired.withLock { $0.append(2) } }
+        let clock = ContinuousClock()
+        let end = clock.now + .seconds(5)
+        while fired.value.isEmpty, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(fired.value == [2])
+    }
+
+    /// Cancelled from the service thread itself (where a sender's ack is handled): the timer it armed in the same
+    /// callback does not fire either.
+    @Test func cancelledOnTheServiceThread() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(10)) {
+            fired.withLock { $0.append(1) }
+            client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(2) } }
+            client.cancelSchedule()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(fired.value == [1])
+        #expect(client.timerFireCount == 1)
+    }
+}
