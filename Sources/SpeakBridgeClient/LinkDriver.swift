@@ -115,6 +115,13 @@ final class LinkDriver: @unchecked Sendable {
         client.schedule(after: delay) { [queue] in queue.sync { work.run() } }
     }
 
+    /// Runs `work` on `queue` once the frames sent before this call are written (`WebSocketClient.afterWrites`),
+    /// through `queue.sync` from the socket thread: inline there, in the same loop turn. Must be called on `queue`.
+    func afterSends(_ work: @escaping () -> Void) {
+        let box = QueueWork(run: work)  // see `schedule`: run on `queue` only
+        client.afterWrites { [queue] in queue.sync { box.run() } }
+    }
+
     /// Drops a `schedule` that has not fired (`WebSocketClient.cancelSchedule`): the socket thread does not wake
     /// for it. Must be called on `queue`.
     func cancelSchedule() { client.cancelSchedule() }

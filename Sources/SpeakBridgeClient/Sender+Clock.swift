@@ -7,12 +7,18 @@ import SpeakBridgeSupport
 /// `Sender`'s clock and journal durability, on `queue`: the 50 ms tick, the ack record and the journal fsync.
 ///
 /// Flow (a line at human pace, a phrase every 0.1–2 s):
-/// 1. The line's wake-up (stdin) journals it (write(2)), sends its frame and arms the tick (`scheduleTick`).
-/// 2. Its ack's wake-up: with nothing left in flight, `settleAfterFrame` writes the ack record, hands the fsync to
-///    `syncQueue` and cancels the tick. Two wake-ups of the socket thread per line, not three.
-/// 3. Otherwise (lines in flight, not connected, a live status line, or an fsync handed over less than a tick ago,
-///    as at a fast pace) the tick does it 50 ms after it was armed, so every journal write is still fsynced within
-///    50 ms and fsyncs stay batched (at most one a tick); it stops while there is nothing to time (`isQuiet`).
+/// 1. The line's wake-up (stdin) journals it (write(2)), sends its frame, arms the tick (`scheduleTick`) and then,
+///    once the frame is written (`LinkDriver.afterSends`, same loop turn), writes the previous line's ack record
+///    and hands the fsync to `syncQueue` (`syncSoon`, `syncAfterSending`).
+/// 2. Its ack's wake-up: with nothing left in flight and nothing left to fsync, `settleAfterFrame` cancels the
+///    tick. So two wake-ups of the socket thread per line, not three (the tick's), and the ack's wake-up — which
+///    many devices' acks share after each desktop group commit — does no journal work and wakes no thread.
+/// 3. Otherwise (lines in flight, not connected, a live status line, or a fsync handed over less than a tick ago,
+///    as at a fast pace) the tick does the journal work 50 ms after it was armed, so every journal write is still
+///    fsynced within 50 ms and fsyncs stay batched (about one a tick); it stops while there is nothing to time
+///    (`isQuiet`).
+/// The ack record of a line acknowledged before its tick waits for the next line, tick or exit: a lost or late
+/// ack record only means a resend that the desktop drops.
 extension Sender {
     static let tickInterval: Duration = .milliseconds(50)
     static let tickSeconds = 0.05
@@ -46,18 +52,27 @@ extension Sender {
         }
     }
 
-    /// After a desktop frame (an ack, usually): when it left nothing to time, the tick's work is done now, in this
-    /// wake-up, and the tick is cancelled — unless a fsync was handed over less than a tick ago and another is
-    /// due: then the tick stays and does it (at a fast pace every ack drains the window; this keeps one fsync a
-    /// tick). The fsync comes sooner than the tick's, never later; the ack record only earlier.
-    func settleAfterFrame() {
-        guard ticking, core.exitCode == nil, core.window.isDrained, core.link.isEstablished, !status.isTerminal
-        else { return }
-        let at = now
-        if needsSync && at - lastSyncAt < Self.tickSeconds { return }
+    /// After a line's journal write: unless a fsync was handed over less than a tick ago (then the tick, at most
+    /// 50 ms after the write, does it: at a fast pace fsyncs stay batched), `syncAfterSending` runs once the line's
+    /// frame is written, in the same loop turn.
+    func syncSoon() {
+        guard needsSync, core.exitCode == nil, now - lastSyncAt >= Self.tickSeconds else { return }
+        driver.afterSends { [weak self] in self?.syncAfterSending() }
+    }
+
+    /// Hands the fsync to `syncQueue`, with the last ack's record: after the frame went out, so neither the
+    /// write(2), the dup nor the worker's wake-up delays the line.
+    func syncAfterSending() {
+        guard needsSync, core.exitCode == nil else { return }  // the tick or the end was first
         journalAck()
-        if needsSync { startSync(at: at) }
-        guard isQuiet else { return }  // an ack record that could not be written: the tick retries it
+        startSync(at: now)
+    }
+
+    /// After a desktop frame (an ack, usually): when nothing is left to time — connected, nothing in flight, the
+    /// journal's fsync handed over, no live status line — the tick is cancelled; the next event arms it again.
+    func settleAfterFrame() {
+        guard ticking, !needsSync, core.exitCode == nil, core.window.isDrained, core.link.isEstablished,
+              !status.isTerminal else { return }
         ticking = false
         driver.cancelSchedule()
     }
@@ -77,8 +92,8 @@ extension Sender {
         }
     }
 
-    /// Journals the latest ack, if it moved: once per tick or settled ack (and before a sync or the end) rather
-    /// than once per ack frame. A lost or late ack record only means a resend that the desktop drops (it answers
+    /// Journals the latest ack, if it moved: with the next fsync (a tick's or a line's) or at the end, rather than
+    /// once per ack frame. A lost or late ack record only means a resend that the desktop drops (it answers
     /// `resume` with what it has), never a lost line.
     func journalAck() {
         guard ackToJournal > outbox.acked else { return }

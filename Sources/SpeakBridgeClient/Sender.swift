@@ -57,8 +57,8 @@ public struct SendOptions: Sendable {
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
-///    the queue on the tick. At human pace an ack that leaves nothing in flight does both at once instead, and the
-///    tick is cancelled (`settleAfterFrame`, Sender+Clock.swift).
+///    the queue on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
+///    that leaves nothing in flight cancels the tick (Sender+Clock.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
 ///    (`isQuiet`) and starts again with the next event.
@@ -229,6 +229,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
             apply(.appended(chunks))
+            syncSoon()
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))
@@ -250,10 +251,12 @@ public final class Sender: @unchecked Sendable {
         needsSync = true
         guard let actions = core.appendedAlone(chunk, now: now) else {
             apply(.appended([chunk]))
+            syncSoon()
             return
         }
         perform(actions)
         if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
+        syncSoon()
     }
 
     // MARK: - Carrying out the core's actions (on `queue`)
@@ -272,7 +275,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("ackrecv")
             lastFrameFrom = id
             apply(.frame(id, bytes))
-            settleAfterFrame()  // an ack that leaves nothing to time: journaled and synced now, no tick
+            settleAfterFrame()  // an ack that leaves nothing to time: no tick
         case .closed(let id, let reason):
             apply(.closed(id, reason: reason))
             // The desktop closes the connection once it has read the `bye`: nothing is left to wait for.

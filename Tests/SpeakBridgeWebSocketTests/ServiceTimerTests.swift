@@ -112,3 +112,30 @@ struct ServiceTimerCancelTests {
         #expect(client.timerFireCount == 1)
     }
 }
+
+/// `WebSocketClient.afterWrites(_:)`: work run on the service thread once the commands before it (a line's frame)
+/// are carried out, without touching the application's timer.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceAfterWritesTests {
+    @Test func runsOnceOnTheServiceThreadAfterTheFrameBeforeItAndLeavesTheTimerArmed() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let client = link.client
+        let ran = Locked<[Int32]>([])
+        let fired = Locked(0)
+        client.schedule(after: .milliseconds(40)) { fired.withLock { $0 += 1 } }
+        client.send([1], on: id)
+        client.afterWrites {
+            ran.withLock { $0.append(WatchTests.Reader.threadID()) }
+            client.send([2], on: id)  // from the service thread: after the frame before it
+        }
+        #expect(await link.serverLog.wait { link.serverLog.messages(serverSide, $0) == [[1], [2]] })
+        let clock = ContinuousClock()
+        let end = clock.now + .seconds(5)
+        while fired.value == 0, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(ran.value == [client.serviceThreadID])
+        #expect(fired.value == 1, "the armed timer still fired")
+        #expect(client.timerFireCount == 1)
+    }
+}
