@@ -27,7 +27,7 @@ extension Sender {
         ticking = true
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
         // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
-        driver.schedule(after: Self.tickInterval) { [weak self] in self?.tick() }
+        driver.schedule(after: Self.tickInterval, tickWork)
     }
 
     /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
@@ -57,7 +57,7 @@ extension Sender {
     /// frame is written, in the same loop turn.
     func syncSoon() {
         guard needsSync, core.exitCode == nil, now - lastSyncAt >= Self.tickSeconds else { return }
-        driver.afterSends { [weak self] in self?.syncAfterSending() }
+        driver.afterSends(syncWork)
     }
 
     /// Hands the fsync to `syncQueue`, with the last ack's record: after the frame went out, so neither the

@@ -68,7 +68,7 @@ public struct SendOptions: Sendable {
 ///
 /// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
-/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
+/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver`, `tickWork` and `syncWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
@@ -80,6 +80,10 @@ public final class Sender: @unchecked Sendable {
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
     let finished = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
+    /// The tick and the fsync hand-over as the socket thread runs them (`LinkDriver.onQueue`), made once in `run`:
+    /// arming them for each line allocates nothing.
+    var tickWork: (@Sendable () -> Void)!
+    var syncWork: (@Sendable () -> Void)!
     /// The driver, started in `init` (its context is being created meanwhile); `run` makes it `driver`.
     let launched: Result<LinkDriver, any Error>
     // Owned by `queue`.
@@ -132,6 +136,8 @@ public final class Sender: @unchecked Sendable {
     public func run() -> Int32 {
         do {
             driver = try launched.get()
+            tickWork = driver.onQueue { [weak self] in self?.tick() }
+            syncWork = driver.onQueue { [weak self] in self?.syncAfterSending() }
             try driver.ready()
         } catch {
             Console.error("cannot start the WebSocket client: \(error)")
