@@ -9,7 +9,7 @@ import SpeakBridgeSupport
 /// Flow (a line at human pace, a phrase every 0.1–2 s):
 /// 1. The line's wake-up (stdin) journals it (write(2)), sends its frame, arms the tick (`scheduleTick`) and then,
 ///    once the frame is written (`LinkDriver.afterSends`, same loop turn), writes the previous line's ack record
-///    and hands the fsync to `syncQueue` (`syncSoon`, `syncAfterSending`).
+///    and hands the fsync to its thread (`syncSoon`, `syncAfterSending`, `JournalSyncer`).
 /// 2. Its ack's wake-up: with nothing left in flight and nothing left to fsync, `settleAfterFrame` cancels the
 ///    tick. So two wake-ups of the socket thread per line, not three (the tick's), and the ack's wake-up — which
 ///    many devices' acks share after each desktop group commit — does no journal work and wakes no thread.
@@ -60,7 +60,7 @@ extension Sender {
         driver.afterSends(syncWork)
     }
 
-    /// Hands the fsync to `syncQueue`, with the last ack's record: after the frame went out, so neither the
+    /// Hands the fsync to `syncer`, with the last ack's record: after the frame went out, so neither the
     /// write(2), the dup nor the worker's wake-up delays the line.
     func syncAfterSending() {
         guard needsSync, core.exitCode == nil else { return }  // the tick or the end was first
@@ -77,7 +77,7 @@ extension Sender {
         driver.cancelSchedule()
     }
 
-    /// Hands the journal's fsync to `syncQueue`: sending goes on while the disk catches up (the journal write
+    /// Hands the journal's fsync to `syncer`'s thread: sending goes on while the disk catches up (the journal write
     /// already happened). fsync, not fdatasync: the records are appends, so the size changes and the inode is
     /// journaled either way (measured on ext4: the same 3 sleeps and the same system time per call).
     func startSync(at: Double) {
@@ -85,11 +85,7 @@ extension Sender {
         lastSyncAt = at
         let handle = outbox.syncHandle()
         guard handle >= 0 else { return }
-        syncQueue.async {
-            fsync(handle)
-            Trace.mark("jsync")
-            close(handle)
-        }
+        syncer.submit(handle)
     }
 
     /// Journals the latest ack, if it moved: with the next fsync (a tick's or a line's) or at the end, rather than

@@ -56,8 +56,8 @@ public struct SendOptions: Sendable {
 ///    `appendedAlone`, the same without the general path's arrays, when it goes out alone). A pipe, FIFO, socket
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
-/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
-///    the queue on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
+/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync on a
+///    thread of its own (`JournalSyncer`) on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
 ///    that leaves nothing in flight cancels the tick (Sender+Clock.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
@@ -78,6 +78,8 @@ public final class Sender: @unchecked Sendable {
     let outbox: Outbox
     let queue: DispatchQueue
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
+    /// The journal's fsyncs, on a thread of their own (`JournalSyncer`).
+    let syncer = JournalSyncer()
     let finished = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
     /// The tick and the fsync hand-over as the socket thread runs them (`LinkDriver.onQueue`), made once in `run`:
@@ -90,7 +92,7 @@ public final class Sender: @unchecked Sendable {
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
-    /// When the last journal fsync was handed to `syncQueue` (`now`; see `settleAfterFrame`).
+    /// When the last journal fsync was handed to `syncer` (`now`; see `syncSoon`).
     var lastSyncAt = -Double.infinity
     /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
     var ticking = false
@@ -359,7 +361,8 @@ public final class Sender: @unchecked Sendable {
         }
         driver.stopFinding()
         perform(core.hangUp())
-        syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
+        syncQueue.sync {}  // the address just remembered is on disk before `run` returns
+        syncer.drain()  // and any journal fsync under way
         finished.signal()
     }
 }

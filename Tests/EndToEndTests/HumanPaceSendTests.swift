@@ -4,7 +4,7 @@ import Testing
 /// Issue 13, human pace (a phrase every 0.1–2 s, how a phone dictates): each line's ack comes long before its
 /// 50 ms tick, so `send` journals the ack and hands the fsync over in the wake-up the ack causes and cancels the
 /// tick — two wake-ups of its socket thread per line (the line, its ack), not three. The journal is still fsynced
-/// after every line's write, before the next line. Real daemon, real FIFO, real `send`.
+/// after every line's write, before the next line, on one long-lived thread. Real daemon, real FIFO, real `send`.
 @Suite("End to end: send at human pace", .serialized)
 struct HumanPaceSendTests {
     /// Voluntary context switches (sleeps) so far of `pid`'s thread named `name`.
@@ -22,7 +22,16 @@ struct HumanPaceSendTests {
         return nil
     }
 
-    @Test("paced lines: no tick wake-up after an acknowledged line, and each line's journal write is fsynced")
+    /// The IDs of `pid`'s threads named `name`.
+    static func threads(_ pid: Int32, named name: String) -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.filter { task in
+            let comm = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+            return comm.trimmingCharacters(in: .whitespacesAndNewlines) == name
+        }.sorted()
+    }
+
+    @Test("paced lines: no tick wake-up after an acknowledged line; each line's journal write fsynced, on one thread")
     func humanPace() throws {
         let pair = Pair()
         defer { pair.stop() }
@@ -39,6 +48,9 @@ struct HumanPaceSendTests {
         try Harness.wait("the first line on the FIFO") { reader.snapshot == ["first"] }
         usleep(300_000)  // acknowledged, journaled, quiet
         let before = try #require(Self.sleeps(send.pid, thread: "sb-ws-client"))
+        // The fsyncs run on one thread that stays (a dispatch worker exits after 5 s idle and is made again).
+        let syncThread = Self.threads(send.pid, named: "sb-fsync")
+        #expect(syncThread.count == 1, "\(syncThread)")
         let lines = 8
         for i in 1...lines {
             try writer.write(contentsOf: Data("phrase \(i)\n".utf8))
@@ -46,6 +58,7 @@ struct HumanPaceSendTests {
             usleep(150_000)  // its ack (after the desktop's fsync) and, before, its tick 50 ms later
         }
         let after = try #require(Self.sleeps(send.pid, thread: "sb-ws-client"))
+        #expect(Self.threads(send.pid, named: "sb-fsync") == syncThread)
         try writer.close()
         let outcome = try send.wait(timeout: 30)
         #expect(outcome.status == 0, "\(outcome.stderr)")
