@@ -12,62 +12,72 @@ import SpeakBridgeSupport
 /// calls and a thread's start-up per line, measured at 7 s pacing). This thread sleeps between fsyncs
 /// instead: a line costs the same futex wake and wait as a dispatch worker's, whatever the pause.
 ///
-/// Flow: `submit` hands over a descriptor (a dup of the journal's, so the journal may be cut or closed meanwhile)
-/// and wakes the thread, started on first use (a `send --text` that syncs inline at its end starts none); the thread
-/// fsyncs the latest descriptor of what is waiting (one fsync covers every write made before it through any of
-/// them) and closes them all. `drain` waits until everything submitted is on disk.
+/// Flow: `submit` asks for an fsync of the journal and wakes the thread, started on first use (a `send --text` that
+/// syncs inline at its end starts none). The thread fsyncs its own duplicate of the journal's descriptor, taken at
+/// the first `submit` and kept for the process's life: the journal keeps its one descriptor for the whole run
+/// (never reopened), and the duplicate shares its open file, so an fsync through it covers every write made through
+/// the journal before it — no dup(2) and close(2) per line. Requests that come while an fsync runs are served by one
+/// more fsync. `drain` waits until every request made before it is on disk.
 ///
 /// How it sleeps: on a semaphore (a futex wait; `submit` posts it, one futex wake when the thread sleeps). A condition
 /// variable woken by broadcast cost a third futex call a line (glibc's group switch), and a `drain` waiting on the
 /// same condition could take a signal meant for the thread; `drain` waits on a semaphore of its own.
 ///
-/// `@unchecked Sendable`: `pending`, `busy`, `started` and `drainers` are read and written only with `lock` held;
-/// the semaphores are thread-safe.
+/// `@unchecked Sendable`: `handle`, `requested`, `busy`, `started` and `drainers` are read and written only with
+/// `lock` held; the semaphores are thread-safe.
 final class JournalSyncer: @unchecked Sendable {
     private let lock = ThreadLock()
     private let work = DispatchSemaphore(value: 0)
-    private var pending: [Int32] = []
+    private var handle: Int32 = -1
+    private var requested = false
     private var busy = false
     private var started = false
     private var drainers: [DispatchSemaphore] = []
 
-    /// Fsyncs and closes `fd` on the syncer's thread (inline, if that thread cannot be created).
-    func submit(_ fd: Int32) {
-        let start = lock.withLock {
-            pending.append(fd)
+    /// Has the journal fsynced on the syncer's thread (inline, if that thread cannot be created). `duplicate` gives a
+    /// duplicate of the journal's descriptor (-1 if it cannot); called until one is had, on the caller's thread.
+    /// False: no descriptor (out of descriptors), nothing requested — the caller fsyncs the journal itself.
+    func submit(duplicate: () -> Int32) -> Bool {
+        let start: Bool? = lock.withLock {
+            if handle < 0 { handle = duplicate() }
+            guard handle >= 0 else { return nil }
+            requested = true
             defer { started = true }
             return !started
         }
+        guard let start else { return false }
         work.signal()
         if start && !Threads.start(name: "sb-fsync", { [self] in run() }) {
             lock.withLock { started = false }
-            syncPending()  // no thread: durability first
+            syncInline()  // no thread: durability first
         }
+        return true
     }
 
-    /// Returns once every descriptor submitted before the call is fsynced and closed.
+    /// Returns once every fsync requested before the call is done.
     func drain() {
         let done = DispatchSemaphore(value: 0)
         let wait: Bool = lock.withLock {
-            guard started, busy || !pending.isEmpty else { return false }
+            guard started, busy || requested else { return false }
             drainers.append(done)
             return true
         }
-        if wait { done.wait() } else { syncPending() }  // no thread: whatever is pending, here (usually nothing)
+        if wait { done.wait() } else { syncInline() }  // no thread: what is requested, here (usually nothing)
     }
 
     private func run() {
         while true {
             work.wait()
-            let batch: [Int32] = lock.withLock {
+            let fd: Int32 = lock.withLock {
+                guard requested else { return -1 }  // a post whose request an earlier round served
+                requested = false
                 busy = true
-                defer { pending.removeAll(keepingCapacity: true) }
-                return pending
+                return handle
             }
-            Self.sync(batch)
+            if fd >= 0 { Self.sync(fd) }
             let done: [DispatchSemaphore] = lock.withLock {
                 busy = false
-                guard pending.isEmpty else { return [] }  // more came: the next round ends the drain
+                guard !requested else { return [] }  // more came: the next round ends the drain
                 defer { drainers.removeAll() }
                 return drainers
             }
@@ -75,19 +85,18 @@ final class JournalSyncer: @unchecked Sendable {
         }
     }
 
-    /// What is pending, on the calling thread (no syncer thread).
-    private func syncPending() {
-        let batch: [Int32] = lock.withLock {
-            defer { pending.removeAll() }
-            return pending
+    /// What is requested, on the calling thread (no syncer thread).
+    private func syncInline() {
+        let fd: Int32 = lock.withLock {
+            guard requested else { return -1 }
+            requested = false
+            return handle
         }
-        Self.sync(batch)
+        if fd >= 0 { Self.sync(fd) }
     }
 
-    private static func sync(_ batch: [Int32]) {
-        guard let last = batch.last else { return }
-        fsync(last)
+    private static func sync(_ fd: Int32) {
+        fsync(fd)
         Trace.mark("jsync")
-        for fd in batch { close(fd) }
     }
 }

@@ -83,9 +83,8 @@ extension Sender {
     func startSync(at: Double) {
         needsSync = false
         lastSyncAt = at
-        let handle = outbox.syncHandle()
-        guard handle >= 0 else { return }
-        syncer.submit(handle)
+        guard !syncer.submit(duplicate: { outbox.syncHandle() }) else { return }
+        try? outbox.sync()  // no descriptor for the syncer's thread: here, rather than not at all
     }
 
     /// Journals the latest ack, if it moved: with the next fsync (a tick's or a line's) or at the end, rather than
