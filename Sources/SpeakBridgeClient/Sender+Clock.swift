@@ -55,8 +55,8 @@ extension Sender {
     /// After a line's journal write: unless a fsync was handed over less than a tick ago (then the tick, at most
     /// 50 ms after the write, does it: at a fast pace fsyncs stay batched), `syncAfterSending` runs once the line's
     /// frame is written, in the same loop turn.
-    func syncSoon() {
-        guard needsSync, core.exitCode == nil, now - lastSyncAt >= Self.tickSeconds else { return }
+    func syncSoon(at: Double) {
+        guard needsSync, core.exitCode == nil, at - lastSyncAt >= Self.tickSeconds else { return }
         driver.afterSends(syncWork)
     }
 

@@ -237,7 +237,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
             apply(.appended(chunks))
-            syncSoon()
+            syncSoon(at: now)
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))
@@ -257,14 +257,15 @@ public final class Sender: @unchecked Sendable {
         }
         Trace.mark("journal", chunk.seq)
         needsSync = true
-        guard let actions = core.appendedAlone(chunk, now: now) else {
+        let at = now
+        guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))
-            syncSoon()
+            syncSoon(at: at)
             return
         }
         perform(actions)
         if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
-        syncSoon()
+        syncSoon(at: at)
     }
 
     // MARK: - Carrying out the core's actions (on `queue`)
