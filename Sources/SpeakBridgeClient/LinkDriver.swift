@@ -105,15 +105,32 @@ final class LinkDriver: @unchecked Sendable {
         client.watchReadable(fd: fd, onReadable: onReadable)
     }
 
-    /// Runs `fire` on `queue` once after `delay`, timed by the socket thread's loop (`WebSocketClient.schedule`):
-    /// `queue.sync` from there, so it runs inline on the socket thread when the queue is idle — no dispatch timer
-    /// thread, no worker woken. Scheduling again replaces a schedule that has not fired. Must be called on `queue`.
-    func schedule(after delay: Duration, _ fire: @escaping () -> Void) {
-        // Why the box: `fire` runs on `queue` only (the `queue.sync` below), which is what this type's
+    /// `work` as the socket thread runs it: on `queue`, through `queue.sync` — inline there when the queue is
+    /// idle, no thread woken. Made once and passed to `schedule` or `afterSends` as often as needed (a closure
+    /// made per use costs a few allocations a line).
+    func onQueue(_ work: @escaping () -> Void) -> @Sendable () -> Void {
+        // Why the box: `work` runs on `queue` only (the `queue.sync` below), which is what this type's
         // `@unchecked Sendable` already rests on; the socket thread only hands it over.
-        let work = QueueWork(run: fire)
-        client.schedule(after: delay) { [queue] in queue.sync { work.run() } }
+        let box = QueueWork(run: work)
+        return { [queue] in queue.sync { box.run() } }
     }
+
+    /// Runs `fire` (from `onQueue`) once after `delay`, timed by the socket thread's loop
+    /// (`WebSocketClient.schedule`): no dispatch timer thread, no worker woken. Scheduling again replaces a
+    /// schedule that has not fired. Must be called on `queue`.
+    func schedule(after delay: Duration, _ fire: @escaping @Sendable () -> Void) {
+        client.schedule(after: delay, fire)
+    }
+
+    /// Runs `work` (from `onQueue`) once the frames sent before this call are written
+    /// (`WebSocketClient.afterWrites`): in the same loop turn. Must be called on `queue`.
+    func afterSends(_ work: @escaping @Sendable () -> Void) {
+        client.afterWrites(work)
+    }
+
+    /// Drops a `schedule` that has not fired (`WebSocketClient.cancelSchedule`): the socket thread does not wake
+    /// for it. Must be called on `queue`.
+    func cancelSchedule() { client.cancelSchedule() }
 
     /// Joins the socket thread: no event comes after it. Not on `queue`.
     func shutdown() { client.shutdown() }

@@ -56,8 +56,9 @@ public struct SendOptions: Sendable {
 ///    `appendedAlone`, the same without the general path's arrays, when it goes out alone). A pipe, FIFO, socket
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
-/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync off
-///    the queue on the tick.
+/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync on a
+///    thread of its own (`JournalSyncer`) on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
+///    that leaves nothing in flight cancels the tick (Sender+Clock.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
 ///    (`isQuiet`) and starts again with the next event.
@@ -65,9 +66,9 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
-/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` is set in `run` before anything is queued;
+/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver`, `tickWork` and `syncWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
@@ -77,14 +78,22 @@ public final class Sender: @unchecked Sendable {
     let outbox: Outbox
     let queue: DispatchQueue
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
+    /// The journal's fsyncs, on a thread of their own (`JournalSyncer`).
+    let syncer = JournalSyncer()
     let finished = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
+    /// The tick and the fsync hand-over as the socket thread runs them (`LinkDriver.onQueue`), made once in `run`:
+    /// arming them for each line allocates nothing.
+    var tickWork: (@Sendable () -> Void)!
+    var syncWork: (@Sendable () -> Void)!
     /// The driver, started in `init` (its context is being created meanwhile); `run` makes it `driver`.
     let launched: Result<LinkDriver, any Error>
     // Owned by `queue`.
     var core: ClientCore
     let status: SendStatus
     var needsSync = false
+    /// When the last journal fsync was handed to `syncer` (`now`; see `syncSoon`).
+    var lastSyncAt = -Double.infinity
     /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
     var ticking = false
     /// The highest ack not journaled yet (`journalAck`).
@@ -129,6 +138,8 @@ public final class Sender: @unchecked Sendable {
     public func run() -> Int32 {
         do {
             driver = try launched.get()
+            tickWork = driver.onQueue { [weak self] in self?.tick() }
+            syncWork = driver.onQueue { [weak self] in self?.syncAfterSending() }
             try driver.ready()
         } catch {
             Console.error("cannot start the WebSocket client: \(error)")
@@ -226,6 +237,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
             apply(.appended(chunks))
+            syncSoon(at: now)
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))
@@ -245,12 +257,15 @@ public final class Sender: @unchecked Sendable {
         }
         Trace.mark("journal", chunk.seq)
         needsSync = true
-        guard let actions = core.appendedAlone(chunk, now: now) else {
+        let at = now
+        guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))
+            syncSoon(at: at)
             return
         }
         perform(actions)
         if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
+        syncSoon(at: at)
     }
 
     // MARK: - Carrying out the core's actions (on `queue`)
@@ -269,6 +284,7 @@ public final class Sender: @unchecked Sendable {
             Trace.mark("ackrecv")
             lastFrameFrom = id
             apply(.frame(id, bytes))
+            settleAfterFrame()  // an ack that leaves nothing to time: no tick
         case .closed(let id, let reason):
             apply(.closed(id, reason: reason))
             // The desktop closes the connection once it has read the `bye`: nothing is left to wait for.
@@ -301,6 +317,7 @@ public final class Sender: @unchecked Sendable {
             case .syncJournal:
                 journalAck()
                 try? outbox.sync()
+                needsSync = false
             case .exit(let code): finish(code)
             }
         }
@@ -316,19 +333,6 @@ public final class Sender: @unchecked Sendable {
         case .warning(let text): status.warning(text)
         case .error(let text, let hint): status.error(text, hint: hint)
         case .progress(let queued, let delivered): status.tick(now: now, queued: queued, delivered: delivered)
-        }
-    }
-
-    /// Journals the latest ack, if it moved: once per tick (and before a sync or the end) rather than once per
-    /// ack frame, one write(2) per paced line less. A lost or late ack record only means a resend that the desktop
-    /// drops (it answers `resume` with what it has), never a lost line.
-    func journalAck() {
-        guard ackToJournal > outbox.acked else { return }
-        do {
-            try outbox.markAcked(ackToJournal)
-        } catch {
-            // Not fatal: a lost ack record only means a resend that the desktop drops.
-            status.warning("cannot journal an ack: \(error.description)")
         }
     }
 
@@ -358,48 +362,9 @@ public final class Sender: @unchecked Sendable {
         }
         driver.stopFinding()
         perform(core.hangUp())
-        syncQueue.sync {}  // the address just remembered, and any fsync under way, are on disk before `run` returns
+        syncQueue.sync {}  // the address just remembered is on disk before `run` returns
+        syncer.drain()  // and any journal fsync under way
         finished.signal()
-    }
-
-    // MARK: - Timers
-
-    func scheduleTick() {
-        ticking = true
-        // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
-        // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
-        driver.schedule(after: .milliseconds(50)) { [weak self] in self?.tick() }
-    }
-
-    /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
-    /// live status line to redraw. (Redials, ack stalls, time limits and "still waiting" lines all need lines in
-    /// flight or no connection; an event — a line, a frame, a closed connection — starts the clock again.)
-    var isQuiet: Bool {
-        !needsSync && ackToJournal <= outbox.acked && core.window.isDrained && core.link.isEstablished
-            && !status.isTerminal
-    }
-
-    func tick() {
-        guard core.exitCode == nil else { return }
-        journalAck()
-        if needsSync {
-            needsSync = false
-            // fsync off the queue: sending goes on while the disk catches up (the journal write already happened).
-            let handle = outbox.syncHandle()
-            if handle >= 0 {
-                syncQueue.async {
-                    fsync(handle)
-                    close(handle)
-                }
-            }
-        }
-        apply(.tick)
-        guard core.exitCode == nil else { return }
-        if isQuiet {
-            ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
-        } else {
-            scheduleTick()
-        }
     }
 }
 

@@ -299,6 +299,9 @@ public struct ClientCore {
         let before = window.acked
         let messages = resume ? window.resumed(delivered: seq, now: now) : window.ack(seq, now: now)
         var out: [Action] = window.acked > before ? [.ackJournal(through: window.acked)] : []
+        // Nothing waits any more: what the tick would drop goes now (a `send` whose every line is acknowledged
+        // before its tick has no tick to prune this list).
+        if window.isDrained { waitingSince.removeAll(keepingCapacity: true) }
         out += transmit(messages)
         return out
     }

@@ -4,7 +4,10 @@
 //
 // How: a `.schedule` command reaches the service thread through the inbox like any other (from the
 // service thread itself — the usual case, a tick re-arming itself — it needs no wake-up); there it
-// arms a timerfd (one timerfd_settime), replacing an earlier schedule not yet fired. The timerfd is
+// arms a timerfd (one timerfd_settime), replacing an earlier schedule not yet fired (a request
+// without a handler, `WebSocketClient.cancelSchedule`, disarms it: one timerfd_settime; one marked
+// `now`, `WebSocketClient.afterWrites`, runs its handler in that drain, after the sends queued before
+// it were written, and leaves the timer alone). The timerfd is
 // watched like stdin (ServiceLoop+Watching.swift): poll wakes when it expires, the handler reads it
 // and runs the application's handler inside the callback, so what that sends is drained (and
 // written) before the loop polls again. The timerfd is closed after the context is destroyed; a
@@ -19,24 +22,44 @@ internal import CLibWebSockets
 import Glibc
 #endif
 
-/// The application's timer handler, stored as a value (C-LIBRARY-NOTES §6.2).
+/// The application's timer handler, stored as a value (C-LIBRARY-NOTES §6.2). No handler: disarm. `now`: no
+/// timer at all, `fire` runs in the drain that carries the request out, after the commands queued before it
+/// (`WebSocketClient.afterWrites`), and the timer is left as it is.
 struct TimerRequest: Sendable {
     let delayMicroseconds: UInt64
-    let fire: @Sendable () -> Void
+    let fire: (@Sendable () -> Void)?
+    var now = false
 }
 
 extension ServiceLoop {
     /// Arms (or re-arms) the application's timer. Service thread, from `apply`.
     func arm(_ request: TimerRequest) {
         guard context != nil, !stopRequested else { return }
+        if request.now {
+            request.fire?()
+            return
+        }
+        guard let fire = request.fire else {
+            disarm()
+            return
+        }
         if appTimerFD < 0 && !openAppTimer() { return }
-        appTimerHandler = request.fire
+        appTimerHandler = fire
         // At most a day (no peer chose it); at least a nanosecond (a zero it_value would disarm the timer).
         let delay = max(1, min(request.delayMicroseconds, 86_400_000_000))
         var spec = itimerspec()
         spec.it_value.tv_sec = Int(delay / 1_000_000)
         spec.it_value.tv_nsec = Int(delay % 1_000_000) * 1_000
         timerfd_settime(appTimerFD, 0, &spec, nil)
+    }
+
+    /// Drops a schedule not yet fired: no wake-up comes for it. Nothing to do when none is armed.
+    private func disarm() {
+        guard appTimerHandler != nil else { return }
+        appTimerHandler = nil
+        guard appTimerFD >= 0 else { return }
+        var off = itimerspec()  // a zero it_value disarms
+        timerfd_settime(appTimerFD, 0, &off, nil)
     }
 
     /// Creates the timerfd and has the loop watch it (a dup of it, which shares the timer). False: no timer

@@ -74,3 +74,68 @@ struct ServiceTimerTests {
         #expect(!fired.value)
     }
 }
+
+/// `WebSocketClient.cancelSchedule()`: a sender whose line was acknowledged before its tick drops the tick, so the
+/// loop does not wake for it.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceTimerCancelTests {
+    @Test func aCancelledScheduleNeverFiresAndANewOneDoes() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(1) } }
+        client.cancelSchedule()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(fired.value == [])
+        #expect(client.timerFireCount == 0)
+        client.cancelSchedule()  // none armed: nothing happens
+        client.schedule(after: .milliseconds(20)) { fired.withLock { $0.append(2) } }
+        let clock = ContinuousClock()
+        let end = clock.now + .seconds(5)
+        while fired.value.isEmpty, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(fired.value == [2])
+    }
+
+    /// Cancelled from the service thread itself (where a sender's ack is handled): the timer it armed in the same
+    /// callback does not fire either.
+    @Test func cancelledOnTheServiceThread() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(10)) {
+            fired.withLock { $0.append(1) }
+            client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(2) } }
+            client.cancelSchedule()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(fired.value == [1])
+        #expect(client.timerFireCount == 1)
+    }
+}
+
+/// `WebSocketClient.afterWrites(_:)`: work run on the service thread once the commands before it (a line's frame)
+/// are carried out, without touching the application's timer.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceAfterWritesTests {
+    @Test func runsOnceOnTheServiceThreadAfterTheFrameBeforeItAndLeavesTheTimerArmed() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let client = link.client
+        let ran = Locked<[Int32]>([])
+        let fired = Locked(0)
+        client.schedule(after: .milliseconds(40)) { fired.withLock { $0 += 1 } }
+        client.send([1], on: id)
+        client.afterWrites {
+            ran.withLock { $0.append(WatchTests.Reader.threadID()) }
+            client.send([2], on: id)  // from the service thread: after the frame before it
+        }
+        #expect(await link.serverLog.wait { link.serverLog.messages(serverSide, $0) == [[1], [2]] })
+        let clock = ContinuousClock()
+        let end = clock.now + .seconds(5)
+        while fired.value == 0, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(ran.value == [client.serviceThreadID])
+        #expect(fired.value == 1, "the armed timer still fired")
+        #expect(client.timerFireCount == 1)
+    }
+}
