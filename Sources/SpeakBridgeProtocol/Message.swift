@@ -2,14 +2,19 @@ import SpeakBridgeSupport
 
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
-    public var seq: UInt64
-    public var text: String
-    public var final: Bool
-    public var lang: String?
-    public var speaker: String?
+    public var seq: UInt64 { didSet { encoded = nil } }
+    public var text: String { didSet { encoded = nil } }
+    public var final: Bool { didSet { encoded = nil } }
+    public var lang: String? { didSet { encoded = nil } }
+    public var speaker: String? { didSet { encoded = nil } }
     /// Start and end of the spoken phrase in seconds since the session began.
-    public var start: Double?
-    public var end: Double?
+    public var start: Double? { didSet { encoded = nil } }
+    public var end: Double? { didSet { encoded = nil } }
+    /// This chunk's JSON object exactly as `MessageCodec.writeChunk` writes it, when the journal has just written it
+    /// (`Outbox.append`: a slice of the journal record's buffer, no copy): the message encoder copies these bytes
+    /// instead of escaping the text a second time. Any change to a field drops it. Not part of equality. The window
+    /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it.
+    package var encoded: ArraySlice<UInt8>?
 
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,
                 start: Double? = nil, end: Double? = nil) {
@@ -20,6 +25,12 @@ public struct Chunk: Sendable, Equatable {
         self.speaker = speaker
         self.start = start
         self.end = end
+    }
+
+    /// Equal fields (the cached encoding is a copy of what they say, or absent).
+    public static func == (a: Chunk, b: Chunk) -> Bool {
+        a.seq == b.seq && a.text == b.text && a.final == b.final && a.lang == b.lang && a.speaker == b.speaker
+            && a.start == b.start && a.end == b.end
     }
 }
 

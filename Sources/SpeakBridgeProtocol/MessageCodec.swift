@@ -34,7 +34,11 @@ public enum MessageCodec {
             out += Self.chunkPrefix
             JSONValue.writeString(session, into: &out)
             out.append(UInt8(ascii: ","))
-            writeChunkMembers(chunk, into: &out)
+            if let encoded = chunk.encoded {
+                out += encoded.dropFirst().dropLast()  // the members, without the object's braces
+            } else {
+                writeChunkMembers(chunk, into: &out)
+            }
             out.append(UInt8(ascii: "}"))
             return out
         default:
@@ -46,8 +50,13 @@ public enum MessageCodec {
     static let chunksArrayKey = Array(#","chunks":["#.utf8)
     static let chunkPrefix = Array(#"{"type":"chunk","session":"#.utf8)
 
-    /// One chunk object, as `JSONValue.object(chunkFields(c)).encoded()` writes it (same members, same order).
+    /// One chunk object, as `JSONValue.object(chunkFields(c)).encoded()` writes it (same members, same order); the
+    /// chunk's `encoded` bytes when it has them (the same bytes, written once by the journal).
     public static func writeChunk(_ c: Chunk, into out: inout [UInt8]) {
+        if let encoded = c.encoded {
+            out += encoded
+            return
+        }
         out.append(UInt8(ascii: "{"))
         writeChunkMembers(c, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -86,6 +95,17 @@ public enum MessageCodec {
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
         }
+    }
+
+    /// How many digits `writeDecimal` writes for `value`.
+    static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var rest = value
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        return digits
     }
 
     static let seqKey = Array(#""seq":"#.utf8)
@@ -134,6 +154,11 @@ public enum MessageCodec {
 
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
+        if let encoded = c.encoded, c.lang == nil, c.speaker == nil, c.start == nil, c.end == nil {
+            // The escaped text's size read off the encoded object, `{"seq":` N `,"text":"` TEXT `","final":true}`
+            // (or `false}`), instead of scanning the text again: the same bound.
+            return 64 + encoded.count - (c.final ? 31 : 32) - decimalDigits(c.seq)
+        }
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
         // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
         size += JSONValue.escapedSize(c.text)

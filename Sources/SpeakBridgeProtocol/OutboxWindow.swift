@@ -85,7 +85,9 @@ public struct OutboxWindow: Sendable {
     public mutating func appendAlone(_ chunk: Chunk) -> Message {
         precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
         precondition(chunk.seq > lastSeq, "sequence numbers must increase")
-        storage.append(chunk)
+        var held = chunk
+        held.encoded = nil  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
+        storage.append(held)
         lastSeq = chunk.seq
         nextToSend = storage.count
         return .chunk(session: session, chunk)
@@ -125,7 +127,9 @@ public struct OutboxWindow: Sendable {
             // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
             // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
             nextToSend = available
-            return [.chunk(session: session, storage[next])]
+            let message = Message.chunk(session: session, storage[next])
+            storage[next].encoded = nil  // the message has it (see `Chunk.encoded`)
+            return [message]
         }
         var messages: [Message] = []
         while next < available, next < maxInFlight {
@@ -138,6 +142,7 @@ public struct OutboxWindow: Sendable {
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
                 batch.append(chunk)
+                if chunk.encoded != nil { storage[next].encoded = nil }  // the batch has it (see `Chunk.encoded`)
                 size += cost
                 next += 1
             }
