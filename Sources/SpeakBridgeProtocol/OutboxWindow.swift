@@ -112,11 +112,17 @@ public struct OutboxWindow: Sendable {
         let seq = min(claimed, lastSeq)
         guard seq > acked else { return }
         acked = seq
-        var count = 0
-        while let first = storage.first, first.seq <= seq {
-            storage.removeFirst()
-            count += 1
+        // How many chunks are through `seq` (ascending: a binary search), then removed at once. `storage.first` and
+        // `removeFirst()` copied and destroyed every chunk one by one (Deque's subscript copies the element it reads):
+        // about 300 instructions a chunk in a burst.
+        var low = 0
+        var high = storage.count
+        while low < high {
+            let mid = low + (high - low) / 2
+            if storage[mid].seq <= seq { low = mid + 1 } else { high = mid }
         }
+        let count = low
+        storage.removeFirst(count)
         if let next = nextToSend { nextToSend = max(0, next - count) }
     }
 
@@ -141,8 +147,9 @@ public struct OutboxWindow: Sendable {
                 let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
+                let hasEncoding = chunk.encoded != nil
                 batch.append(chunk)
-                if chunk.encoded != nil { storage[next].encoded = nil }  // the batch has it (see `Chunk.encoded`)
+                if hasEncoding { storage[next].encoded = nil }  // the batch has it (see `Chunk.encoded`)
                 size += cost
                 next += 1
             }

@@ -98,11 +98,11 @@ public final class Outbox: @unchecked Sendable {
         out.reserveCapacity(texts.reduce(0) { $0 + 64 + $1.utf8.count })
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
-            chunks.append(chunk)
             out += Self.chunkPrefix
             let start = out.count
             Self.chunkLine(chunk, into: &out)
             objects.append(start..<out.count - 2)  // without the record's "}\n"
+            chunks.append(chunk)  // its last use: moved, not copied
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
