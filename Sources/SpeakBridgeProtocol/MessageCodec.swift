@@ -36,7 +36,9 @@ public enum MessageCodec {
             JSONValue.writeString(session, into: &out)
             out.append(UInt8(ascii: ","))
             if let encoded = chunk.encoded {
-                out += encoded.dropFirst().dropLast()  // the members, without the object's braces
+                // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
+                // builds an array element by element).
+                out += encoded[(encoded.startIndex + 1)..<(encoded.endIndex - 1)]
             } else {
                 writeChunkMembers(chunk, into: &out)
             }
