@@ -67,11 +67,12 @@ public struct OutboxWindow: Sendable {
 
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
-        for chunk in chunks {
-            precondition(chunk.seq > lastSeq, "sequence numbers must increase")
-            storage.append(chunk)
-            lastSeq = chunk.seq
+        // Checked by index, then appended at once (iterating copied every chunk once more).
+        for i in chunks.indices {
+            precondition(chunks[i].seq > lastSeq, "sequence numbers must increase")
+            lastSeq = chunks[i].seq
         }
+        storage.append(contentsOf: chunks)
         return nextMessages()
     }
 
@@ -148,7 +149,7 @@ public struct OutboxWindow: Sendable {
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
                 let hasEncoding = chunk.encoded != nil
-                batch.append(chunk)
+                batch.append(consume chunk)
                 if hasEncoding { storage[next].encoded = nil }  // the batch has it (see `Chunk.encoded`)
                 size += cost
                 next += 1

@@ -102,7 +102,7 @@ public final class Outbox: @unchecked Sendable {
             let start = out.count
             Self.chunkLine(chunk, into: &out)
             objects.append(start..<out.count - 2)  // without the record's "}\n"
-            chunks.append(chunk)  // its last use: moved, not copied
+            chunks.append(consume chunk)  // its last use: moved, not copied
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
