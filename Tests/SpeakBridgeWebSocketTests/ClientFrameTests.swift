@@ -46,6 +46,55 @@ struct ClientFrameTests {
         #expect(frames.allSatisfy { $0.masked })
     }
 
+    /// lws's own control frames and our raw frames share the socket: while a server that stops reading leaves part
+    /// of a raw frame with lws (its buflist), the server's pings arrive and lws answers them. Every pong must fall
+    /// between whole frames (lws flushes the rest of a frame before anything else and appends any write behind it),
+    /// and every message must still arrive intact on the same connection.
+    @Test func pongsNeverSplitAPartiallyWrittenFrame() async throws {
+        var configuration = Loopback.patientConfiguration
+        configuration.pingInterval = 1
+        configuration.hangupAfter = 30
+        let serverLog = EventLog()
+        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
+        defer { server.shutdown() }
+        let relay = try RecordingRelay(to: server.port)
+        defer { relay.stop() }
+        let log = EventLog()
+        let client = try WebSocketClient(onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = try await connectClient(client, log, port: relay.port)
+        #expect(await serverLog.wait { !serverLog.openedIDs($0).isEmpty })
+        let serverSide = try #require(serverLog.openedIDs().first)
+        server.markAuthenticated(serverSide)
+
+        server.pauseReceiving(serverSide)
+        var generator = SystemRandomNumberGenerator()
+        // About 3 MB: more than the loopback socket, the relay and the server's kernel buffers hold.
+        let messages = (0..<48).map { _ in
+            [UInt8](unsafeUninitializedCapacity: 65_000) { buffer, count in
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                for offset in stride(from: 0, to: 65_000 - 7, by: 8) {
+                    raw.storeBytes(of: generator.next() as UInt64, toByteOffset: offset, as: UInt64.self)
+                }
+                for offset in (65_000 / 8 * 8)..<65_000 { raw[offset] = UInt8.random(in: 0...255, using: &generator) }
+                count = 65_000
+            }
+        }
+        for message in messages { client.send(message, on: id) }
+        // The server pings after a second without traffic from the client; lws answers while frames wait.
+        try await Task.sleep(for: .milliseconds(2_500))
+        server.resumeReceiving(serverSide)
+        let arrived = await serverLog.wait(timeout: .seconds(20)) { serverLog.messages(serverSide, $0).count == messages.count }
+        #expect(arrived)
+        #expect(serverLog.messages(serverSide) == messages)
+        #expect(serverLog.closedReason(serverSide) == nil && log.closedReason(id) == nil)
+
+        let frames = try #require(WireFrame.parseClientStream(relay.clientBytes), "the client's bytes are not whole frames")
+        #expect(frames.filter { $0.opcode == 2 }.map(\.payload) == messages)
+        #expect(frames.contains { $0.opcode == 0xA }, "no pong was sent while frames waited (the test did not test)")
+        #expect(frames.allSatisfy { $0.masked && $0.fin })
+    }
+
     /// The frame writer against the rule written out byte by byte (RFC 6455 §5.3: octet i XOR key octet i mod 4),
     /// for every tail length and each length encoding's edges.
     @Test func frameWriterMatchesTheByteByByteRule() {

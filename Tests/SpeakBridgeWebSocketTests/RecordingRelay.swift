@@ -49,10 +49,8 @@ final class RecordingRelay: Sendable {
         while poll(&accept, 1, 50) == 0 { if stopped.withLock({ $0 }) { return } }
         let client = Glibc.accept(listener, nil, nil)
         guard client >= 0 else { return }
-        defer { close(client) }
         let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard server >= 0 else { return }
-        defer { close(server) }
+        guard server >= 0 else { close(client); return }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(serverPort).bigEndian)
@@ -62,21 +60,38 @@ final class RecordingRelay: Sendable {
                 Glibc.connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard connected == 0 else { return }
+        guard connected == 0 else { close(client); close(server); return }
+        // One thread per direction, so that a direction the receiver stops reading (a paused server) does not hold
+        // up the other (the server's pings). Each ends at EOF or error, or at `stop()`; the last one closes both.
+        let done = Locked(0)
+        let finish: @Sendable () -> Void = {
+            shutdown(client, Int32(SHUT_RDWR))
+            shutdown(server, Int32(SHUT_RDWR))
+            if done.withLock({ $0 += 1; return $0 }) == 2 { close(client); close(server) }
+        }
+        Threads.start(name: "test-relay-back") {
+            pump(from: server, to: client, record: nil, stopped: stopped)
+            finish()
+        }
+        pump(from: client, to: server, record: recorded, stopped: stopped)
+        finish()
+    }
+
+    private static func pump(from: Int32, to: Int32, record: Locked<[UInt8]>?, stopped: Locked<Bool>) {
         var buffer = [UInt8](repeating: 0, count: 65536)
-        var fds = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: server, events: Int16(POLLIN), revents: 0)]
+        var readable = pollfd(fd: from, events: Int16(POLLIN), revents: 0)
         while !stopped.withLock({ $0 }) {
-            guard poll(&fds, 2, 50) >= 0 else { return }
-            for (index, from, to) in [(0, client, server), (1, server, client)] where fds[index].revents != 0 {
-                let count = buffer.withUnsafeMutableBytes { read(from, $0.baseAddress, $0.count) }
-                guard count > 0 else { return }
-                if index == 0 { recorded.withLock { $0 += buffer[0..<count] } }
-                var sent = 0
-                while sent < count {
-                    let n = buffer.withUnsafeBytes { write(to, $0.baseAddress! + sent, count - sent) }
-                    guard n > 0 else { return }
-                    sent += n
-                }
+            let ready = poll(&readable, 1, 50)
+            guard ready >= 0 else { return }
+            if ready == 0 { continue }
+            let count = buffer.withUnsafeMutableBytes { read(from, $0.baseAddress, $0.count) }
+            guard count > 0 else { return }
+            record?.withLock { $0 += buffer[0..<count] }
+            var sent = 0
+            while sent < count {
+                let n = buffer.withUnsafeBytes { write(to, $0.baseAddress! + sent, count - sent) }
+                guard n > 0 else { return }
+                sent += n
             }
         }
     }
@@ -123,7 +138,8 @@ struct WireFrame {
             let masked = b1 & 0x80 != 0
             let key = masked ? take(4).map(Array.init) : []
             guard let key, let body = take(length) else { return nil }
-            let payload = masked ? body.enumerated().map { $0.element ^ key[$0.offset % 4] } : Array(body)
+            var payload = Array(body)
+            if masked { for i in payload.indices { payload[i] ^= key[i & 3] } }
             frames.append(WireFrame(fin: b0 & 0x80 != 0, reserved: (b0 >> 4) & 7, opcode: b0 & 0x0F, masked: masked,
                                     lengthBits: bits, key: key, payload: payload))
         }
