@@ -20,6 +20,14 @@ public struct OutboxWindow: Sendable {
     /// something never sent, and is clamped to it.
     public private(set) var lastSeq: UInt64
     var lastProgress: Double = 0
+    /// How many chunks at the front of `storage` went out at least once (on any connection): only those after them
+    /// can still hold `Chunk.encoded` bytes (sending drops them).
+    var sentCount = 0
+    /// Bytes of `Chunk.encoded` held by chunks not sent yet, at most `maxEncodedBytes`: past it a new chunk's bytes
+    /// are dropped (it is escaped again when it goes out), so a backlog the desktop does not take (away, or slow)
+    /// holds its texts and at most this much more.
+    var encodedBytes = 0
+    let maxEncodedBytes: Int
 
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
     static let frameBudget = SpeakBridgeProtocol.maxFrameSize - 1_024
@@ -34,9 +42,16 @@ public struct OutboxWindow: Sendable {
     public static let maxEscapedTextBytes = frameBudget - envelopeSize(sessionBytes: 64)
         - (MessageCodec.encodedSizeBound(Chunk(seq: 1, text: "")) + 1)
 
-    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
+    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15,
+                maxEncodedBytes: Int = 16 << 20) {
+        self.maxEncodedBytes = maxEncodedBytes
         self.session = session
-        self.storage = Deque(pending.filter { $0.seq > acked })
+        // Without encoded bytes: `encodedBytes` counts only what `append` adds.
+        self.storage = Deque(pending.filter { $0.seq > acked }.map { chunk in
+            var plain = chunk
+            plain.encoded = nil
+            return plain
+        })
         self.acked = acked
         self.lastSeq = max(acked, storage.last?.seq ?? 0)
         self.maxInFlight = maxInFlight
@@ -73,6 +88,15 @@ public struct OutboxWindow: Sendable {
             lastSeq = chunks[i].seq
         }
         storage.append(contentsOf: chunks)
+        let first = storage.count - chunks.count
+        for i in chunks.indices {
+            guard let bytes = chunks[i].encoded?.count else { continue }
+            if encodedBytes + bytes <= maxEncodedBytes {
+                encodedBytes += bytes
+            } else {
+                storage[first + i].encoded = nil
+            }
+        }
         return nextMessages()
     }
 
@@ -91,6 +115,7 @@ public struct OutboxWindow: Sendable {
         storage.append(held)
         lastSeq = chunk.seq
         nextToSend = storage.count
+        sentCount = storage.count
         return .chunk(session: session, chunk)
     }
 
@@ -123,6 +148,12 @@ public struct OutboxWindow: Sendable {
             if storage[mid].seq <= seq { low = mid + 1 } else { high = mid }
         }
         let count = low
+        // Chunks dropped before they went out (a `resume` answer naming more than was sent on this run) may hold
+        // encoded bytes: no longer counted.
+        for i in min(sentCount, count)..<count {
+            encodedBytes -= storage[i].encoded?.count ?? 0
+        }
+        sentCount = max(0, sentCount - count)
         storage.removeFirst(count)
         if let next = nextToSend { nextToSend = max(0, next - count) }
     }
@@ -134,9 +165,13 @@ public struct OutboxWindow: Sendable {
             // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
             // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
             nextToSend = available
-            let message = Message.chunk(session: session, storage[next])
-            storage[next].encoded = nil  // the message has it (see `Chunk.encoded`)
-            return [message]
+            let chunk = storage[next]
+            if let bytes = chunk.encoded?.count {
+                storage[next].encoded = nil  // the message has it (see `Chunk.encoded`)
+                encodedBytes -= bytes
+            }
+            sentCount = max(sentCount, available)
+            return [.chunk(session: session, chunk)]
         }
         var messages: [Message] = []
         while next < available, next < maxInFlight {
@@ -148,15 +183,19 @@ public struct OutboxWindow: Sendable {
                 let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
-                let hasEncoding = chunk.encoded != nil
+                let encoded = chunk.encoded?.count ?? 0
                 batch.append(consume chunk)
-                if hasEncoding { storage[next].encoded = nil }  // the batch has it (see `Chunk.encoded`)
+                if encoded > 0 {
+                    storage[next].encoded = nil  // the batch has it (see `Chunk.encoded`)
+                    encodedBytes -= encoded
+                }
                 size += cost
                 next += 1
             }
             messages.append(batch.count == 1 ? .chunk(session: session, batch[0]) : .chunks(session: session, batch))
         }
         nextToSend = next
+        sentCount = max(sentCount, next)
         return messages
     }
 }

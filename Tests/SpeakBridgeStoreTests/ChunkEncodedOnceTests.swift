@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import SpeakBridgeCrypto
-import SpeakBridgeProtocol
+@testable import SpeakBridgeProtocol
 import Testing
 @testable import SpeakBridgeStore
 
@@ -125,5 +125,59 @@ struct ChunkEncodedOnceTests {
             let message = Message.chunks(session: outbox.session, [chunk])
             #expect(MessageCodec.encode(message) == MessageCodec.json(message).encoded())
         }
+    }
+}
+
+/// The encoded bytes a window keeps for chunks not sent yet are bounded (`maxEncodedBytes`): a backlog the desktop
+/// does not take holds its texts and at most that much more; what goes out is the same either way.
+@Suite("Chunks: the window's encoded bytes are bounded")
+struct ChunkEncodedBoundTests {
+    let root = "/tmp/sb-chunk-bound-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    var home: Home { Home.resolve(override: root, environment: [:]) }
+    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
+
+    @Test("away: bytes kept up to the bound; resumed: the same messages; sent or dropped: nothing kept")
+    func backlogKeepsAtMostTheBound() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let outbox = try Outbox(home: home, desktop: device)
+        var window = OutboxWindow(session: outbox.session, pending: [], maxInFlight: 50, maxEncodedBytes: 10_000)
+        var plainWindow = OutboxWindow(session: outbox.session, pending: [], maxInFlight: 50)
+        var all: [Chunk] = []
+        for round in 0..<20 {
+            let chunks = try outbox.append(texts: (0..<10).map { "round \(round) line \($0) \u{1} \"quoted\"" })
+            all += chunks
+            #expect(window.append(contentsOf: chunks).isEmpty)  // not resumed: nothing goes out
+            _ = plainWindow.append(contentsOf: chunks.map(ChunkEncodedOnceTests.plain))
+            #expect(window.encodedBytes <= 10_000)
+        }
+        let kept = window.storage.filter { $0.encoded != nil }
+        #expect(!kept.isEmpty && kept.count < all.count)
+        #expect(window.encodedBytes == kept.reduce(0) { $0 + $1.encoded!.count })
+        // The desktop had the first 15; 50 go out now, in the same bytes as without any kept encoding.
+        let sent = window.resumed(delivered: all[14].seq, now: 0)
+        let reference = plainWindow.resumed(delivered: all[14].seq, now: 0)
+        #expect(sent.map(MessageCodec.encode) == reference.map(MessageCodec.encode))
+        #expect(window.encodedBytes == window.storage.filter { $0.encoded != nil }.reduce(0) { $0 + $1.encoded!.count })
+        // Everything acknowledged and sent: nothing kept, nothing counted.
+        var messages = window.ack(all[64].seq, now: 1)
+        var referenceMessages = plainWindow.ack(all[64].seq, now: 1)
+        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
+        messages = window.ack(all.last!.seq, now: 2)
+        referenceMessages = plainWindow.ack(all.last!.seq, now: 2)
+        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
+        #expect(window.isDrained && window.encodedBytes == 0)
+    }
+
+    @Test("a resume that names unsent chunks: their bytes stop counting")
+    func resumePastUnsentChunks() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let outbox = try Outbox(home: home, desktop: device)
+        var window = OutboxWindow(session: outbox.session, pending: [])
+        let chunks = try outbox.append(texts: (0..<30).map { "line \($0)" })
+        _ = window.append(contentsOf: chunks)
+        #expect(window.encodedBytes == chunks.reduce(0) { $0 + $1.encoded!.count })
+        _ = window.resumed(delivered: chunks[19].seq, now: 0)  // 20 dropped unsent, 10 sent now
+        #expect(window.encodedBytes == 0)
+        #expect(window.storage.allSatisfy { $0.encoded == nil })
     }
 }
