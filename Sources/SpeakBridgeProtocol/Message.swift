@@ -2,19 +2,37 @@ import SpeakBridgeSupport
 
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
-    public var seq: UInt64 { didSet { encoded = nil } }
-    public var text: String { didSet { encoded = nil } }
-    public var final: Bool { didSet { encoded = nil } }
-    public var lang: String? { didSet { encoded = nil } }
-    public var speaker: String? { didSet { encoded = nil } }
+    public var seq: UInt64 { didSet { encodedBuffer = nil } }
+    public var text: String { didSet { encodedBuffer = nil } }
+    public var final: Bool { didSet { encodedBuffer = nil } }
+    public var lang: String? { didSet { encodedBuffer = nil } }
+    public var speaker: String? { didSet { encodedBuffer = nil } }
     /// Start and end of the spoken phrase in seconds since the session began.
-    public var start: Double? { didSet { encoded = nil } }
-    public var end: Double? { didSet { encoded = nil } }
+    public var start: Double? { didSet { encodedBuffer = nil } }
+    public var end: Double? { didSet { encodedBuffer = nil } }
     /// This chunk's JSON object exactly as `MessageCodec.writeChunk` writes it, when the journal has just written it
-    /// (`Outbox.append`: a slice of the journal record's buffer, no copy): the message encoder copies these bytes
+    /// (`Outbox.append`: a range of the journal record's buffer, no copy): the message encoder copies these bytes
     /// instead of escaping the text a second time. Any change to a field drops it. Not part of equality. The window
     /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it.
-    package var encoded: ArraySlice<UInt8>?
+    package var encoded: ArraySlice<UInt8>? { encodedBuffer.map { $0[encodedRange] } }
+    /// `encoded.count`, or 0 without it (no slice made).
+    package var encodedCount: Int { encodedBuffer == nil ? 0 : encodedRange.count }
+    /// The buffer and the range behind `encoded`: one optional reference in the struct, which a chunk without it
+    /// (every chunk the desktop decodes) copies as a null pointer. An `ArraySlice?` here cost the desktop about 470
+    /// instructions a burst line in generic value-witness calls.
+    private var encodedBuffer: [UInt8]?
+    private var encodedRange: Range<Int> = 0..<0
+
+    /// Gives the chunk its encoded object: `buffer[range]` must be exactly what `MessageCodec.writeChunk` writes for
+    /// it (the journal record's middle).
+    package mutating func setEncoded(in buffer: [UInt8], _ range: Range<Int>) {
+        encodedBuffer = buffer
+        encodedRange = range
+    }
+
+    package mutating func dropEncoded() {
+        encodedBuffer = nil
+    }
 
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,
                 start: Double? = nil, end: Double? = nil) {

@@ -178,10 +178,11 @@ public enum MessageCodec {
 
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
-        if let encoded = c.encoded, c.lang == nil, c.speaker == nil, c.start == nil, c.end == nil {
+        let encodedCount = c.encodedCount
+        if encodedCount > 0, c.lang == nil, c.speaker == nil, c.start == nil, c.end == nil {
             // The escaped text's size read off the encoded object, `{"seq":` N `,"text":"` TEXT `","final":true}`
             // (or `false}`), instead of scanning the text again: the same bound.
-            return 64 + encoded.count - (c.final ? 31 : 32) - decimalDigits(c.seq)
+            return 64 + encodedCount - (c.final ? 31 : 32) - decimalDigits(c.seq)
         }
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
         // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).

@@ -49,7 +49,7 @@ public struct OutboxWindow: Sendable {
         // Without encoded bytes: `encodedBytes` counts only what `append` adds.
         self.storage = Deque(pending.filter { $0.seq > acked }.map { chunk in
             var plain = chunk
-            plain.encoded = nil
+            plain.dropEncoded()
             return plain
         })
         self.acked = acked
@@ -90,11 +90,12 @@ public struct OutboxWindow: Sendable {
         storage.append(contentsOf: chunks)
         let first = storage.count - chunks.count
         for i in chunks.indices {
-            guard let bytes = chunks[i].encoded?.count else { continue }
+            let bytes = chunks[i].encodedCount
+            guard bytes > 0 else { continue }
             if encodedBytes + bytes <= maxEncodedBytes {
                 encodedBytes += bytes
             } else {
-                storage[first + i].encoded = nil
+                storage[first + i].dropEncoded()
             }
         }
         return nextMessages()
@@ -111,7 +112,7 @@ public struct OutboxWindow: Sendable {
         precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
         precondition(chunk.seq > lastSeq, "sequence numbers must increase")
         var held = chunk
-        held.encoded = nil  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
+        held.dropEncoded()  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
         storage.append(held)
         lastSeq = chunk.seq
         nextToSend = storage.count
@@ -151,7 +152,7 @@ public struct OutboxWindow: Sendable {
         // Chunks dropped before they went out (a `resume` answer naming more than was sent on this run) may hold
         // encoded bytes: no longer counted.
         for i in min(sentCount, count)..<count {
-            encodedBytes -= storage[i].encoded?.count ?? 0
+            encodedBytes -= storage[i].encodedCount
         }
         sentCount = max(0, sentCount - count)
         storage.removeFirst(count)
@@ -166,8 +167,9 @@ public struct OutboxWindow: Sendable {
             // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
             nextToSend = available
             let chunk = storage[next]
-            if let bytes = chunk.encoded?.count {
-                storage[next].encoded = nil  // the message has it (see `Chunk.encoded`)
+            let bytes = chunk.encodedCount
+            if bytes > 0 {
+                storage[next].dropEncoded()  // the message has it (see `Chunk.encoded`)
                 encodedBytes -= bytes
             }
             sentCount = max(sentCount, available)
@@ -183,10 +185,10 @@ public struct OutboxWindow: Sendable {
                 let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
-                let encoded = chunk.encoded?.count ?? 0
+                let encoded = chunk.encodedCount
                 batch.append(consume chunk)
                 if encoded > 0 {
-                    storage[next].encoded = nil  // the batch has it (see `Chunk.encoded`)
+                    storage[next].dropEncoded()  // the batch has it (see `Chunk.encoded`)
                     encodedBytes -= encoded
                 }
                 size += cost

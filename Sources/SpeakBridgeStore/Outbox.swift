@@ -106,8 +106,8 @@ public final class Outbox: @unchecked Sendable {
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
-        // Slices taken once `out` is complete share its buffer (taken earlier, the next append would copy it).
-        for i in chunks.indices { chunks[i].encoded = out[objects[i]] }
+        // Given once `out` is complete, the chunks share its buffer (given earlier, the next append would copy it).
+        for i in chunks.indices { chunks[i].setEncoded(in: out, objects[i]) }
         return chunks
     }
 
@@ -120,7 +120,7 @@ public final class Outbox: @unchecked Sendable {
         Self.chunkLine(chunk, into: &out)
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += 1
-        chunk.encoded = out[Self.chunkPrefix.count..<out.count - 2]
+        chunk.setEncoded(in: out, Self.chunkPrefix.count..<out.count - 2)
         return chunk
     }
 
