@@ -71,7 +71,7 @@ let package = Package(
 
         // adapters over the C leaves
         .target(name: "SpeakBridgeCrypto", dependencies: ["CSodium", "SpeakBridgeSupport"]),
-        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport",
+        .target(name: "SpeakBridgeWebSocket", dependencies: ["CLibWebSockets", "SpeakBridgeSupport", "SpeakBridgeCrypto",
                                                        .product(name: "DequeModule", package: "swift-collections")]),
         .target(name: "SpeakBridgeQR", dependencies: ["CQREncode", "SpeakBridgeSupport"]),
         .target(name: "SpeakBridgeTLS", dependencies: ["COpenSSL", "SpeakBridgeStore", "SpeakBridgeCrypto"]),

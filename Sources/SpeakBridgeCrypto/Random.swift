@@ -13,6 +13,23 @@ public enum SecureRandom {
     }
 }
 
+extension SecureRandom {
+    /// Fills `buffer` (any size) with CSPRNG output at the cost of one getrandom(2): 32 bytes from
+    /// `randombytes_buf` seed libsodium's `randombytes_buf_deterministic` (the ChaCha20 keystream under that seed),
+    /// which fills the buffer; the seed is wiped. `randombytes_buf` itself makes one getrandom(2) per 256 bytes.
+    /// The output is as unpredictable as the seed (a fresh 256-bit key, used once): for bulk nonces such as
+    /// WebSocket masking keys, not for long-term secrets (use `bytes` or `Keys` for those).
+    public static func fillKeystream(_ buffer: UnsafeMutableRawBufferPointer) {
+        Sodium.requireAvailable()
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(randombytes_SEEDBYTES)) { seed in
+            randombytes_buf(seed.baseAddress!, seed.count)
+            randombytes_buf_deterministic(base, buffer.count, seed.baseAddress!)
+            sodium_memzero(seed.baseAddress!, seed.count)
+        }
+    }
+}
+
 /// Compares two byte strings in time that depends only on their length (which is not treated as secret).
 public func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }

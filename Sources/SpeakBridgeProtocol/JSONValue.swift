@@ -143,8 +143,8 @@ extension JSONValue {
     }
 
     /// Skips whole eight-byte words of bytes that a JSON string writes as themselves (printable ASCII other than
-    /// `"` and `\`); returns where the first word that may hold another byte starts (the caller reads it byte by
-    /// byte), or a position within the last seven bytes. Each word test is exact about whether such a byte
+    /// `"` and `\`), and a plain tail of fewer than eight; returns where the first word that may hold another byte
+    /// starts (the caller reads it byte by byte), or the end. Each word test is exact about whether such a byte
     /// exists: a zero byte after XOR with `"`, `\` or DEL, a byte below 0x20, or a top bit (non-ASCII).
     @inline(__always)
     static func skipPlainWords(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
@@ -162,6 +162,22 @@ extension JSONValue {
                 | ((w &- ones &* 0x20) & ~w) | w
             if special & highs != 0 { break }
             i += 8
+        }
+        // The last one to seven bytes as one word, padded with spaces (which a JSON string writes as themselves,
+        // so the test stays exact): a plain tail is skipped at once instead of byte by byte by the caller.
+        let rest = bytes.count - i
+        if rest > 0 && rest < 8 {
+            var w: UInt64 = ones &* 0x20
+            for k in 0..<rest {
+                let shift = UInt64(8 * k)
+                w = (w & ~(0xFF << shift)) | UInt64(base[i + k]) << shift
+            }
+            let quote = w ^ (ones &* 0x22)
+            let backslash = w ^ (ones &* 0x5C)
+            let del = w ^ (ones &* 0x7F)
+            let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((del &- ones) & ~del)
+                | ((w &- ones &* 0x20) & ~w) | w
+            if special & highs == 0 { i = bytes.count }
         }
         return i
     }

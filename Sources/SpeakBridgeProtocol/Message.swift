@@ -2,24 +2,86 @@ import SpeakBridgeSupport
 
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
-    public var seq: UInt64
-    public var text: String
-    public var final: Bool
-    public var lang: String?
-    public var speaker: String?
+    public var seq: UInt64 { didSet { encodedBuffer = nil } }
+    public var text: String { didSet { encodedBuffer = nil } }
+    public var final: Bool { didSet { encodedBuffer = nil } }
+    public var lang: String? {
+        get { extras?.lang }
+        set { extras = Extras.make(lang: newValue, speaker: speaker, start: start, end: end) }
+    }
+    public var speaker: String? {
+        get { extras?.speaker }
+        set { extras = Extras.make(lang: lang, speaker: newValue, start: start, end: end) }
+    }
     /// Start and end of the spoken phrase in seconds since the session began.
-    public var start: Double?
-    public var end: Double?
+    public var start: Double? {
+        get { extras?.start }
+        set { extras = Extras.make(lang: lang, speaker: speaker, start: newValue, end: end) }
+    }
+    public var end: Double? {
+        get { extras?.end }
+        set { extras = Extras.make(lang: lang, speaker: speaker, start: start, end: newValue) }
+    }
+    /// The rare members, behind one reference that is nil for the usual chunk (no language, speaker or times): a
+    /// chunk is copied several times on its way through each side, and two optional strings and two optional
+    /// doubles made every copy larger and slower.
+    private var extras: Extras? { didSet { encodedBuffer = nil } }
+
+    /// Immutable: a change makes a new one (`make`), so copies of a chunk never share a change.
+    private final class Extras: Sendable {
+        let lang: String?
+        let speaker: String?
+        let start: Double?
+        let end: Double?
+
+        init(lang: String?, speaker: String?, start: Double?, end: Double?) {
+            self.lang = lang
+            self.speaker = speaker
+            self.start = start
+            self.end = end
+        }
+
+        static func make(lang: String?, speaker: String?, start: Double?, end: Double?) -> Extras? {
+            lang == nil && speaker == nil && start == nil && end == nil
+                ? nil : Extras(lang: lang, speaker: speaker, start: start, end: end)
+        }
+    }
+    /// This chunk's JSON object exactly as `MessageCodec.writeChunk` writes it, when the journal has just written it
+    /// (`Outbox.append`: a range of the journal record's buffer, no copy): the message encoder copies these bytes
+    /// instead of escaping the text a second time. Any change to a field drops it. Not part of equality. The window
+    /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it.
+    package var encoded: ArraySlice<UInt8>? { encodedBuffer.map { $0[encodedRange] } }
+    /// `encoded.count`, or 0 without it (no slice made).
+    package var encodedCount: Int { encodedBuffer == nil ? 0 : encodedRange.count }
+    /// The buffer and the range behind `encoded`: one optional reference in the struct, which a chunk without it
+    /// (every chunk the desktop decodes) copies as a null pointer. An `ArraySlice?` here cost the desktop about 470
+    /// instructions a burst line in generic value-witness calls.
+    private var encodedBuffer: [UInt8]?
+    private var encodedRange: Range<Int> = 0..<0
+
+    /// Gives the chunk its encoded object: `buffer[range]` must be exactly what `MessageCodec.writeChunk` writes for
+    /// it (the journal record's middle).
+    package mutating func setEncoded(in buffer: [UInt8], _ range: Range<Int>) {
+        encodedBuffer = buffer
+        encodedRange = range
+    }
+
+    package mutating func dropEncoded() {
+        encodedBuffer = nil
+    }
 
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,
                 start: Double? = nil, end: Double? = nil) {
         self.seq = seq
         self.text = text
         self.final = final
-        self.lang = lang
-        self.speaker = speaker
-        self.start = start
-        self.end = end
+        self.extras = Extras.make(lang: lang, speaker: speaker, start: start, end: end)
+    }
+
+    /// Equal fields (the cached encoding is a copy of what they say, or absent).
+    public static func == (a: Chunk, b: Chunk) -> Bool {
+        a.seq == b.seq && a.text == b.text && a.final == b.final && a.lang == b.lang && a.speaker == b.speaker
+            && a.start == b.start && a.end == b.end
     }
 }
 

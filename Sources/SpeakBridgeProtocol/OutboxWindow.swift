@@ -20,6 +20,14 @@ public struct OutboxWindow: Sendable {
     /// something never sent, and is clamped to it.
     public private(set) var lastSeq: UInt64
     var lastProgress: Double = 0
+    /// How many chunks at the front of `storage` went out at least once (on any connection): only those after them
+    /// can still hold `Chunk.encoded` bytes (sending drops them).
+    var sentCount = 0
+    /// Bytes of `Chunk.encoded` held by chunks not sent yet, at most `maxEncodedBytes`: past it a new chunk's bytes
+    /// are dropped (it is escaped again when it goes out), so a backlog the desktop does not take (away, or slow)
+    /// holds its texts and at most this much more.
+    var encodedBytes = 0
+    let maxEncodedBytes: Int
 
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
     static let frameBudget = SpeakBridgeProtocol.maxFrameSize - 1_024
@@ -34,9 +42,16 @@ public struct OutboxWindow: Sendable {
     public static let maxEscapedTextBytes = frameBudget - envelopeSize(sessionBytes: 64)
         - (MessageCodec.encodedSizeBound(Chunk(seq: 1, text: "")) + 1)
 
-    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15) {
+    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15,
+                maxEncodedBytes: Int = 16 << 20) {
+        self.maxEncodedBytes = maxEncodedBytes
         self.session = session
-        self.storage = Deque(pending.filter { $0.seq > acked })
+        // Without encoded bytes: `encodedBytes` counts only what `append` adds.
+        self.storage = Deque(pending.filter { $0.seq > acked }.map { chunk in
+            var plain = chunk
+            plain.dropEncoded()
+            return plain
+        })
         self.acked = acked
         self.lastSeq = max(acked, storage.last?.seq ?? 0)
         self.maxInFlight = maxInFlight
@@ -67,10 +82,21 @@ public struct OutboxWindow: Sendable {
 
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
-        for chunk in chunks {
-            precondition(chunk.seq > lastSeq, "sequence numbers must increase")
-            storage.append(chunk)
-            lastSeq = chunk.seq
+        // Checked by index, then appended at once (iterating copied every chunk once more).
+        for i in chunks.indices {
+            precondition(chunks[i].seq > lastSeq, "sequence numbers must increase")
+            lastSeq = chunks[i].seq
+        }
+        storage.append(contentsOf: chunks)
+        let first = storage.count - chunks.count
+        for i in chunks.indices {
+            let bytes = chunks[i].encodedCount
+            guard bytes > 0 else { continue }
+            if encodedBytes + bytes <= maxEncodedBytes {
+                encodedBytes += bytes
+            } else {
+                storage[first + i].dropEncoded()
+            }
         }
         return nextMessages()
     }
@@ -85,9 +111,12 @@ public struct OutboxWindow: Sendable {
     public mutating func appendAlone(_ chunk: Chunk) -> Message {
         precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
         precondition(chunk.seq > lastSeq, "sequence numbers must increase")
-        storage.append(chunk)
+        var held = chunk
+        held.dropEncoded()  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
+        storage.append(held)
         lastSeq = chunk.seq
         nextToSend = storage.count
+        sentCount = storage.count
         return .chunk(session: session, chunk)
     }
 
@@ -110,11 +139,23 @@ public struct OutboxWindow: Sendable {
         let seq = min(claimed, lastSeq)
         guard seq > acked else { return }
         acked = seq
-        var count = 0
-        while let first = storage.first, first.seq <= seq {
-            storage.removeFirst()
-            count += 1
+        // How many chunks are through `seq` (ascending: a binary search), then removed at once. `storage.first` and
+        // `removeFirst()` copied and destroyed every chunk one by one (Deque's subscript copies the element it reads):
+        // about 300 instructions a chunk in a burst.
+        var low = 0
+        var high = storage.count
+        while low < high {
+            let mid = low + (high - low) / 2
+            if storage[mid].seq <= seq { low = mid + 1 } else { high = mid }
         }
+        let count = low
+        // Chunks dropped before they went out (a `resume` answer naming more than was sent on this run) may hold
+        // encoded bytes: no longer counted.
+        for i in min(sentCount, count)..<count {
+            encodedBytes -= storage[i].encodedCount
+        }
+        sentCount = max(0, sentCount - count)
+        storage.removeFirst(count)
         if let next = nextToSend { nextToSend = max(0, next - count) }
     }
 
@@ -125,7 +166,14 @@ public struct OutboxWindow: Sendable {
             // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
             // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
             nextToSend = available
-            return [.chunk(session: session, storage[next])]
+            let chunk = storage[next]
+            let bytes = chunk.encodedCount
+            if bytes > 0 {
+                storage[next].dropEncoded()  // the message has it (see `Chunk.encoded`)
+                encodedBytes -= bytes
+            }
+            sentCount = max(sentCount, available)
+            return [.chunk(session: session, chunk)]
         }
         var messages: [Message] = []
         while next < available, next < maxInFlight {
@@ -137,13 +185,19 @@ public struct OutboxWindow: Sendable {
                 let chunk = storage[next]
                 let cost = MessageCodec.encodedSizeBound(chunk) + 1
                 if !batch.isEmpty, size + cost > Self.frameBudget { break }
-                batch.append(chunk)
+                let encoded = chunk.encodedCount
+                batch.append(consume chunk)
+                if encoded > 0 {
+                    storage[next].dropEncoded()  // the batch has it (see `Chunk.encoded`)
+                    encodedBytes -= encoded
+                }
                 size += cost
                 next += 1
             }
             messages.append(batch.count == 1 ? .chunk(session: session, batch[0]) : .chunks(session: session, batch))
         }
         nextToSend = next
+        sentCount = max(sentCount, next)
         return messages
     }
 }

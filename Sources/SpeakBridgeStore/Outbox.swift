@@ -85,32 +85,42 @@ public final class Outbox: @unchecked Sendable {
         close(lockFD)
     }
 
-    /// Journals new texts as chunks and returns them with their sequence numbers.
+    /// Journals new texts as chunks and returns them with their sequence numbers. Each chunk carries its JSON object
+    /// as the journal record holds it (`Chunk.encoded`, a slice of the record buffer), so its message copies it
+    /// instead of escaping the text again.
     public func append(texts: [String]) throws(StoreError) -> [Chunk] {
         var chunks: [Chunk] = []
         var out: [UInt8] = []
+        var objects: [Range<Int>] = []
         chunks.reserveCapacity(texts.count)
+        objects.reserveCapacity(texts.count)
         // One allocation for the usual line (escaping can add more; the array then grows as before).
         out.reserveCapacity(texts.reduce(0) { $0 + 64 + $1.utf8.count })
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
-            chunks.append(chunk)
             out += Self.chunkPrefix
+            let start = out.count
             Self.chunkLine(chunk, into: &out)
+            objects.append(start..<out.count - 2)  // without the record's "}\n"
+            chunks.append(consume chunk)  // its last use: moved, not copied
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
+        // Given once `out` is complete, the chunks share its buffer (given earlier, the next append would copy it).
+        for i in chunks.indices { chunks[i].setEncoded(in: out, objects[i]) }
         return chunks
     }
 
-    /// `append(texts: [text])` without the arrays: journals one text (one write(2)) and returns its chunk.
+    /// `append(texts: [text])` without the arrays: journals one text (one write(2)) and returns its chunk, with its
+    /// JSON object as journaled (`Chunk.encoded`).
     public func append(text: String) throws(StoreError) -> Chunk {
-        let chunk = Chunk(seq: nextSeq, text: text)
+        var chunk = Chunk(seq: nextSeq, text: text)
         var out: [UInt8] = Self.chunkPrefix
         out.reserveCapacity(64 + text.utf8.count)
         Self.chunkLine(chunk, into: &out)
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += 1
+        chunk.setEncoded(in: out, Self.chunkPrefix.count..<out.count - 2)
         return chunk
     }
 

@@ -37,6 +37,8 @@ final class Connection {
     let maxQueuedBytes: Int
     /// The message being reassembled from frames.
     var incoming: MessageReassembler
+    /// Client only: the keys its data frames are masked with (`ClientFrame`); made at the first frame.
+    lazy var maskingKeys = MaskingKeys()
 
     init(id: WebSocketConnectionID, isClient: Bool, path: String, maxMessageSize: Int, maxQueuedBytes: Int = .max) {
         self.id = id

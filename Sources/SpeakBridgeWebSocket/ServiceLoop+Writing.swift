@@ -15,6 +15,9 @@
 // WRITEABLE: what the socket does not take it keeps (buflist_out) and flushes on POLLOUT before any
 // WRITEABLE; while it holds such a rest (lws_partial_buffered) frames queue as before, so order
 // never changes and the queue's bound (`maxQueuedBytes`) applies as before.
+//
+// A client's frame is built whole here (`ClientFrame`: header, masking key from `MaskingKeys`, payload masked
+// eight bytes at a time) and handed to lws as raw bytes; a server's frame is framed by lws (servers do not mask).
 internal import CLibWebSockets
 
 extension ServiceLoop {
@@ -26,7 +29,7 @@ extension ServiceLoop {
         guard let connection = connection(for: wsi) else { return 0 }
         var frames = 0
         while frames < ServiceLoop.framesPerWriteable, let message = connection.nextOutgoing {
-            guard write(message, to: wsi) else {
+            guard write(message, on: connection, wsi) else {
                 connection.closeReason = "connection lost"
                 return -1
             }
@@ -59,7 +62,7 @@ extension ServiceLoop {
         guard connection.isEstablished, !connection.hasOutgoing, connection.pendingClose == nil,
               let wsi = connection.wsi, lws_partial_buffered(wsi) == 0 else { return false }
         directWrites.add(1, ordering: .relaxed)
-        if !write(message, to: wsi) {
+        if !write(message, on: connection, wsi) {
             // Not inside this wsi's callback, so it cannot return -1: lws closes it at its next timeout check. A
             // reason already known (the peer started closing, and lws takes no more frames) is kept.
             if connection.closeReason == nil { connection.closeReason = "connection lost" }
@@ -69,13 +72,10 @@ extension ServiceLoop {
     }
 
     /// Writes one binary frame. False means the connection is broken.
-    func write(_ message: [UInt8], to wsi: OpaquePointer) -> Bool {
+    func write(_ message: [UInt8], on connection: Connection, _ wsi: OpaquePointer) -> Bool {
+        if connection.isClient { return writeMasked(message, keys: connection.maskingKeys, wsi) }
         let headroom = Int(SWIFT_LWS_PRE)
-        if scratch.count < headroom + message.count {
-            scratch.deallocate()
-            scratch = .allocate(byteCount: headroom + max(message.count, 2 * scratch.count), alignment: 16)
-        }
-        let payload = scratch.baseAddress!.advanced(by: headroom)
+        let payload = scratchSpace(headroom + message.count).baseAddress!.advanced(by: headroom)
         message.withUnsafeBytes { bytes in
             if let base = bytes.baseAddress {
                 payload.copyMemory(from: base, byteCount: bytes.count)
@@ -85,6 +85,28 @@ extension ServiceLoop {
         // lws buffers what the socket did not take, so anything short of the full length is
         // an error.
         return Int(written) >= message.count
+    }
+
+    /// A client's frame, framed and masked here and written raw (see `ClientFrame` for why that is safe with lws's
+    /// own frames). False means the connection is broken.
+    func writeMasked(_ message: [UInt8], keys: MaskingKeys, _ wsi: OpaquePointer) -> Bool {
+        // A message is at most a frame the application may send (an array: far below Int.max - 14).
+        let length = ClientFrame.headerSize(payloadCount: message.count) + message.count
+        let frame = scratchSpace(length).baseAddress!
+        let built = message.withUnsafeBytes { ClientFrame.write(payload: $0, key: keys.take(), into: frame) }
+        // LWS_WRITE_HTTP (LWS_WRITE_RAW): `lws_issue_raw` as is; what the socket does not take lws keeps and sends
+        // first, and it returns the whole length then.
+        let written = lws_write(wsi, frame.assumingMemoryBound(to: UInt8.self), built, LWS_WRITE_HTTP)
+        return Int(written) >= built
+    }
+
+    /// The loop's scratch buffer, grown to at least `count` bytes.
+    func scratchSpace(_ count: Int) -> UnsafeMutableRawBufferPointer {
+        if scratch.count < count {
+            scratch.deallocate()
+            scratch = .allocate(byteCount: max(count, 2 * scratch.count), alignment: 16)
+        }
+        return scratch
     }
 
     func sendCloseFrame(_ wsi: OpaquePointer, code: UInt16, reason: String) {

@@ -1,0 +1,183 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+@testable import SpeakBridgeProtocol
+import Testing
+@testable import SpeakBridgeStore
+
+/// A chunk's JSON object is written once, into its journal record, and its message copies those bytes
+/// (`Chunk.encoded`). The journal and the wire must be byte for byte what they were when each escaped the text
+/// itself: checked against the general encoder (`JSONValue`) and against chunks without the cached bytes, on many
+/// random texts (controls, quotes, backslashes, C1 and bidi controls, repaired invalid UTF-8, emoji, 16 KiB lines).
+@Suite("Chunks: escaped once, the same bytes in the journal and on the wire")
+struct ChunkEncodedOnceTests {
+    let root = "/tmp/sb-chunk-once-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    var home: Home { Home.resolve(override: root, environment: [:]) }
+    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
+    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
+
+    static let palette: [String] = [
+        "a", "Z", "0", " ", "word ", "\"", "\\", "/", "\n", "\r", "\t", "\u{0}", "\u{1}", "\u{1F}", "\u{7F}",
+        "\u{80}", "\u{85}", "\u{9F}", "\u{A0}", "é", "ß", "\u{200E}", "\u{202A}", "\u{202E}", "\u{2028}", "\u{2029}",
+        "\u{2066}", "\u{2069}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}", "中文", "😀", "👩‍👩‍👧", "e\u{301}", "\u{10FFFF}",
+    ]
+
+    static func randomText(_ generator: inout some RandomNumberGenerator) -> String {
+        switch Int.random(in: 0..<10, using: &generator) {
+        case 0:
+            // Arbitrary bytes, repaired to valid UTF-8 as `send` reads its input (U+FFFD for what is invalid).
+            let bytes = (0..<Int.random(in: 0...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            return String(decoding: bytes, as: UTF8.self)
+        case 1:
+            // A long line: 16 KiB of mostly plain text with an escape somewhere.
+            var text = String(repeating: "dictated words ", count: (16_384 - 20) / 15)  // + one palette entry: at most 16 KiB
+            text += palette.randomElement(using: &generator)!
+            return text
+        default:
+            return (0..<Int.random(in: 0...60, using: &generator)).map { _ in palette.randomElement(using: &generator)! }.joined()
+        }
+    }
+
+    /// The journal record as it was written before: `{"c":` + the general encoder's chunk object + `}` + newline.
+    static func oldRecord(_ chunk: Chunk) -> [UInt8] {
+        Array(#"{"c":"#.utf8) + JSONValue.object(MessageCodec.chunkFields(chunk)).encoded() + Array("}\n".utf8)
+    }
+
+    /// The same fields without cached bytes.
+    static func plain(_ c: Chunk) -> Chunk {
+        Chunk(seq: c.seq, text: c.text, final: c.final, lang: c.lang, speaker: c.speaker, start: c.start, end: c.end)
+    }
+
+    @Test("batches: journal records, messages, their bytes and their batching unchanged")
+    func batchesAreByteIdentical() throws {
+        defer { cleanup() }
+        var generator = SystemRandomNumberGenerator()
+        let outbox = try Outbox(home: home, desktop: device)
+        let headerSize = (try FileIO.read(path) ?? []).count
+        var expectedJournal: [UInt8] = []
+        var cached: [Chunk] = []
+        for _ in 0..<40 {
+            let texts = (0..<Int.random(in: 1...40, using: &generator)).map { _ in Self.randomText(&generator) }
+            let chunks = try outbox.append(texts: texts)
+            #expect(chunks.allSatisfy { $0.encoded != nil })
+            for chunk in chunks {
+                expectedJournal += Self.oldRecord(chunk)
+                #expect(MessageCodec.encodedSizeBound(chunk) == MessageCodec.encodedSizeBound(Self.plain(chunk)))
+            }
+            cached += chunks
+        }
+        let journal = try #require(try FileIO.read(path))
+        #expect(Array(journal[headerSize...]) == expectedJournal)
+
+        var withBytes = OutboxWindow(session: outbox.session, pending: [])
+        var without = OutboxWindow(session: outbox.session, pending: [])
+        _ = withBytes.resumed(delivered: 0, now: 0)
+        _ = without.resumed(delivered: 0, now: 0)
+        let sent = withBytes.append(contentsOf: cached)
+        let reference = without.append(contentsOf: cached.map(Self.plain))
+        #expect(sent.count == reference.count && sent.count > 1)
+        for (message, old) in zip(sent, reference) {
+            let bytes = MessageCodec.encode(message)
+            #expect(bytes == MessageCodec.encode(old))
+            #expect(bytes == MessageCodec.json(old).encoded())
+            #expect(try MessageCodec.decode(bytes) == old)
+        }
+        // The window keeps the fields only: the cached bytes went out with the messages.
+        #expect(withBytes.pending.allSatisfy { $0.encoded == nil })
+        #expect(withBytes.pending == cached)
+    }
+
+    @Test("a line alone: its record and its one `chunk` message unchanged")
+    func aLineAloneIsByteIdentical() throws {
+        defer { cleanup() }
+        var generator = SystemRandomNumberGenerator()
+        let outbox = try Outbox(home: home, desktop: device)
+        var window = OutboxWindow(session: outbox.session, pending: [])
+        _ = window.resumed(delivered: 0, now: 0)
+        var expectedJournal = try #require(try FileIO.read(path))
+        for _ in 0..<300 {
+            let chunk = try outbox.append(text: Self.randomText(&generator))
+            #expect(chunk.encoded != nil)
+            expectedJournal += Self.oldRecord(chunk)
+            #expect(window.sendsNextAlone)
+            let message = window.appendAlone(chunk)
+            let old = Message.chunk(session: outbox.session, Self.plain(chunk))
+            #expect(MessageCodec.encode(message) == MessageCodec.encode(old))
+            #expect(MessageCodec.encode(message) == MessageCodec.json(old).encoded())
+        }
+        #expect(try FileIO.read(path) == expectedJournal)
+        #expect(window.pending.allSatisfy { $0.encoded == nil })
+    }
+
+    @Test("a chunk changed after journaling is encoded from its new fields")
+    func changedChunkDropsItsBytes() throws {
+        defer { cleanup() }
+        let outbox = try Outbox(home: home, desktop: device)
+        for change in [{ (c: inout Chunk) in c.text = "other \"text\"" }, { $0.seq += 1 }, { $0.final = false },
+                       { $0.lang = "en" }, { $0.speaker = "A" }, { $0.start = 1.5 }, { $0.end = 2 }] {
+            var chunk = try outbox.append(text: "first")
+            change(&chunk)
+            #expect(chunk.encoded == nil)
+            let message = Message.chunks(session: outbox.session, [chunk])
+            #expect(MessageCodec.encode(message) == MessageCodec.json(message).encoded())
+        }
+    }
+}
+
+/// The encoded bytes a window keeps for chunks not sent yet are bounded (`maxEncodedBytes`): a backlog the desktop
+/// does not take holds its texts and at most that much more; what goes out is the same either way.
+@Suite("Chunks: the window's encoded bytes are bounded")
+struct ChunkEncodedBoundTests {
+    let root = "/tmp/sb-chunk-bound-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    var home: Home { Home.resolve(override: root, environment: [:]) }
+    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
+
+    @Test("away: bytes kept up to the bound; resumed: the same messages; sent or dropped: nothing kept")
+    func backlogKeepsAtMostTheBound() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let outbox = try Outbox(home: home, desktop: device)
+        var window = OutboxWindow(session: outbox.session, pending: [], maxInFlight: 50, maxEncodedBytes: 10_000)
+        var plainWindow = OutboxWindow(session: outbox.session, pending: [], maxInFlight: 50)
+        var all: [Chunk] = []
+        for round in 0..<20 {
+            let chunks = try outbox.append(texts: (0..<10).map { "round \(round) line \($0) \u{1} \"quoted\"" })
+            all += chunks
+            #expect(window.append(contentsOf: chunks).isEmpty)  // not resumed: nothing goes out
+            _ = plainWindow.append(contentsOf: chunks.map(ChunkEncodedOnceTests.plain))
+            #expect(window.encodedBytes <= 10_000)
+        }
+        let kept = window.storage.filter { $0.encoded != nil }
+        #expect(!kept.isEmpty && kept.count < all.count)
+        #expect(window.encodedBytes == kept.reduce(0) { $0 + $1.encoded!.count })
+        // The desktop had the first 15; 50 go out now, in the same bytes as without any kept encoding.
+        let sent = window.resumed(delivered: all[14].seq, now: 0)
+        let reference = plainWindow.resumed(delivered: all[14].seq, now: 0)
+        #expect(sent.map(MessageCodec.encode) == reference.map(MessageCodec.encode))
+        #expect(window.encodedBytes == window.storage.filter { $0.encoded != nil }.reduce(0) { $0 + $1.encoded!.count })
+        // Everything acknowledged and sent: nothing kept, nothing counted.
+        var messages = window.ack(all[64].seq, now: 1)
+        var referenceMessages = plainWindow.ack(all[64].seq, now: 1)
+        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
+        messages = window.ack(all.last!.seq, now: 2)
+        referenceMessages = plainWindow.ack(all.last!.seq, now: 2)
+        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
+        #expect(window.isDrained && window.encodedBytes == 0)
+    }
+
+    @Test("a resume that names unsent chunks: their bytes stop counting")
+    func resumePastUnsentChunks() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let outbox = try Outbox(home: home, desktop: device)
+        var window = OutboxWindow(session: outbox.session, pending: [])
+        let chunks = try outbox.append(texts: (0..<30).map { "line \($0)" })
+        _ = window.append(contentsOf: chunks)
+        #expect(window.encodedBytes == chunks.reduce(0) { $0 + $1.encoded!.count })
+        _ = window.resumed(delivered: chunks[19].seq, now: 0)  // 20 dropped unsent, 10 sent now
+        #expect(window.encodedBytes == 0)
+        #expect(window.storage.allSatisfy { $0.encoded == nil })
+    }
+}
