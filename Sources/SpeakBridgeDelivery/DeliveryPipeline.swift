@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Synchronization
 public import SpeakBridgeProtocol
@@ -6,7 +7,7 @@ import SpeakBridgeStore
 import SpeakBridgeSupport
 
 /// Moves accepted chunks into every sink, exactly once and in order, and reports when they are durable. This is
-/// where exactly-once is decided: `DeliveryLevels` (one value, under `condition`) holds every sink's level and
+/// where exactly-once is decided: `DeliveryLevels` (one value, under `lock`) holds every sink's level and
 /// the ack level; the sinks' crash rule is `DeliveryClass`.
 ///
 /// Flow:
@@ -25,7 +26,8 @@ import SpeakBridgeSupport
 /// yet taken by all) under the same lock, with no extra thread hop; `submit` answers `.pause` above the
 /// high-water mark and `onDrained` fires (on the committer's or a runner's thread) when a paused device fell to
 /// the low-water mark. `retire` and `forget` drop a session's or a device's levels here and in the log.
-// `@unchecked Sendable` is sound: every mutable field is guarded by `condition` (runners are set once in init).
+// `@unchecked Sendable` is sound: every mutable field is guarded by `lock` (runners are set once in init); `bell` is a
+// semaphore, thread-safe.
 public final class DeliveryPipeline: @unchecked Sendable {
     /// A (device, session). Its hash is computed once, when the key is made: a line's key is looked up three or
     /// four times (the sink's level, the advance, the pending set), and hashing the session string each time cost
@@ -79,7 +81,9 @@ public final class DeliveryPipeline: @unchecked Sendable {
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
     let onHeld: HeldHandler
-    let condition = ThreadCondition()
+    let lock = ThreadLock()
+    /// Where the committer sleeps (see `commitLoop`): posted only by whoever finds it waiting, under `lock`.
+    let bell = DispatchSemaphore(value: 0)
     var levels: DeliveryLevels
     var stopped = false
     var commitFailure: String?
@@ -90,14 +94,18 @@ public final class DeliveryPipeline: @unchecked Sendable {
     let mayOverflow = Atomic<Bool>(false)
     let pacing: CommitPacing
     /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
-    /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Guarded by `condition`.
+    /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Whoever rings the bell sets it
+    /// `busy`, so a wait is rung at most once. Guarded by `lock`.
     var committer = Committer.busy
     enum Committer { case idle, pacing, busy }
+    /// How many times the committer's waits returned (rung, timed out, or spuriously): tests count its wake-ups.
+    /// Guarded by `lock`.
+    var committerWakeups = 0
     /// Per session, the last chunk of an urgent submit (the first chunks of a connection: a one-shot `send --text`
-    /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `condition`.
+    /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `lock`.
     var urgent: [SessionKey: UInt64] = [:]
     var flushNow = false
-    /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `condition`.
+    /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
     var committedSinceTrim = 0
     var trims = 0
     /// A quiet spell after at least this many committed advances trims the heap (a burst; never a trickle).
@@ -170,11 +178,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// The ack level of (device, session): 0 when unknown.
     public func delivered(_ key: SessionKey) -> UInt64 {
-        condition.withLock { levels.ackLevel(key) ?? 0 }
+        lock.withLock { levels.ackLevel(key) ?? 0 }
     }
 
     /// Every (device, session) ack level, for seeding the ledgers at start.
-    public func durableLevels() -> [SessionKey: UInt64] { condition.withLock { levels.ackLevels } }
+    public func durableLevels() -> [SessionKey: UInt64] { lock.withLock { levels.ackLevels } }
 
     /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
     public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
@@ -182,15 +190,18 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// What sink `index` has taken of `key`; for a class-(c) sink that has no level yet, its own position is asked
     /// (outside the lock: the sink may take its own) and adopted.
     func level(sink index: Int, _ key: SessionKey) -> UInt64? {
-        if let known = condition.withLock({ levels.level(sink: index, key) }) { return known }
+        if let known = lock.withLock({ levels.level(sink: index, key) }) { return known }
         let sink = runners[index].sink
         guard sink.deliveryClass == .ownPosition,
               let own = sink.position(device: key.device, session: key.session) else { return nil }
-        return condition.withLock {
+        let (level, ring) = lock.withLock {
             levels.adopt(sink: index, key, own)
-            if levels.hasPending { condition.broadcast() }
-            return levels.level(sink: index, key)
+            let ring = levels.hasPending && committer == .idle
+            if ring { committer = .busy }
+            return (levels.level(sink: index, key), ring)
         }
+        if ring { bell.signal() }
+        return level
     }
 
     /// Hands accepted chunks to every sink. Counted in the backlog first (a sink that writes inline reports them
@@ -205,7 +216,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         let key = SessionKey(device: device, session: session)
         // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
         // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
-        let (pressure, firstLevel) = condition.withLock {
+        let (pressure, firstLevel) = lock.withLock {
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
@@ -221,12 +232,12 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// At or above the hard limit: the caller must not accept more of this device now.
     public func isOverflowing(_ device: DeviceID) -> Bool {
         guard mayOverflow.load(ordering: .acquiring) else { return false }
-        return condition.withLock { meter.isOverflowing(device) }
+        return lock.withLock { meter.isOverflowing(device) }
     }
 
-    public func isThrottled(_ device: DeviceID) -> Bool { condition.withLock { meter.isThrottled(device) } }
+    public func isThrottled(_ device: DeviceID) -> Bool { lock.withLock { meter.isThrottled(device) } }
 
-    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { condition.withLock { meter.undelivered(device) } }
+    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { lock.withLock { meter.undelivered(device) } }
 
     /// One run of a sink's report: the session's new level, and how many chunks and text bytes of its device the
     /// sink took in it (for the backlog).
@@ -240,7 +251,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
     func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
         var drained: [DeviceID] = []
-        let wake = condition.withLock {
+        let wake = lock.withLock {
             var moved = false
             for advance in advances {
                 let key = advance.key
@@ -261,19 +272,20 @@ public final class DeliveryPipeline: @unchecked Sendable {
             }
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
             // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
-            return moved && (committer == .idle
-                             || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
+            let ring = moved && (committer == .idle
+                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
+            if ring { committer = .busy }
+            return ring
         }
-        // After unlocking: the committer wakes into a free mutex instead of blocking on it at once (one futex
-        // round trip less per advance). No wake-up is lost: `pending` changed under the lock, and the committer
-        // checks it under the lock before it waits.
-        if wake { condition.broadcast() }
+        // After unlocking: the committer wakes into a free mutex instead of blocking on it at once. No wake-up is
+        // lost: `pending` changed under the lock, and the committer checks it under the lock before it waits.
+        if wake { bell.signal() }
         if !drained.isEmpty { onDrained.call(drained) }
     }
 
     /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
     public func retire(_ key: SessionKey) {
-        condition.withLock {
+        lock.withLock {
             levels.retire(key)
             urgent[key] = nil
         }
@@ -288,7 +300,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
     /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        condition.withLock {
+        lock.withLock {
             levels.forget(device)
             urgent = urgent.filter { $0.key.device != device }
         }
@@ -296,76 +308,6 @@ public final class DeliveryPipeline: @unchecked Sendable {
             try progress.forget(device: device)
         } catch {
             Console.warning("cannot drop the progress of a revoked device: \(error.description)")
-        }
-    }
-
-    /// The group commit (see `CommitPacing` for the pacing rule): waits for advances, fsyncs the log once for
-    /// all of them, then hands them to `onDurable`. Never acks before the fsync that covers the advance.
-    func commitLoop() {
-        /// CLOCK_MONOTONIC at the start of the last fsync; nil before the first.
-        var lastSync: UInt64?
-        while true {
-            condition.lock()
-            if let lastSync {
-                // Within the interval of the last fsync: gather advances until it ends, unless enough chunks wait
-                // or the pipeline stops. Waiting here even with nothing pending yet means a line that comes in
-                // the meantime need not wake this thread (no futex call on the lws thread per line).
-                let due = lastSync &+ pacing.intervalNanoseconds
-                committer = .pacing
-                while !stopped && !flushNow && levels.pendingChunks < pacing.flushAt
-                        && ThreadCondition.monotonicNanoseconds < due {
-                    condition.wait(untilMonotonic: due)
-                }
-            }
-            // The interval is over (or cut short): what is pending goes now; with nothing pending, the next
-            // advance is the first after a quiet spell and is fsynced at once.
-            committer = .idle
-            if committedSinceTrim >= Self.trimAfterChunks, let lastSync {
-                // After much work (a burst), a real quiet spell — nothing committed for `trimQuietNanoseconds`
-                // since the last fsync started — gives the freed heap back (`HeapTrim`), off the lock. An advance
-                // meanwhile wakes this wait as any other (`idle`) and the spell starts again after its fsync: a
-                // trickle never trims, and the wait costs no wake-up per line.
-                let quietUntil = lastSync &+ trimQuietNanoseconds
-                while !levels.hasPending && !stopped && ThreadCondition.monotonicNanoseconds < quietUntil {
-                    condition.wait(untilMonotonic: quietUntil)
-                }
-                if !levels.hasPending && !stopped {
-                    committedSinceTrim = 0
-                    condition.unlock()
-                    HeapTrim.releaseFreePages()
-                    condition.lock()
-                    trims &+= 1
-                }
-            }
-            while !levels.hasPending && !stopped { condition.wait() }
-            if stopped && !levels.hasPending {
-                condition.unlock()
-                return
-            }
-            committer = .busy
-            flushNow = false
-            let batchChunks = levels.pendingChunks
-            let batch = levels.takePending()
-            condition.unlock()
-            lastSync = ThreadCondition.monotonicNanoseconds
-            do {
-                try progress.sync()
-            } catch {
-                // Disk full or I/O error: nothing is acknowledged; retry until it works.
-                condition.withLock {
-                    commitFailure = error.description
-                    levels.requeue(batch)
-                }
-                Threads.sleep(seconds: 1)
-                continue
-            }
-            let advanced = condition.withLock {
-                commitFailure = nil
-                committedSinceTrim &+= Int(clamping: batchChunks)
-                return levels.commit(batch)
-            }
-            Trace.mark("fsync", advanced.reduce(0) { max($0, $1.1) })  // no array per fsync
-            if !advanced.isEmpty { onDurable.call(advanced) }
         }
     }
 
@@ -377,7 +319,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount,
                    method: ($0.sink as? DescribedSink)?.method)
         }
-        if let failure = condition.withLock({ commitFailure }) {
+        if let failure = lock.withLock({ commitFailure }) {
             list.append(Health(label: "progress log", problem: failure, queued: 0))
         }
         return list
@@ -385,9 +327,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     public func stop() {
         for runner in runners { runner.stop() }
-        condition.withLock {
+        lock.withLock {
             stopped = true
-            condition.broadcast()
+            committer = .busy
         }
+        bell.signal()  // a post the committer does not need only costs it one more turn of its loop
     }
 }

@@ -24,6 +24,7 @@
 // A wsi is tied to its Connection through lws's opaque user data, which holds the
 // connection ID (never a Swift reference).
 internal import CLibWebSockets
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -127,8 +128,13 @@ extension ServiceLoop {
 
     func drainInbox() {
         for _ in 0..<ServiceLoop.drainRounds {
+            // Nothing enqueued (the usual callback exit): no lock (`inboxHasCommands`).
+            guard inboxHasCommands.load(ordering: .acquiring) else { return }
             // Two arrays take turns (the inbox's and `drained`), so a command per loop turn allocates none.
-            withInbox { swap(&drained, &$0.commands) }
+            withInbox {
+                swap(&drained, &$0.commands)
+                inboxHasCommands.store(false, ordering: .releasing)
+            }
             if drained.isEmpty { return }
             for command in drained {
                 apply(command)
@@ -139,6 +145,7 @@ extension ServiceLoop {
                 drained.removeAll(keepingCapacity: true)
             }
         }
+        guard inboxHasCommands.load(ordering: .acquiring) else { return }
         withInbox { inbox in
             // Producers only wake us when the inbox was empty, so a non-empty one left behind
             // needs a wake-up from here.

@@ -52,17 +52,17 @@ struct HeapTrimTests {
             try wait("chunk \(seq) acked") { acked.withLock { $0 } == seq }
         }
         usleep(50_000)
-        #expect(pipeline.condition.withLock { pipeline.trims } == 0, "trimmed after a trickle")
+        #expect(pipeline.lock.withLock { pipeline.trims } == 0, "trimmed after a trickle")
         // A burst past the threshold, then quiet: one trim.
         let burst = UInt64(DeliveryPipeline.trimAfterChunks) + 1_000
         submit(pipeline, from: 101, count: burst)
         try wait("the burst acked") { acked.withLock { $0 } == 100 + burst }
         let quietFrom = Date()
-        try wait("trimmed once the pipeline fell quiet") { pipeline.condition.withLock { pipeline.trims } == 1 }
+        try wait("trimmed once the pipeline fell quiet") { pipeline.lock.withLock { pipeline.trims } == 1 }
         // Only after the quiet spell (1 s from the last fsync's start, which came before the ack was seen).
         #expect(Date().timeIntervalSince(quietFrom) > 0.5)
         usleep(50_000)
-        #expect(pipeline.condition.withLock { pipeline.trims } == 1)
+        #expect(pipeline.lock.withLock { pipeline.trims } == 1)
     }
 
     /// A trickle slower than the pacing interval leaves the pipeline empty between fsyncs all the time: however many chunks
@@ -83,11 +83,11 @@ struct HeapTrimTests {
             submit(pipeline, from: seq, count: 64)
             seq += 64
             usleep(10_000)
-            if pipeline.condition.withLock({ pipeline.levels.pending.isEmpty }) { sawEmpty = true }
+            if pipeline.lock.withLock({ pipeline.levels.pending.isEmpty }) { sawEmpty = true }
         }
         // Asked while the trickle is still going (a trim after it ends would be right: that is a quiet spell).
-        #expect(pipeline.condition.withLock { pipeline.trims } == 0, "trimmed in the middle of a trickle")
-        #expect(pipeline.condition.withLock { pipeline.committedSinceTrim } >= DeliveryPipeline.trimAfterChunks)
+        #expect(pipeline.lock.withLock { pipeline.trims } == 0, "trimmed in the middle of a trickle")
+        #expect(pipeline.lock.withLock { pipeline.committedSinceTrim } >= DeliveryPipeline.trimAfterChunks)
         #expect(sawEmpty, "the trickle never left the pipeline empty between commits (the case this pins)")
         try wait("the trickle acked") { acked.withLock { $0 } == seq - 1 }
     }
