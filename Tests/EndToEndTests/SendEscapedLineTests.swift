@@ -15,19 +15,8 @@ struct SendEscapedLineTests {
     func escapedLines() throws {
         let pair = Pair()
         defer { pair.stop() }
-        // The framed sink with --raw carries each chunk's exact text, JSON-escaped (sanitizing would turn the
-        // controls into U+FFFD).
-        let fifo = pair.desktopHome + "/dictation.jsonl"
-        try pair.startDaemon(sinks: ["jsonl:" + fifo], extra: ["--raw"])
-        let reader = FifoReader(path: fifo)
-        reader.start()
-        defer {
-            // A reader still blocked in open(2) (the daemon never wrote: the old `send` got nothing through) can
-            // only stop once a writer opens the FIFO.
-            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
-            if writer >= 0 { close(writer) }
-            reader.stop()
-        }
+        let (reader, stopReader) = try pair.startRawJSONLReader()
+        defer { stopReader() }
         try pair.join()
         let lines = [String(repeating: "\u{1}", count: 16_384), String(repeating: "\u{85}", count: 16_384),
                      String(repeating: "\"\\", count: 8_192), "after"]

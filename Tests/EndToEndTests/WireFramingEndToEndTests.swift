@@ -15,16 +15,8 @@ struct WireFramingEndToEndTests {
     func everyFrameSizeArrives() throws {
         let pair = Pair()
         defer { pair.stop() }
-        // jsonl --raw carries each chunk's exact text (no sanitizing).
-        let fifo = pair.desktopHome + "/dictation.jsonl"
-        try pair.startDaemon(sinks: ["jsonl:" + fifo], extra: ["--raw"])
-        let reader = FifoReader(path: fifo)
-        reader.start()
-        defer {
-            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
-            if writer >= 0 { close(writer) }
-            reader.stop()
-        }
+        let (reader, stopReader) = try pair.startRawJSONLReader()
+        defer { stopReader() }
         try pair.join()
         let kinds = ["plain words", "quote \" backslash \\ tab \t bell \u{7}", "C1 \u{85} bidi \u{202E} sep \u{2028}",
                      "emoji 😀 and 中文 and e\u{301}", "\u{1}\u{1F}\u{7F}", "x"]

@@ -12,18 +12,9 @@ struct ClientFrameTests {
     @Test func framesOnTheWireAreMaskedRFC6455Frames() async throws {
         var configuration = Loopback.patientConfiguration
         configuration.maxMessageSize = 100_000
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let relay = try RecordingRelay(to: server.port)
-        defer { relay.stop() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
-        let id = try await connectClient(client, log, port: relay.port)
-        #expect(await serverLog.wait { !serverLog.openedIDs($0).isEmpty })
-        let serverSide = try #require(serverLog.openedIDs().first)
-        server.markAuthenticated(serverSide)
+        let pair = try await RelayedConnection(configuration)
+        defer { pair.stop() }
+        let (serverLog, relay, client, id, serverSide) = (pair.serverLog, pair.relay, pair.client, pair.id, pair.serverSide)
 
         let sizes = [0, 1, 7, 8, 9, 125, 126, 127, 1_000, 65_535, 65_536, 70_001]
         var generator = SystemRandomNumberGenerator()
@@ -54,18 +45,10 @@ struct ClientFrameTests {
         var configuration = Loopback.patientConfiguration
         configuration.pingInterval = 1
         configuration.hangupAfter = 30
-        let serverLog = EventLog()
-        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
-        defer { server.shutdown() }
-        let relay = try RecordingRelay(to: server.port)
-        defer { relay.stop() }
-        let log = EventLog()
-        let client = try WebSocketClient(onEvent: log.handler)
-        defer { client.shutdown() }
-        let id = try await connectClient(client, log, port: relay.port)
-        #expect(await serverLog.wait { !serverLog.openedIDs($0).isEmpty })
-        let serverSide = try #require(serverLog.openedIDs().first)
-        server.markAuthenticated(serverSide)
+        let pair = try await RelayedConnection(configuration)
+        defer { pair.stop() }
+        let (server, serverLog, relay, client, log, id, serverSide) =
+            (pair.server, pair.serverLog, pair.relay, pair.client, pair.log, pair.id, pair.serverSide)
 
         server.pauseReceiving(serverSide)
         var generator = SystemRandomNumberGenerator()
