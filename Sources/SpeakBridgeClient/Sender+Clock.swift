@@ -7,9 +7,10 @@ import SpeakBridgeSupport
 /// `Sender`'s clock and journal durability, on `queue`: the 50 ms tick, the ack record and the journal fsync.
 ///
 /// Flow (a line at human pace, a phrase every 0.1–2 s):
-/// 1. The line's wake-up (stdin) journals it (write(2)), sends its frame, arms the tick (`scheduleTick`) and then,
-///    once the frame is written (`LinkDriver.afterSends`, same loop turn), writes the previous line's ack record
-///    and hands the fsync to its thread (`syncSoon`, `syncAfterSending`, `JournalSyncer`).
+/// 1. The line's wake-up (stdin) journals it with the previous line's ack record in the same write(2)
+///    (`Outbox.append(…, ack:)`), sends its frame, arms the tick (`scheduleTick`) and then, once the frame is
+///    written (`LinkDriver.afterSends`, same loop turn), hands the fsync to its thread (`syncSoon`,
+///    `syncAfterSending`, `JournalSyncer`).
 /// 2. Its ack's wake-up: with nothing left in flight and nothing left to fsync, `settleAfterFrame` cancels the
 ///    tick. So two wake-ups of the socket thread per line, not three (the tick's), and the ack's wake-up — which
 ///    many devices' acks share after each desktop group commit — does no journal work and wakes no thread.
@@ -17,8 +18,8 @@ import SpeakBridgeSupport
 ///    as at a fast pace) the tick does the journal work 50 ms after it was armed, so every journal write is still
 ///    fsynced within 50 ms and fsyncs stay batched (about one a tick); it stops while there is nothing to time
 ///    (`isQuiet`).
-/// The ack record of a line acknowledged before its tick waits for the next line, tick or exit: a lost or late
-/// ack record only means a resend that the desktop drops.
+/// The ack record of a line acknowledged before its tick waits for the next line (riding in its journal write),
+/// tick or exit: a lost or late ack record only means a resend that the desktop drops.
 extension Sender {
     static let tickInterval: Duration = .milliseconds(50)
     static let tickSeconds = 0.05

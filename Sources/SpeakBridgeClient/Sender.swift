@@ -56,7 +56,8 @@ public struct SendOptions: Sendable {
 ///    `appendedAlone`, the same without the general path's arrays, when it goes out alone). A pipe, FIFO, socket
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
-/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick (`ackJournal`, latest only); fsync on a
+/// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick or with the next line's record (`ackJournal`,
+///    latest only); fsync on a
 ///    thread of its own (`JournalSyncer`) on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
 ///    that leaves nothing in flight cancels the tick (Sender+Clock.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
@@ -233,7 +234,7 @@ public final class Sender: @unchecked Sendable {
             return
         }
         do {
-            let chunks = try outbox.append(texts: pieces)
+            let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
             Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
             apply(.appended(chunks))
@@ -249,7 +250,7 @@ public final class Sender: @unchecked Sendable {
     func acceptAlone(_ text: String) {
         let chunk: Chunk
         do {
-            chunk = try outbox.append(text: text)
+            chunk = try outbox.append(text: text, ack: ackToJournal)  // the pending ack record rides along
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))

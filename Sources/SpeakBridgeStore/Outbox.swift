@@ -88,14 +88,21 @@ public final class Outbox: @unchecked Sendable {
     /// Journals new texts as chunks and returns them with their sequence numbers. Each chunk carries its JSON object
     /// as the journal record holds it (`Chunk.encoded`, a slice of the record buffer), so its message copies it
     /// instead of escaping the text again.
-    public func append(texts: [String]) throws(StoreError) -> [Chunk] {
+    ///
+    /// `ack`: the latest acknowledgement not journaled yet, if above `acked` — its record (`markAcked`'s) goes first
+    /// in the same write(2), saving the ack's own write. `load` reads it the same either way (an ack record only
+    /// raises `acked`; the new chunks are above it), and a kill mid-write can only tear the last line, which `load`
+    /// skips: a chunk not sent yet, as before.
+    public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
         var chunks: [Chunk] = []
         var out: [UInt8] = []
         var objects: [Range<Int>] = []
         chunks.reserveCapacity(texts.count)
         objects.reserveCapacity(texts.count)
+        let withAck = ack > acked
         // One allocation for the usual line (escaping can add more; the array then grows as before).
-        out.reserveCapacity(texts.reduce(0) { $0 + 64 + $1.utf8.count })
+        out.reserveCapacity(texts.reduce(withAck ? Self.ackRecordCapacity : 0) { $0 + 64 + $1.utf8.count })
+        if withAck { Self.ackLine(ack, into: &out) }
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
             out += Self.chunkPrefix
@@ -106,29 +113,66 @@ public final class Outbox: @unchecked Sendable {
         }
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += UInt64(chunks.count)
+        if withAck { acked = ack }
         // Given once `out` is complete, the chunks share its buffer (given earlier, the next append would copy it).
         for i in chunks.indices { chunks[i].setEncoded(in: out, objects[i]) }
         return chunks
     }
 
-    /// `append(texts: [text])` without the arrays: journals one text (one write(2)) and returns its chunk, with its
-    /// JSON object as journaled (`Chunk.encoded`).
-    public func append(text: String) throws(StoreError) -> Chunk {
+    /// `append(texts: [text], ack:)` without the arrays: journals one text (one write(2), with the pending ack's
+    /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
+    /// (`Chunk.encoded`).
+    public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
         var chunk = Chunk(seq: nextSeq, text: text)
-        var out: [UInt8] = Self.chunkPrefix
-        out.reserveCapacity(64 + text.utf8.count)
+        let withAck = ack > acked
+        var out: [UInt8] = []
+        out.reserveCapacity((withAck ? Self.ackRecordCapacity : 0) + 64 + text.utf8.count)
+        if withAck { Self.ackLine(ack, into: &out) }
+        out += Self.chunkPrefix
+        let start = out.count
         Self.chunkLine(chunk, into: &out)
         try FileIO.writeAll(fd, out, path: path)
         nextSeq += 1
-        chunk.setEncoded(in: out, Self.chunkPrefix.count..<out.count - 2)
+        if withAck { acked = ack }
+        chunk.setEncoded(in: out, start..<out.count - 2)
         return chunk
     }
 
     public func markAcked(_ seq: UInt64) throws(StoreError) {
         guard seq > acked else { return }
-        try FileIO.writeAll(fd, JSONValue.object([("a", .integer(Int64(seq)))]).encoded() + [0x0A], path: path)
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.ackRecordCapacity)
+        Self.ackLine(seq, into: &out)
+        try FileIO.writeAll(fd, out, path: path)
         acked = seq
     }
+
+    /// Room for the longest ack record: `{"a":` (5), 20 digits, `}` and a newline.
+    static let ackRecordCapacity = 27
+
+    /// Appends the ack record `{"a":N}` and a newline, written directly: byte for byte what
+    /// `JSONValue.object([("a", .integer(N))]).encoded()` gives for every N up to `Int64.max` (a sequence number
+    /// never comes near it; a larger one — which that encoding could not hold — is written in full and skipped by
+    /// `load`, which costs a resend, nothing else), without the ~2,400 instructions of the generic path a record.
+    static func ackLine(_ seq: UInt64, into out: inout [UInt8]) {
+        out.append(contentsOf: ackPrefix)
+        // Decimal digits, most significant first: into a fixed 24-byte scratch, then copied once.
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, no allocation
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var v = seq
+            var i = scratch.count
+            repeat {
+                i -= 1
+                scratch[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v % 10)
+                v /= 10
+            } while v > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[i...]))
+        }
+        out.append(UInt8(ascii: "}"))
+        out.append(0x0A)
+    }
+
+    static let ackPrefix = Array(#"{"a":"#.utf8)
 
     /// Cuts a journal whose every chunk is acknowledged back to its header (session, acked), in place, once it has
     /// grown past `resetAbove`: `send` calls this at a clean exit, so the next start reads one line instead of every
