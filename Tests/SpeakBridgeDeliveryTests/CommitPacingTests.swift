@@ -42,14 +42,6 @@ struct CommitPacingTests {
         _ = pipeline.submit(device: device, session: "s", chunks: [Chunk(seq: seq, text: "chunk \(seq)")])
     }
 
-    func wait(_ what: String, timeout: Double = 10, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw DeliveryPipelineTests.HarnessTimeout(what: what) }
-            usleep(1_000)
-        }
-    }
-
     /// With a one-minute interval: the first chunk (a one-shot `send --text`) is acked at once; the next ones
     /// wait, sharing no fsync of their own, until as many chunks as `flushAt` wait — then one fsync covers them.
     @Test func aQuietDesktopAcksAtOnceAndLaterAdvancesShareOneFsync() throws {
@@ -59,17 +51,17 @@ struct CommitPacingTests {
                                                  root: root)
         defer { pipeline.stop() }
         submit(pipeline, 1)
-        try wait("the first chunk acked without waiting the interval") { acks.last == 1 }
+        try waitUntil("the first chunk acked without waiting the interval") { acks.last == 1 }
         #expect(log.syncStatus.syncs == 1)
 
         for seq in UInt64(2)...10 { submit(pipeline, seq) }  // 9 chunks wait: under flushAt
-        try wait("the sink took them") { log.progress(sink: "fifo", device: device, session: "s") == 10 }
+        try waitUntil("the sink took them") { log.progress(sink: "fifo", device: device, session: "s") == 10 }
         usleep(200_000)
         #expect(acks.last == 1, "acked before the interval or flushAt")
         #expect(log.syncStatus.syncs == 1, "an fsync per advance")
 
         submit(pipeline, 11)  // the tenth waiting chunk ends the wait
-        try wait("acked once flushAt chunks waited") { acks.last == 11 }
+        try waitUntil("acked once flushAt chunks waited") { acks.last == 11 }
         #expect(log.syncStatus.syncs == 2)
     }
 
@@ -80,9 +72,9 @@ struct CommitPacingTests {
         let (short, _, acks) = try pipeline(CommitPacing(intervalNanoseconds: 50_000_000, flushAt: 1_000),
                                             root: root)
         submit(short, 1)
-        try wait("first ack") { acks.last == 1 }
+        try waitUntil("first ack") { acks.last == 1 }
         submit(short, 2)
-        try wait("the waiting chunk acked when the interval ended") { acks.last == 2 }
+        try waitUntil("the waiting chunk acked when the interval ended") { acks.last == 2 }
         short.stop()
 
         let other = DeliveryPipelineTests.directory()
@@ -90,11 +82,11 @@ struct CommitPacingTests {
         let (long, log, stopped) = try pipeline(CommitPacing(intervalNanoseconds: 60_000_000_000, flushAt: 1_000),
                                                 root: other)
         submit(long, 1)
-        try wait("first ack") { stopped.last == 1 }
+        try waitUntil("first ack") { stopped.last == 1 }
         submit(long, 2)
-        try wait("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
+        try waitUntil("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
         long.stop()
-        try wait("stop flushed the waiting advance") { stopped.last == 2 }
+        try waitUntil("stop flushed the waiting advance") { stopped.last == 2 }
     }
 
     /// The contract pacing must keep: every ack is sent after an fsync that covered the chunk's progress record
@@ -114,7 +106,7 @@ struct CommitPacingTests {
             usleep(500)
         }
         let last = seq
-        try wait("everything acked") { acks.last == last }
+        try waitUntil("everything acked") { acks.last == last }
         let seen = acks.seen.withLock { $0 }
         for ack in seen {
             #expect(UInt64(ack.durableLines) >= ack.seq, "ack \(ack.seq) sent with \(ack.durableLines) lines fsynced")
@@ -132,16 +124,16 @@ struct CommitPacingTests {
                                                  root: root)
         defer { pipeline.stop() }
         submit(pipeline, 1)
-        try wait("first ack") { acks.last == 1 }
+        try waitUntil("first ack") { acks.last == 1 }
         submit(pipeline, 2)
-        try wait("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
+        try waitUntil("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
         usleep(100_000)
         #expect(acks.last == 1, "an ordinary advance within the interval was not paced")
         _ = pipeline.submit(device: device, session: "s", chunks: [Chunk(seq: 3, text: "one shot")], urgent: true)
-        try wait("the urgent chunk acked within the interval") { acks.last == 3 }
+        try waitUntil("the urgent chunk acked within the interval") { acks.last == 3 }
         #expect(log.syncStatus.syncs == 2)
         submit(pipeline, 4)
-        try wait("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 4 }
+        try waitUntil("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 4 }
         usleep(100_000)
         #expect(acks.last == 3, "urgency outlived its chunks")
     }

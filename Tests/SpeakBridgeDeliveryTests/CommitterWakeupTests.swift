@@ -34,14 +34,6 @@ struct CommitterWakeupTests {
         _ = pipeline.submit(device: device, session: "s", chunks: [Chunk(seq: seq, text: "line \(seq)")])
     }
 
-    func wait(_ what: String, timeout: Double = 10, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw DeliveryPipelineTests.HarnessTimeout(what: what) }
-            usleep(1_000)
-        }
-    }
-
     /// Lines 40 ms apart with a 5 ms interval: each is fsynced at once (a quiet spell before it) and costs the
     /// committer one wake-up (the line's), not also the end of a pacing wait that found nothing. Old code: two a line.
     @Test func atHumanPaceTheCommitterWakesOnceALine() throws {
@@ -51,13 +43,13 @@ struct CommitterWakeupTests {
                                                  root: root)
         defer { pipeline.stop() }
         submit(pipeline, 1)
-        try wait("first ack") { acks.last == 1 }
+        try waitUntil("first ack") { acks.last == 1 }
         usleep(40_000)  // the first pacing wait runs out empty
         let before = pipeline.lock.withLock { pipeline.committerWakeups }
         let lines: UInt64 = 8
         for seq in UInt64(2)...(lines + 1) {
             submit(pipeline, seq)
-            try wait("line \(seq) acked") { acks.last == seq }
+            try waitUntil("line \(seq) acked") { acks.last == seq }
             usleep(40_000)
         }
         let wakeups = pipeline.lock.withLock { pipeline.committerWakeups } - before
@@ -75,14 +67,14 @@ struct CommitterWakeupTests {
                                                  root: root)
         defer { pipeline.stop() }
         submit(pipeline, 1)
-        try wait("first ack") { acks.last == 1 }
+        try waitUntil("first ack") { acks.last == 1 }
         usleep(100_000)  // the pacing wait ran out empty: the committer waits untimed now
         submit(pipeline, 2)
-        try wait("after a quiet spell: acked at once") { acks.last == 2 }
+        try waitUntil("after a quiet spell: acked at once") { acks.last == 2 }
         let syncsAfterTwo = log.syncStatus.syncs
         // Right after that fsync: lines within the interval share one fsync at its end.
         for seq in UInt64(3)...6 { submit(pipeline, seq) }
-        try wait("the four lines acked at the interval's end") { acks.last == 6 }
+        try waitUntil("the four lines acked at the interval's end") { acks.last == 6 }
         #expect(log.syncStatus.syncs <= syncsAfterTwo + 2, "lines within the interval had fsyncs of their own")
         #expect(acks.seen.withLock { $0 }.allSatisfy { $0 <= 6 })
     }

@@ -41,14 +41,6 @@ struct DeliveryPipelineTests {
 
     func chunks(_ range: ClosedRange<UInt64>) -> [Chunk] { range.map { Chunk(seq: $0, text: "chunk \($0)") } }
 
-    func wait(_ what: String, timeout: Double = 10, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw HarnessTimeout(what: what) }
-            usleep(2_000)
-        }
-    }
-
     struct HarnessTimeout: Error { var what: String }
 
     /// Streams chunks 1…n into one sink of `deliveryClass` until it "crashes" at `crash`; then restarts as the
@@ -75,7 +67,7 @@ struct DeliveryPipelineTests {
         defer { second.stop() }
         let resumeFrom = (second.durableLevels()[key] ?? 0) + 1
         if resumeFrom <= n { _ = second.submit(device: device, session: "s", chunks: chunks(resumeFrom...n)) }
-        try wait("every chunk acked after the restart") { observed.ack(key) == n || resumeFrom > n }
+        try waitUntil("every chunk acked after the restart") { observed.ack(key) == n || resumeFrom > n }
         return medium.tally(through: n)
     }
 
@@ -116,7 +108,7 @@ struct DeliveryPipelineTests {
                                   try ProgressLog(path: root + "/progress.log"))
         _ = first.submit(device: device, session: "s", chunks: chunks(1...10))
         #expect(dying.crashed.wait(timeout: .now() + 10) == .success)
-        try wait("the other sink took everything") { own.items.count == 10 }
+        try waitUntil("the other sink took everything") { own.items.count == 10 }
         mkdir(root + "/after", 0o700)
         try FileIO.atomicWrite(root + "/after/progress.log", try #require(try FileIO.read(root + "/progress.log")))
         first.stop()
@@ -128,7 +120,7 @@ struct DeliveryPipelineTests {
         defer { second.stop() }
         #expect(second.durableLevels()[key] == 6)
         _ = second.submit(device: device, session: "s", chunks: chunks(7...10))
-        try wait("acked") { observed.ack(key) == 10 }
+        try waitUntil("acked") { observed.ack(key) == 10 }
         #expect(raw.tally(through: 10).lost == [5, 6] && raw.tally(through: 10).repeated.isEmpty)
         #expect(own.seqs == Array(1...10))
     }
@@ -142,7 +134,7 @@ struct DeliveryPipelineTests {
         let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"))
         defer { pipeline.stop() }
         _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...3))
-        try wait("held reported") { !observed.held.withLock { $0.isEmpty } }
+        try waitUntil("held reported") { !observed.held.withLock { $0.isEmpty } }
         let report = try #require(observed.held.withLock { $0.first })
         #expect(report.label == "clipboard" && report.reason == "xclip: Can't open display :57")
         #expect(report.held == [DeliveryPipeline.HeldChunk(device: device, session: "s", firstHeldSeq: 1)])
@@ -152,8 +144,8 @@ struct DeliveryPipelineTests {
         #expect(observed.held.withLock { $0.count } == 1, "the same problem is reported once, not per retry")
 
         sink.controls.withLock { $0.failure = nil }
-        try wait("acked") { observed.ack(key) == 3 }
-        try wait("cleared") { observed.held.withLock { $0.last?.reason == nil } }
+        try waitUntil("acked") { observed.ack(key) == 3 }
+        try waitUntil("cleared") { observed.held.withLock { $0.last?.reason == nil } }
         #expect(observed.held.withLock { $0.last?.held.first?.session } == "s")
         #expect(sink.medium.seqs == [1, 2, 3])
     }
@@ -166,9 +158,9 @@ struct DeliveryPipelineTests {
         let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"))
         defer { pipeline.stop() }
         _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...2))
-        try wait("held reported") { observed.held.withLock { $0.first?.reason } == "no reader on FIFO /x" }
+        try waitUntil("held reported") { observed.held.withLock { $0.first?.reason } == "no reader on FIFO /x" }
         sink.controls.withLock { $0.notReady = nil }
-        try wait("acked and cleared") { observed.ack(key) == 2 && observed.held.withLock { $0.last?.reason == nil } }
+        try waitUntil("acked and cleared") { observed.ack(key) == 2 && observed.held.withLock { $0.last?.reason == nil } }
     }
 
     /// Revoking through the pipeline drops the device's progress from the log too, durably; other devices keep
@@ -183,7 +175,7 @@ struct DeliveryPipelineTests {
                                                 try ProgressLog(path: root + "/progress.log"))
             _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...4))
             _ = pipeline.submit(device: other, session: "o", chunks: chunks(1...2))
-            try wait("acked") { observed.ack(key) == 4 && observed.ack(otherKey) == 2 }
+            try waitUntil("acked") { observed.ack(key) == 4 && observed.ack(otherKey) == 2 }
             pipeline.forget(device)
             #expect(pipeline.durableLevels()[key] == nil)
             #expect(pipeline.progress.entries().keys.allSatisfy { $0.device == other })
@@ -208,7 +200,7 @@ struct DeliveryPipelineTests {
         defer { pipeline.stop() }
         #expect(pipeline.durableLevels()[key] == 5)
         _ = pipeline.submit(device: device, session: "s", chunks: chunks(5...7))  // 5 again: skipped by both
-        try wait("acked") { observed.ack(key) == 7 }
+        try waitUntil("acked") { observed.ack(key) == 7 }
         #expect(added.medium.seqs == [6, 7])
     }
 }

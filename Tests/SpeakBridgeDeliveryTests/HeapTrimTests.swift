@@ -33,14 +33,6 @@ struct HeapTrimTests {
         }
     }
 
-    func wait(_ what: String, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(20)
-        while !condition() {
-            guard Date() < deadline else { throw DeliveryPipelineTests.HarnessTimeout(what: what) }
-            usleep(1_000)
-        }
-    }
-
     @Test func aBurstThenQuietTrimsOnceATrickleNever() throws {
         let root = DeliveryPipelineTests.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -49,16 +41,18 @@ struct HeapTrimTests {
         // A trickle: 100 chunks one by one, each acked before the next.
         for seq in UInt64(1)...100 {
             submit(pipeline, from: seq, count: 1)
-            try wait("chunk \(seq) acked") { acked.withLock { $0 } == seq }
+            try waitUntil("chunk \(seq) acked", timeout: 20) { acked.withLock { $0 } == seq }
         }
         usleep(50_000)
         #expect(pipeline.lock.withLock { pipeline.trims } == 0, "trimmed after a trickle")
         // A burst past the threshold, then quiet: one trim.
         let burst = UInt64(DeliveryPipeline.trimAfterChunks) + 1_000
         submit(pipeline, from: 101, count: burst)
-        try wait("the burst acked") { acked.withLock { $0 } == 100 + burst }
+        try waitUntil("the burst acked", timeout: 20) { acked.withLock { $0 } == 100 + burst }
         let quietFrom = Date()
-        try wait("trimmed once the pipeline fell quiet") { pipeline.lock.withLock { pipeline.trims } == 1 }
+        try waitUntil("trimmed once the pipeline fell quiet", timeout: 20) {
+            pipeline.lock.withLock { pipeline.trims } == 1
+        }
         // Only after the quiet spell (1 s from the last fsync's start, which came before the ack was seen).
         #expect(Date().timeIntervalSince(quietFrom) > 0.5)
         usleep(50_000)
@@ -89,7 +83,7 @@ struct HeapTrimTests {
         #expect(pipeline.lock.withLock { pipeline.trims } == 0, "trimmed in the middle of a trickle")
         #expect(pipeline.lock.withLock { pipeline.committedSinceTrim } >= DeliveryPipeline.trimAfterChunks)
         #expect(sawEmpty, "the trickle never left the pipeline empty between commits (the case this pins)")
-        try wait("the trickle acked") { acked.withLock { $0 } == seq - 1 }
+        try waitUntil("the trickle acked", timeout: 20) { acked.withLock { $0 } == seq - 1 }
     }
 
     /// 64 MiB in 4 KiB blocks on another thread (its own arena, as the lws thread's), freed: the trim returns

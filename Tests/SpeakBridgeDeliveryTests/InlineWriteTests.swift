@@ -31,14 +31,6 @@ struct InlineWriteTests {
         return (pipeline, acks)
     }
 
-    func wait(_ what: String, timeout: Double = 10, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw DeliveryPipelineTests.HarnessTimeout(what: what) }
-            usleep(1_000)
-        }
-    }
-
     /// Everything the FIFO holds now (non-blocking reads).
     func drain(_ fd: Int32) -> String {
         var bytes: [UInt8] = []
@@ -94,7 +86,7 @@ struct InlineWriteTests {
                 // Inline: the line is in the pipe when submit returns, with no other thread involved.
                 #expect(drain(reader) == "line \(seq)\n")
             }
-            try wait("acked") { acks.ack(SessionKey(device: alice, session: "s")) == 5 }
+            try waitUntil("acked") { acks.ack(SessionKey(device: alice, session: "s")) == 5 }
         }
     }
 
@@ -133,7 +125,7 @@ struct InlineWriteTests {
 
             var lines: [Substring] = []
             var pending = ""
-            try wait("every line read") {
+            try waitUntil("every line read") {
                 pending += drain(reader)
                 if let cut = pending.lastIndex(of: "\n") {
                     lines += pending[...cut].split(separator: "\n")
@@ -145,7 +137,7 @@ struct InlineWriteTests {
             let b = lines.filter { $0.hasPrefix("b") }.map { UInt64($0.dropFirst())! }
             #expect(a == Array(1...200))
             #expect(b == Array(1...20))
-            try wait("acked") {
+            try waitUntil("acked") {
                 acks.ack(SessionKey(device: alice, session: "s")) == 200
                     && acks.ack(SessionKey(device: bob, session: "s")) == 20
             }
@@ -162,7 +154,7 @@ struct InlineWriteTests {
                 _ = pipeline.submit(device: alice, session: "s", chunks: [Chunk(seq: seq, text: "\(seq) \(text)")])
             }
             pipeline.stop()
-            try wait("the runner stopped and closed the sink") { sink.health?.contains("closed") == true }
+            try waitUntil("the runner stopped and closed the sink") { sink.health?.contains("closed") == true }
             let lines = drain(reader).split(separator: "\n")
             let last = try #require(lines.last.flatMap { UInt64($0.prefix { $0 != " " }) })
             #expect(lines.count < 100 && last == UInt64(lines.count))
