@@ -12,9 +12,12 @@ struct ClientFrameTests {
     @Test func framesOnTheWireAreMaskedRFC6455Frames() async throws {
         var configuration = Loopback.patientConfiguration
         configuration.maxMessageSize = 100_000
-        let pair = try await RelayedConnection(configuration)
-        defer { pair.stop() }
-        let (serverLog, relay, client, id, serverSide) = (pair.serverLog, pair.relay, pair.client, pair.id, pair.serverSide)
+        let link = try Loopback(configuration: configuration)
+        defer { link.shutdown() }
+        let relay = try RecordingRelay(to: link.server.port)
+        defer { relay.stop() }
+        let (id, serverSide) = try await link.connectAuthenticated(port: relay.port)
+        let (serverLog, client) = (link.serverLog, link.client)
 
         let sizes = [0, 1, 7, 8, 9, 125, 126, 127, 1_000, 65_535, 65_536, 70_001]
         var generator = SystemRandomNumberGenerator()
@@ -45,10 +48,12 @@ struct ClientFrameTests {
         var configuration = Loopback.patientConfiguration
         configuration.pingInterval = 1
         configuration.hangupAfter = 30
-        let pair = try await RelayedConnection(configuration)
-        defer { pair.stop() }
-        let (server, serverLog, relay, client, log, id, serverSide) =
-            (pair.server, pair.serverLog, pair.relay, pair.client, pair.log, pair.id, pair.serverSide)
+        let link = try Loopback(configuration: configuration)
+        defer { link.shutdown() }
+        let relay = try RecordingRelay(to: link.server.port)
+        defer { relay.stop() }
+        let (id, serverSide) = try await link.connectAuthenticated(port: relay.port)
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
 
         server.pauseReceiving(serverSide)
         var generator = SystemRandomNumberGenerator()

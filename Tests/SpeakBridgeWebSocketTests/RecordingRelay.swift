@@ -1,5 +1,4 @@
 import SpeakBridgeSupport
-import SpeakBridgeWebSocket
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -145,45 +144,5 @@ struct WireFrame {
                                     lengthBits: bits, key: key, payload: payload))
         }
         return frames
-    }
-}
-
-/// A real server, a `RecordingRelay` in front of it and a real client connected through the relay, the server's
-/// side of the connection authenticated. `stop()` shuts them down, client first.
-final class RelayedConnection {
-    let serverLog: EventLog
-    let server: WebSocketServer
-    let relay: RecordingRelay
-    let log: EventLog
-    let client: WebSocketClient
-    /// The client's connection, and the same connection on the server.
-    let id: WebSocketConnectionID
-    let serverSide: WebSocketConnectionID
-
-    init(_ configuration: WebSocketServerConfiguration) async throws {
-        let serverLog = EventLog(), log = EventLog()
-        let server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
-        var relay: RecordingRelay?
-        var client: WebSocketClient?
-        do {
-            relay = try RecordingRelay(to: server.port)
-            client = try WebSocketClient(onEvent: log.handler)
-            id = try await connectClient(client!, log, port: relay!.port)
-            #expect(await serverLog.wait { !serverLog.openedIDs($0).isEmpty })
-            serverSide = try #require(serverLog.openedIDs().first)
-        } catch {
-            client?.shutdown()
-            relay?.stop()
-            server.shutdown()
-            throw error
-        }
-        server.markAuthenticated(serverSide)
-        (self.serverLog, self.server, self.relay, self.log, self.client) = (serverLog, server, relay!, log, client!)
-    }
-
-    func stop() {
-        client.shutdown()
-        relay.stop()
-        server.shutdown()
     }
 }

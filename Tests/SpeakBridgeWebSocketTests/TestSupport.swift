@@ -128,15 +128,15 @@ final class Loopback {
         }
     }
 
-    /// Opens a client connection and waits until it is established.
-    func connect() async throws -> WebSocketConnectionID {
-        try await connectClient(client, log, port: server.port)
+    /// Opens a client connection and waits until it is established; `port`: another way to the server (a relay).
+    func connect(port: Int? = nil) async throws -> WebSocketConnectionID {
+        try await connectClient(client, log, port: port ?? server.port)
     }
 
     /// Opens a connection and marks the server's side authenticated: (client side, server side).
-    func connectAuthenticated() async throws -> (WebSocketConnectionID, WebSocketConnectionID) {
+    func connectAuthenticated(port: Int? = nil) async throws -> (WebSocketConnectionID, WebSocketConnectionID) {
         let before = serverLog.openedIDs().count
-        let id = try await connect()
+        let id = try await connect(port: port)
         #expect(await serverLog.wait { serverLog.openedIDs($0).count == before + 1 })
         let serverSide = try #require(serverLog.openedIDs().last)
         server.markAuthenticated(serverSide)
