@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// One live (sink, device, session) of the progress log, with its record line's fixed part encoded once.
 ///
@@ -43,23 +44,8 @@ public final class ProgressSlot: @unchecked Sendable {
     /// Appends `prefix`, `seq` in decimal (clamped to Int64 like the JSON integer it was) and `]\n` to `out`.
     func appendLine(_ seq: UInt64, to out: inout [UInt8]) {
         out += prefix
-        Self.appendDecimal(UInt64(Int64(clamping: seq)), to: &out)
+        ASCIIDecimal.append(UInt64(Int64(clamping: seq)), to: &out)
         out.append(0x5D)  // ]
         out.append(0x0A)
-    }
-
-    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
-        // At most 20 digits; written backwards into a fixed buffer, no allocation.
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        var count = 0
-        var v = value
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            repeat {
-                buffer[23 - count] = UInt8(truncatingIfNeeded: 0x30 &+ v % 10)
-                v /= 10
-                count += 1
-            } while v > 0
-            out.append(contentsOf: buffer[(24 - count)...])
-        }
     }
 }

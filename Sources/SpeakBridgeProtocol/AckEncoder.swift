@@ -1,3 +1,4 @@
+import SpeakBridgeSupport
 /// The desktop's hot encoder for `ack`: written straight into bytes, byte for byte what `MessageCodec.encode`
 /// writes for `.ack` (tested on random acks), without building a JSONValue tree (members array, an `Int64`
 /// formatted through `String`, reference counting). One ack goes out per fsync and device; with many devices
@@ -17,7 +18,7 @@ public enum AckEncoder {
         out += prefix
         JSONValue.writeString(session, into: &out)
         out += seqKey
-        MessageCodec.writeDecimal(seq, into: &out)
+        ASCIIDecimal.append(seq, to: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }

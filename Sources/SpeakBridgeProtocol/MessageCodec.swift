@@ -81,23 +81,8 @@ public enum MessageCodec {
         }
     }
 
-    /// `String(value)`'s digits, without the String.
-    static func writeDecimal(_ value: UInt64, into out: inout [UInt8]) {
-        guard value > 0 else { out.append(UInt8(ascii: "0")); return }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var rest = value
-            var i = digits.count
-            while rest > 0 {
-                i -= 1
-                digits[i] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
-        }
-    }
-
     /// `{"seq":N,"text":"` (the brace when asked) in one append: built on the stack, instead of three appends of
-    /// constant arrays and `writeDecimal`'s (about 450 instructions a chunk in a burst). The text's opening quote
+    /// constant arrays and a digit writer's (about 450 instructions a chunk in a burst). The text's opening quote
     /// rides on it (`JSONValue.writeString` without its two appends).
     static func writeHead(seq: UInt64, brace: Bool, into out: inout [UInt8]) {
         let head: StaticString = #"{"seq":"#
@@ -123,7 +108,7 @@ public enum MessageCodec {
         }
     }
 
-    /// How many digits `writeDecimal` writes for `value`.
+    /// How many decimal digits `value` has.
     static func decimalDigits(_ value: UInt64) -> Int {
         var digits = 1
         var rest = value

@@ -156,18 +156,7 @@ public final class Outbox: @unchecked Sendable {
     /// `load`, which costs a resend, nothing else), without the ~2,400 instructions of the generic path a record.
     static func ackLine(_ seq: UInt64, into out: inout [UInt8]) {
         out.append(contentsOf: ackPrefix)
-        // Decimal digits, most significant first: into a fixed 24-byte scratch, then copied once.
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, no allocation
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            var v = seq
-            var i = scratch.count
-            repeat {
-                i -= 1
-                scratch[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v % 10)
-                v /= 10
-            } while v > 0
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[i...]))
-        }
+        ASCIIDecimal.append(seq, to: &out)
         out.append(UInt8(ascii: "}"))
         out.append(0x0A)
     }

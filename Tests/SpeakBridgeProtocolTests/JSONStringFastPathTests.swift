@@ -144,7 +144,7 @@ struct ChunkEncoderTests {
     func decimals() {
         for v: UInt64 in [0, 1, 9, 10, 11, 99, 100, 1 << 53, UInt64.max] {
             var out: [UInt8] = []
-            MessageCodec.writeDecimal(v, into: &out)
+            ASCIIDecimal.append(v, to: &out)
             #expect(out == Array(String(v).utf8))
         }
     }
