@@ -19,17 +19,29 @@ struct LazyWebFrontTests {
         try #require(try json(try run(["status", "--json"], home: home).stdout)["web"] as? [String: Any])
     }
 
-    /// A listening socket on an ephemeral 127.0.0.1 port: (fd, port). Close the fd to free the port.
+    /// A listening socket on a free 127.0.0.1 port below the kernel's ephemeral range: (fd, port). Close the fd to
+    /// free the port. Not an ephemeral port (bind to 0): once freed, such a port can be taken at once by any
+    /// connect(2) of the suites running in parallel (their local ports come from that range), and the daemon's
+    /// listen on it then fails with EADDRINUSE — which made "the next pair --web retries" fail about once in nine
+    /// full runs.
     static func holdPort() -> (fd: Int32, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = listen(fd, 1)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
+        let below = min(max((range?.first ?? 32768), 10_001), 65_536)
+        for _ in 0..<1000 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let port = Int.random(in: 10_000..<below)
+            address.sin_port = UInt16(port).bigEndian
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if bound == 0, listen(fd, 1) == 0 { return (fd, port) }
+            close(fd)
+        }
+        fatalError("no free 127.0.0.1 port below \(below)")
     }
 
     /// A port that was free a moment ago (for --web-port).
