@@ -172,9 +172,12 @@ public final class Sender: @unchecked Sendable {
         }
         switch options.source {
         case .texts(let texts):
-            queue.async {
-                self.accept(texts)
-                self.endInput()
+            // On this thread, as the dial above (`sync` on an idle queue runs here): an `async` started a dispatch
+            // worker for it while the connection was being made. Nothing in it waits on the queue (the end is
+            // `asyncAfter`), and this thread has nothing else to do but wait for the end.
+            queue.sync {
+                accept(texts)
+                endInput()
             }
         case .stdin:
             readStdin()
