@@ -157,20 +157,27 @@ public final class Sender: @unchecked Sendable {
                 status.info("resending \(outbox.pending.count) unacknowledged chunk(s) from an earlier run")
             }
         }
-        // Held lines of an earlier pairing: a notice only, read off the queue (it lists and parses every journal).
-        syncQueue.async { [self] in
-            let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
-            guard held > 0 else { return }
-            queue.async { [self] in
-                status.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
-                            + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
+        // Held lines of an earlier pairing: a notice only, read off the queue (it lists and parses every journal),
+        // and only when a held journal of this desktop is there by its name: else the count is 0, and neither a
+        // dispatch worker nor the parse of the live journal competes with the handshake for the CPU.
+        if OutboxShelf.mayHoldLines(home: options.home, desktop: desktop.id) {
+            syncQueue.async { [self] in
+                let held = OutboxShelf.heldCount(home: options.home, desktop: desktop.id)
+                guard held > 0 else { return }
+                queue.async { [self] in
+                    status.info("\(held) line(s) from an earlier pairing with \"\(desktop.name)\" are held, not sent; "
+                                + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
+                }
             }
         }
         switch options.source {
         case .texts(let texts):
-            queue.async {
-                self.accept(texts)
-                self.endInput()
+            // On this thread, as the dial above (`sync` on an idle queue runs here): an `async` started a dispatch
+            // worker for it while the connection was being made. Nothing in it waits on the queue (the end is
+            // `asyncAfter`), and this thread has nothing else to do but wait for the end.
+            queue.sync {
+                accept(texts)
+                endInput()
             }
         case .stdin:
             readStdin()
@@ -312,8 +319,12 @@ public final class Sender: @unchecked Sendable {
             case .close(let id): driver.close(id)
             case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
             case .rememberAddress(let candidate):
-                // Off the queue: the resume and the first lines need not wait for peers.json's fsyncs.
-                syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
+                // Off the queue: the resume and the first lines need not wait for peers.json's fsyncs. Only when it
+                // writes: a dispatch worker started for nothing (the usual case: the same address within a minute)
+                // competed with the handshake's last steps for the CPU.
+                if SessionLink.wouldRemember(candidate, of: desktop, in: peers) {
+                    syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
+                }
             case .report(let report): show(report)
             case .syncJournal:
                 journalAck()

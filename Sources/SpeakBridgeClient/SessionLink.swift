@@ -151,4 +151,10 @@ final class SessionLink: @unchecked Sendable {
     static func remember(_ c: Candidate, of desktop: Peer, in peers: PeerStore) {
         _ = try? peers.seen(key: desktop.publicKey, address: (c.host, c.port), keep: rememberedAddresses)
     }
+
+    /// Whether `remember` would rewrite peers.json (it returns at once otherwise: the same address, seen less than a
+    /// minute ago).
+    static func wouldRemember(_ c: Candidate, of desktop: Peer, in peers: PeerStore) -> Bool {
+        peers.wouldRecord(key: desktop.publicKey, address: (c.host, c.port), keep: rememberedAddresses)
+    }
 }

@@ -107,25 +107,38 @@ public final class PeerStore: @unchecked Sendable {
     @discardableResult
     public func seen(key: X25519PublicKey, now: Date = Date(), address: (host: String, port: Int)? = nil,
                      keep: Int = Int.max, resolution: TimeInterval = 60) throws(StoreError) -> Bool {
-        func change(_ peer: inout Peer) {
-            if let address {
-                peer.addresses = Array(([address.host] + peer.addresses.filter { $0 != address.host }).prefix(keep))
-                peer.port = address.port
-            }
-            peer.lastSeen = now
+        if isFresh(key: key, now: now, address: address, keep: keep, resolution: resolution) { return false }
+        try update(key: key) { Self.change(&$0, now: now, address: address, keep: keep) }
+        return true
+    }
+
+    /// Whether `seen` with the same arguments would rewrite peers.json (false: it would return at once). `send`
+    /// asks this on its queue and hands `seen` to another thread only when it would write.
+    public func wouldRecord(key: X25519PublicKey, now: Date = Date(), address: (host: String, port: Int)? = nil,
+                            keep: Int = Int.max, resolution: TimeInterval = 60) -> Bool {
+        !isFresh(key: key, now: now, address: address, keep: keep, resolution: resolution)
+    }
+
+    static func change(_ peer: inout Peer, now: Date, address: (host: String, port: Int)?, keep: Int) {
+        if let address {
+            peer.addresses = Array(([address.host] + peer.addresses.filter { $0 != address.host }).prefix(keep))
+            peer.port = address.port
         }
-        let fresh: Bool = lock.withLock {
+        peer.lastSeen = now
+    }
+
+    /// `seen`'s test: the peer is known, was seen less than `resolution` ago, and the change keeps its addresses.
+    func isFresh(key: X25519PublicKey, now: Date, address: (host: String, port: Int)?, keep: Int,
+                 resolution: TimeInterval) -> Bool {
+        lock.withLock {
             guard let current = peers.first(where: { $0.publicKey == key }), let last = current.lastSeen else {
                 return false
             }
             var next = current
-            change(&next)
+            Self.change(&next, now: now, address: address, keep: keep)
             let age = now.timeIntervalSince(last)
             return next.addresses == current.addresses && next.port == current.port && age >= 0 && age < resolution
         }
-        if fresh { return false }
-        try update(key: key, change)
-        return true
     }
 
     @discardableResult

@@ -69,7 +69,13 @@ extension ServiceLoop {
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
 
-        let (created, lines) = WebSocketLog.capturingLines({ lws_create_context(&info) }, forward: { $0 != nil })
+        // A client context is sized for the descriptors a client can hold, not for the whole soft limit
+        // (ClientDescriptorCap); the server's, which holds one per device, for the soft limit as lws does.
+        let isClient: Bool
+        if case .client = role { isClient = true } else { isClient = false }
+        let (created, lines) = WebSocketLog.capturingLines({
+            isClient ? ClientDescriptorCap.withLoweredLimit { lws_create_context(&info) } : lws_create_context(&info)
+        }, forward: { $0 != nil })
         guard let context = created else {
             let detail = ServiceLoop.describeCreationFailure(lines.map(\.1))
             switch role {

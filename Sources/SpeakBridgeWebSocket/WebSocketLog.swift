@@ -48,11 +48,9 @@ public enum WebSocketLog {
     ) -> (R, [(Level, String)]) {
         installHook()
         let thread = UInt(pthread_self())
-        logState.withLock { $0.captures[thread] = [] }
+        logState.withLock { $0.beginCapture(thread) }
         let result = body()
-        let (lines, handler) = logState.withLock { state in
-            (state.captures.removeValue(forKey: thread) ?? [], state.handler)
-        }
+        let (lines, handler) = logState.withLock { state in (state.endCapture(thread), state.handler) }
         if forward(result) {
             for (level, text) in lines {
                 handler.receive(level, text)
@@ -70,8 +68,27 @@ private struct LogHandler: Sendable {
 
 private struct LogState: Sendable {
     var handler = LogHandler(receive: writeToStandardError)
-    /// Lines being collected per thread (pthread_t) by `capturingLines`.
-    var captures: [UInt: [(WebSocketLog.Level, String)]] = [:]
+    /// Lines being collected per thread (pthread_t) by `capturingLines`: a list, not a `[UInt: …]` dictionary
+    /// (a context is created on one thread at a time, and the first `[UInt: …]` of a process cost `send` about
+    /// 0.28 M instructions at start, looking up `UInt: Hashable` among every conformance record of the binary).
+    var captures: [(thread: UInt, lines: [(WebSocketLog.Level, String)])] = []
+
+    mutating func beginCapture(_ thread: UInt) {
+        _ = endCapture(thread)
+        captures.append((thread, []))
+    }
+
+    mutating func endCapture(_ thread: UInt) -> [(WebSocketLog.Level, String)] {
+        guard let index = captures.firstIndex(where: { $0.thread == thread }) else { return [] }
+        return captures.remove(at: index).lines
+    }
+
+    /// Adds the line to the thread's capture; false if the thread is not capturing.
+    mutating func capture(_ thread: UInt, _ line: (WebSocketLog.Level, String)) -> Bool {
+        guard let index = captures.firstIndex(where: { $0.thread == thread }) else { return false }
+        captures[index].lines.append(line)
+        return true
+    }
 }
 
 private let logState = Locked(LogState())
@@ -91,11 +108,7 @@ private func lwsEmit(_ level: Int32, _ line: UnsafePointer<CChar>?) {
     let mapped: WebSocketLog.Level = (level & LLL_ERR) != 0 ? .error : .warning
     let thread = UInt(pthread_self())
     let handler = logState.withLock { state -> LogHandler? in
-        guard state.captures[thread] == nil else {
-            state.captures[thread]?.append((mapped, text))
-            return nil
-        }
-        return state.handler
+        state.capture(thread, (mapped, text)) ? nil : state.handler
     }
     handler?.receive(mapped, text)
 }
