@@ -6,7 +6,7 @@
 /// latency tail). An ack is only needed to drop the line from the journal, so while lines keep coming:
 /// 1. After a line is sent (`lineSent`) on a resumed connection with room in the window, the connection is read
 ///    lazily (`LinkDriver.receiveLazily`): acks wait in the kernel's buffer, and what has come since the last line
-///    is read right now, in this wake-up (`receivePending`: no sleep).
+///    is read right now, in this wake-up (`receivePending`: no sleep) — at most every `ackLookSeconds`.
 /// 2. The tick is not needed every 50 ms meanwhile: once the line's fsync is handed over, it is armed for
 ///    `lazyAckSeconds` after the last line (`scheduleLazyTick`); a journal write that still needs an fsync brings it
 ///    back to 50 ms (`syncSoon`), so every write is still fsynced within 50 ms.
@@ -18,6 +18,9 @@
 /// twice: acks are read later, never dropped.
 extension Sender {
     static let lazyAckSeconds = 0.5
+    /// Least time between two looks for waiting acks (`receivePending`, one recv(2)): the desktop acks at most
+    /// every 25 ms while lines keep coming, so at a fast pace most lines need not look.
+    static let ackLookSeconds = 0.01
 
     /// After a line's journal write and frame (on `queue`).
     func lineSent(at: Double) {
@@ -31,7 +34,10 @@ extension Sender {
             driver.receiveLazily(id, true)
             lazyOn = id
         }
-        driver.receivePending(id)
+        if at - lastAckLookAt >= Self.ackLookSeconds {
+            lastAckLookAt = at
+            driver.receivePending(id)
+        }
     }
 
     /// Whether acks may wait for the next line: connected and resumed, every line sent, the window at most half

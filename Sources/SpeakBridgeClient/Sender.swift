@@ -101,8 +101,9 @@ public final class Sender: @unchecked Sendable {
     var tickAt = Double.infinity
     /// The connection whose acks are read lazily, between lines (`Sender+LazyAcks.swift`); nil: read as they come.
     var lazyOn: AttemptID?
-    /// When the last line was sent (`now`).
+    /// When the last line was sent (`now`), and when a line last looked for waiting acks.
     var lastLineAt = -Double.infinity
+    var lastAckLookAt = -Double.infinity
     /// The highest ack not journaled yet (`journalAck`).
     var ackToJournal: UInt64 = 0
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
