@@ -91,6 +91,17 @@ final class LinkDriver: @unchecked Sendable {
         if let socket = sockets[id] { client.close(socket) }
     }
 
+    /// Reads attempt `id`'s frames only when asked (`receivePending`) while `lazy`
+    /// (`WebSocketClient.receiveLazily`). Must be called on `queue`.
+    func receiveLazily(_ id: AttemptID, _ lazy: Bool) {
+        if let socket = sockets[id] { client.receiveLazily(socket, lazy) }
+    }
+
+    /// Reads what attempt `id`'s socket holds now (`WebSocketClient.receivePending`). Must be called on `queue`.
+    func receivePending(_ id: AttemptID) {
+        if let socket = sockets[id] { client.receivePending(socket) }
+    }
+
     /// Stops mDNS (the core's `hangUp` closes the connections). Must be called on `queue`.
     func stopFinding() {
         findingStopped = true

@@ -26,6 +26,7 @@ extension Sender {
 
     func scheduleTick() {
         ticking = true
+        tickAt = now + Self.tickSeconds
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
         // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
         driver.schedule(after: Self.tickInterval, tickWork)
@@ -46,9 +47,10 @@ extension Sender {
         if needsSync { startSync(at: now) }
         apply(.tick)
         guard core.exitCode == nil else { return }
+        if lazyOn != nil && now - lastLineAt >= Self.lazyAckSeconds { readAcksNow() }  // input paused
         if isQuiet {
             ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
-        } else {
+        } else if !scheduleLazyTick() {
             scheduleTick()
         }
     }
@@ -57,7 +59,12 @@ extension Sender {
     /// 50 ms after the write, does it: at a fast pace fsyncs stay batched), `syncAfterSending` runs once the line's
     /// frame is written, in the same loop turn.
     func syncSoon(at: Double) {
-        guard needsSync, core.exitCode == nil, at - lastSyncAt >= Self.tickSeconds else { return }
+        guard needsSync, core.exitCode == nil else { return }
+        guard at - lastSyncAt >= Self.tickSeconds else {
+            // The tick does it, within 50 ms of this write: a later (lazy) tick is brought forward.
+            if ticking && tickAt > at + Self.tickSeconds { scheduleTick() }
+            return
+        }
         driver.afterSends(syncWork)
     }
 
@@ -67,6 +74,7 @@ extension Sender {
         guard needsSync, core.exitCode == nil else { return }  // the tick or the end was first
         journalAck()
         startSync(at: now)
+        if ticking { _ = scheduleLazyTick() }  // the fsync is handed over: the clock can wait for the next line
     }
 
     /// After a desktop frame (an ack, usually): when nothing is left to time — connected, nothing in flight, the
@@ -74,6 +82,8 @@ extension Sender {
     func settleAfterFrame() {
         guard ticking, !needsSync, core.exitCode == nil, core.window.isDrained, core.link.isEstablished,
               !status.isTerminal else { return }
+        // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
+        guard lazyOn == nil else { return }
         ticking = false
         driver.cancelSchedule()
     }

@@ -97,6 +97,13 @@ public final class Sender: @unchecked Sendable {
     var lastSyncAt = -Double.infinity
     /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
     var ticking = false
+    /// When the scheduled tick fires (`now`), while `ticking`.
+    var tickAt = Double.infinity
+    /// The connection whose acks are read lazily, between lines (`Sender+LazyAcks.swift`); nil: read as they come.
+    var lazyOn: AttemptID?
+    /// When the last line was sent (`now`), and when a line last looked for waiting acks.
+    var lastLineAt = -Double.infinity
+    var lastAckLookAt = -Double.infinity
     /// The highest ack not journaled yet (`journalAck`).
     var ackToJournal: UInt64 = 0
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
@@ -230,7 +237,10 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    func endInput() { apply(.inputEnded) }
+    func endInput() {
+        readAcksNow()  // the last acks are what the end waits for
+        apply(.inputEnded)
+    }
 
     /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
     func accept(_ texts: [String]) {
@@ -244,8 +254,10 @@ public final class Sender: @unchecked Sendable {
             let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
             Trace.mark("journal", chunks.last?.seq ?? 0)
             needsSync = true
+            let at = now
             apply(.appended(chunks))
-            syncSoon(at: now)
+            syncSoon(at: at)
+            lineSent(at: at)
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))
@@ -269,11 +281,13 @@ public final class Sender: @unchecked Sendable {
         guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))
             syncSoon(at: at)
+            lineSent(at: at)
             return
         }
         perform(actions)
         if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
         syncSoon(at: at)
+        lineSent(at: at)
     }
 
     // MARK: - Carrying out the core's actions (on `queue`)
@@ -294,6 +308,7 @@ public final class Sender: @unchecked Sendable {
             apply(.frame(id, bytes))
             settleAfterFrame()  // an ack that leaves nothing to time: no tick
         case .closed(let id, let reason):
+            if lazyOn == id { lazyOn = nil }
             apply(.closed(id, reason: reason))
             // The desktop closes the connection once it has read the `bye`: nothing is left to wait for.
             if finishing && id == lastFrameFrom { complete() }

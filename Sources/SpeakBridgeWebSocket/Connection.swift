@@ -37,6 +37,12 @@ final class Connection {
     let maxQueuedBytes: Int
     /// The message being reassembled from frames.
     var incoming: MessageReassembler
+    /// Client only: its socket is read only when asked (`ServiceLoop+LazyReceive.swift`).
+    var lazyReceive = false
+    /// Lazy, and reading until the socket holds nothing more (in `ServiceLoop.peeking`).
+    var peeking = false
+    /// Joined `ServiceLoop.peeking` during the current `lws_service` call (it reads in the next one).
+    var peekFresh = false
     /// Client only: the keys its data frames are masked with (`ClientFrame`); made at the first frame.
     lazy var maskingKeys = MaskingKeys()
 

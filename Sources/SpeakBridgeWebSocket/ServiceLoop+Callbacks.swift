@@ -186,6 +186,10 @@ extension ServiceLoop {
             // Frames lws already read stay buffered and are delivered after a resume; no new bytes are read
             // from the socket meanwhile, so the peer's TCP window fills and it is held back by the kernel.
             lws_rx_flow_control(wsi, enabled ? 1 : 0)
+        case let .receiveLazily(id, lazy):
+            setLazy(id, lazy)
+        case let .receivePending(id):
+            readPending(id)
         case let .connect(id, request):
             connect(id, request)
         case let .startSecure(request):

@@ -35,6 +35,10 @@ enum Command: Sendable {
     case markAuthenticated(WebSocketConnectionID)
     /// Stops (false) or resumes (true) reading from a connection's socket (lws rx flow control).
     case setReceiving(WebSocketConnectionID, Bool)
+    /// Client: reads the socket only when asked (`receivePending`) or lazy is off (ServiceLoop+LazyReceive.swift).
+    case receiveLazily(WebSocketConnectionID, Bool)
+    /// Client, lazy: reads what is waiting on the socket now, without sleeping for more.
+    case receivePending(WebSocketConnectionID)
     case connect(WebSocketConnectionID, ConnectRequest)
     /// Creates the TLS listener now (ServiceLoop+Secure.swift); the result goes back through the request.
     case startSecure(SecureStartRequest)
@@ -159,6 +163,8 @@ final class ServiceLoop: @unchecked Sendable {
     var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
     /// TLS listeners asked for at run time, created by `run()` after the current `lws_service` call.
     var pendingSecureStarts: [SecureStartRequest] = []
+    /// Lazy connections reading for a loop turn or more (`receivePending`); paused again once drained.
+    var peeking: [Connection] = []
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
     let deadlineTimer: UnsafeMutablePointer<swift_lws_timer>
@@ -335,6 +341,9 @@ final class ServiceLoop: @unchecked Sendable {
         while !(stopRequested && (connections.isEmpty || monotonicNanoseconds() >= stopDeadline)) {
             if lws_service(context, 0) < 0 {
                 break
+            }
+            if !peeking.isEmpty {
+                pauseDrainedPeeks()
             }
             if !pendingSecureStarts.isEmpty {
                 createPendingSecureVhosts(context)

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-/// Issue 13, human pace (a phrase every 0.1–2 s, how a phone dictates): each line's ack comes long before its
-/// 50 ms tick, so `send` journals the ack and hands the fsync over in the wake-up the ack causes and cancels the
-/// tick — two wake-ups of its socket thread per line (the line, its ack), not three. The journal is still fsynced
+/// Issue 13, human pace (a phrase every 0.1–2 s, how a phone dictates): `send` hands each line's fsync over right
+/// after its frame and no tick wakes it 50 ms later — at most two wake-ups of its socket thread per line (the line,
+/// its ack), not three; since acks are read between lines, one (LazyAckSendTests). The journal is still fsynced
 /// after every line's write, before the next line, on one long-lived thread. Real daemon, real FIFO, real `send`.
 @Suite("End to end: send at human pace", .serialized)
 struct HumanPaceSendTests {

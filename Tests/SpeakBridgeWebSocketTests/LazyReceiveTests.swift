@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+@testable import SpeakBridgeWebSocket
+
+/// Lazy receiving on a client connection (`receiveLazily`, `receivePending`), on a real server over loopback: what
+/// the server sends waits until the client asks, then all of it comes, in order; a close is seen when asked too.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct LazyReceiveTests {
+    @Test func lazyConnectionReadsOnlyWhenAskedThenEverythingInOrder() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+
+        client.receiveLazily(id, true)
+        // Commands run in order: once this frame reached the server, the client is lazy.
+        client.send([0xFF], on: id)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0) == [[0xFF]] })
+
+        for index in 0..<3 { server.send(numbered(index), to: serverSide) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(log.messages(id).isEmpty, "read while lazy and not asked")
+
+        client.receivePending(id)
+        #expect(await log.wait { log.messages(id, $0).count == 3 })
+        #expect(log.messages(id).map(number) == [0, 1, 2])
+
+        // Back to lazy after the read: the next frame waits for the next ask.
+        server.send(numbered(3), to: serverSide)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(log.messages(id).count == 3, "read again without being asked")
+        client.receivePending(id)
+        #expect(await log.wait { log.messages(id, $0).count == 4 })
+
+        // Asking with nothing there changes nothing, and the client still sends.
+        client.receivePending(id)
+        client.send([0xFE], on: id)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0).count == 2 })
+
+        // Lazy off: frames come as they arrive again.
+        client.receiveLazily(id, false)
+        client.send([0xFD], on: id)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0).count == 3 })
+        server.send(numbered(4), to: serverSide)
+        #expect(await log.wait { log.messages(id, $0).count == 5 })
+        #expect(log.messages(id).map(number) == [0, 1, 2, 3, 4])
+    }
+
+    @Test func closeByTheServerIsSeenAtTheNextAskAndNothingBeforeItIsLost() async throws {
+        let link = try Loopback()
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+
+        client.receiveLazily(id, true)
+        client.send([0xFF], on: id)
+        #expect(await serverLog.wait { serverLog.messages(serverSide, $0) == [[0xFF]] })
+        server.send(numbered(7), to: serverSide)
+        server.close(serverSide, code: 1001, reason: "going away")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(log.messages(id).isEmpty)
+        #expect(log.closedReason(id) == nil, "the close was read while lazy")
+
+        client.receivePending(id)
+        #expect(await log.waitClosed(id) != nil)
+        #expect(log.messages(id).map(number) == [7], "the frame before the close")
+    }
+}
