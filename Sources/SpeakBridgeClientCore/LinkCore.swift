@@ -109,8 +109,7 @@ public struct LinkCore {
 
     /// Every address worth trying now, deduplicated, in order: mDNS, last known, `--address`.
     public var candidates: [Candidate] {
-        var seen = Set<Candidate>()
-        return (mdns + known + extra).filter { seen.insert($0).inserted }
+        (mdns + known + extra).uniquedInOrder()
     }
 
     /// Where attempts are open or being made (for tests and reports).
@@ -287,8 +286,7 @@ public struct LinkCore {
 
     mutating func dial(_ list: [Candidate]) -> [Action] {
         guard chosen == nil else { return [] }
-        let busy = Set(attempts.values.map(\.candidate))
-        let fresh = list.filter { !busy.contains($0) }
+        let fresh = list.excluding(attempts.values.map(\.candidate))
         if fresh.isEmpty && attempts.isEmpty {
             return [.exhausted(list.isEmpty ? "no address known" : failures.joined(separator: "; "), refused: refused)]
         }
@@ -296,8 +294,7 @@ public struct LinkCore {
     }
 
     mutating func probe(_ list: [Candidate]) -> [Action] {
-        let busy = Set(attempts.values.map(\.candidate))
-        return list.filter { !busy.contains($0) }.map { start($0, probe: true) }
+        list.excluding(attempts.values.map(\.candidate)).map { start($0, probe: true) }
     }
 
     mutating func start(_ candidate: Candidate, probe: Bool) -> Action {
@@ -333,9 +330,8 @@ public struct LinkCore {
     /// Most recent first; the oldest are forgotten, so a desktop that changes address often does not leave an
     /// ever longer list of dead addresses to dial. (The same rule as the shell's peers.json update.)
     mutating func remember(_ c: Candidate) {
-        let hosts = [c.host] + known.map(\.host).filter { $0 != c.host }
-        var seen = Set<String>()
-        known = hosts.filter { seen.insert($0).inserted }.prefix(Self.rememberedAddresses)
+        let hosts = ([c.host] + known.map(\.host)).uniquedInOrder()
+        known = hosts.prefix(Self.rememberedAddresses)
             .map { Candidate(host: $0, port: c.port, source: "last known") }
     }
 }
