@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Dispatch
+import SpeakBridgeStore
 import SpeakBridgeSupport
 
 /// `send`'s journal fsyncs, on one thread of its own (`sb-fsync`) that lives as long as the process.
@@ -19,12 +20,16 @@ import SpeakBridgeSupport
 /// the journal before it — no dup(2) and close(2) per line. Requests that come while an fsync runs are served by one
 /// more fsync. `drain` waits until every request made before it is on disk.
 ///
+/// Which sync: the journal is a `LogFile` (records written in place inside zero padding), so a sync is an
+/// fdatasync(2) while the file keeps its size, and a full fsync when the size differs from what the last full one
+/// saw (after the journal grew, and the first sync of the run): `LogFile.sync(descriptor:fullSyncSize:)`.
+///
 /// How it sleeps: on a semaphore (a futex wait; `submit` posts it, one futex wake when the thread sleeps). A condition
 /// variable woken by broadcast cost a third futex call a line (glibc's group switch), and a `drain` waiting on the
 /// same condition could take a signal meant for the thread; `drain` waits on a semaphore of its own.
 ///
-/// `@unchecked Sendable`: `handle`, `requested`, `busy`, `started` and `drainers` are read and written only with
-/// `lock` held; the semaphores are thread-safe.
+/// `@unchecked Sendable`: `handle`, `requested`, `busy`, `started`, `drainers` and `fullSyncSize` are read and
+/// written only with `lock` held; the semaphores are thread-safe.
 final class JournalSyncer: @unchecked Sendable {
     private let lock = ThreadLock()
     private let work = DispatchSemaphore(value: 0)
@@ -33,6 +38,11 @@ final class JournalSyncer: @unchecked Sendable {
     private var busy = false
     private var started = false
     private var drainers: [DispatchSemaphore] = []
+    /// The journal's size at the last full fsync (-1: none yet).
+    private var fullSyncSize: Int64 = -1
+    /// (full fsyncs, fdatasyncs) done, for tests.
+    var counts: (full: Int, data: Int) { lock.withLock { countsValue } }
+    private var countsValue = (full: 0, data: 0)
 
     /// Has the journal fsynced on the syncer's thread (inline, if that thread cannot be created). `duplicate` gives a
     /// duplicate of the journal's descriptor (-1 if it cannot); called until one is had, on the caller's thread.
@@ -74,7 +84,7 @@ final class JournalSyncer: @unchecked Sendable {
                 busy = true
                 return handle
             }
-            if fd >= 0 { Self.sync(fd) }
+            if fd >= 0 { sync(fd) }
             let done: [DispatchSemaphore] = lock.withLock {
                 busy = false
                 guard !requested else { return [] }  // more came: the next round ends the drain
@@ -92,11 +102,22 @@ final class JournalSyncer: @unchecked Sendable {
             requested = false
             return handle
         }
-        if fd >= 0 { Self.sync(fd) }
+        if fd >= 0 { sync(fd) }
     }
 
-    private static func sync(_ fd: Int32) {
-        fsync(fd)
+    /// One sync at a time (the syncer's thread, or inline when it has none), so `fullSyncSize` is only raced by
+    /// `counts`' readers.
+    private func sync(_ fd: Int32) {
+        var size = lock.withLock { fullSyncSize }
+        let kind = LogFile.sync(descriptor: fd, fullSyncSize: &size)
+        lock.withLock {
+            fullSyncSize = size
+            switch kind {
+            case .full: countsValue.full += 1
+            case .data: countsValue.data += 1
+            case nil: break
+            }
+        }
         Trace.mark("jsync")
     }
 }

@@ -13,9 +13,12 @@ import SpeakBridgeSupport
 /// - `["sink","DEVICE-ID","session",seq]`: that sink's progress (makes the session live again if it was retired);
 /// - `["","DEVICE-ID","session",seq]`: the session was retired at ack level `seq` (its sink lines are dropped);
 /// - `["","DEVICE-ID","",0]`: the device was revoked (everything of it is dropped).
-/// `record` is one write(2) (survives the process being killed at once); `sync` is the fsync that makes everything
-/// recorded so far survive a power cut, and the desktop acks only after it. Each live key is a `ProgressSlot` (its
-/// line's fixed part encoded once); a caller that records one key again and again passes the slot back.
+/// The lines are followed by zero padding: the file is a `LogFile` (records written in place with pwrite(2), its
+/// size ahead of them). `record` is one pwrite(2) (survives the process being killed at once); `sync` is the
+/// fdatasync (an fsync after the file grew) that makes everything recorded so far survive a power cut, and the
+/// desktop acks only after it. Each live key is a `ProgressSlot` (its line's fixed part encoded once); a caller
+/// that records one key again and again passes the slot back. An old log without padding loads the same (every
+/// open rewrites the log, with padding).
 ///
 /// Compaction (on open, and in `sync` once 8 MiB were appended) is O(entries) and never holds the lock while it
 /// writes: the state is copied under the lock (as values, O(entries): the slots keep changing), written to a new
@@ -38,7 +41,7 @@ public final class ProgressLog: @unchecked Sendable {
     let path: String
     // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held.
     let lock = ThreadLock()
-    var fd: Int32
+    var file: LogFile
     var live: Live = [:]
     var retired: Retired = [:]
     var appendedBytes = 0
@@ -46,7 +49,7 @@ public final class ProgressLog: @unchecked Sendable {
     var tail: [UInt8]?
     /// The line being recorded (its capacity reused: no allocation per record).
     var scratch: [UInt8] = []
-    /// Serializes `sync` (and so `compact`, the only place `fd` changes outside init and deinit).
+    /// Serializes `sync` (and so `compact`, the only place `file` changes outside init).
     let syncGate = Locked(())
     /// Guarded by `lock`; a test lowers it.
     var compactAfterBytes = 8 << 20
@@ -60,8 +63,7 @@ public final class ProgressLog: @unchecked Sendable {
         self.path = path
         let values: Values
         (values, retired) = try Self.load(path)
-        try FileIO.atomicWrite(path, Self.snapshot(values, retired))
-        fd = try FileIO.openAppend(path)
+        file = try LogFile.create(path, records: Self.snapshot(values, retired), extents: LogFile.progressExtents)
         for (device, sessions) in values {
             for (session, sinks) in sessions {
                 for (sink, seq) in sinks {
@@ -73,8 +75,6 @@ public final class ProgressLog: @unchecked Sendable {
             }
         }
     }
-
-    deinit { close(fd) }
 
     public func progress(sink: String, device: DeviceID, session: String) -> UInt64? {
         lock.withLock { live[device]?[session]?[sink]?.seq }
@@ -98,6 +98,9 @@ public final class ProgressLog: @unchecked Sendable {
         live.mapValues { $0.mapValues { $0.mapValues(\.seq) } }
     }
 
+    /// (full fsyncs, fdatasyncs) of the current file, for tests.
+    var syncKinds: (full: Int, data: Int) { lock.withLock { file }.syncCounts }
+
     /// (fsyncs done, lines the last one made durable), for tests of the group commit.
     var syncStatus: (syncs: Int, durableLines: Int) { lock.withLock { (syncs, syncedLines) } }
 
@@ -108,7 +111,7 @@ public final class ProgressLog: @unchecked Sendable {
         _ = try record(Key(sink: sink, device: device, session: session), seq: seq, cached: nil)
     }
 
-    /// Records `seq` for `key` (one write(2)). `cached`: the slot an earlier call returned, when it may be the
+    /// Records `seq` for `key` (one pwrite(2)). `cached`: the slot an earlier call returned, when it may be the
     /// same key (checked here; a detached or other slot is looked up again). Returns the key's slot, to pass next
     /// time, and the seq recorded for it before (nil: none was live).
     public func record(_ key: Key, seq: UInt64, cached: ProgressSlot?) throws(StoreError)
@@ -174,14 +177,16 @@ public final class ProgressLog: @unchecked Sendable {
 
     /// Caller holds `lock`.
     func append(_ line: [UInt8]) throws(StoreError) {
-        try FileIO.writeAll(fd, line, path: path)
+        try file.append(line)
         appendedBytes += line.count
         appendedLines += 1
         tail? += line
     }
 
-    /// Makes every record so far durable; compacts the log when it has grown. The fsync runs without holding
-    /// `lock`, so sinks keep recording (and writing) while the disk catches up. Calls are serialized by
+    /// Makes every record so far durable; compacts the log when it has grown. The sync (an fdatasync; a full fsync
+    /// after the file grew) runs without holding `lock`, so sinks keep recording (and writing) while the disk
+    /// catches up; so does growing the file ahead of the records when little room is left (`LogFile.growAhead`:
+    /// the grow's zeros go out with this sync, and a record rarely waits for a grow). Calls are serialized by
     /// `syncGate` (one compaction at a time; a non-nil `tail` marks it).
     public func sync() throws(StoreError) {
         try syncGate.withLock { _ throws(StoreError) in
@@ -201,12 +206,13 @@ public final class ProgressLog: @unchecked Sendable {
                 }
                 lock.lock()
             }
-            // No dup(2)/close(2) per sync: `fd` is replaced and closed only by `compact`, which runs only here,
-            // under `syncGate`; so it stays open until this fsync returns.
-            let handle = fd
+            // `file` is replaced only by `compact`, which runs only here, under `syncGate`; and this reference keeps
+            // its descriptor open anyway until the sync returns.
+            let handle = file
             let covered = appendedLines
             lock.unlock()
-            guard fsync(handle) == 0 else { throw .io("sync", path, errno: errno) }
+            try handle.growAhead()
+            try handle.sync()
             lock.withLock {
                 syncedLines = covered
                 syncs += 1
@@ -214,40 +220,48 @@ public final class ProgressLog: @unchecked Sendable {
         }
     }
 
-    /// Writes `state` to a new file (outside the lock), then under the lock appends what was recorded meanwhile
-    /// and renames it over the log. The new file is fsynced before the rename (a power cut leaves the old log or
-    /// a complete new one) and again after (the tail). False when it failed: the old log stays, nothing lost.
+    /// Writes `state` and a zero extent to a new file (outside the lock), then under the lock writes what was
+    /// recorded meanwhile after the snapshot and renames it over the log. The new file is fsynced before the
+    /// rename (a power cut leaves the old log or a complete new one) and again after (the tail). False when it
+    /// failed: the old log stays, nothing lost.
     func compact(_ state: (Values, Retired)) -> Bool {
         let temp = path + ".compact"
         let bytes = Self.snapshot(state.0, state.1)
+        let padding = LogFile.progressExtents.minimum
         unlink(temp)
         // O_EXCL|O_NOFOLLOW: never write through a planted file or link.
         let newFD = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        var ok = newFD >= 0
-        if ok {
-            do throws(StoreError) { try FileIO.writeAll(newFD, bytes, path: temp) } catch { ok = false }
-            ok = ok && fsync(newFD) == 0
+        var written = newFD >= 0
+        if written {
+            do throws(StoreError) {
+                try FileIO.writeAll(newFD, bytes, at: 0, path: temp)
+                try FileIO.writeZeros(newFD, from: bytes.count, to: bytes.count + padding, path: temp)
+            } catch { written = false }
+            written = written && fsync(newFD) == 0
+            if !written { close(newFD) }
         }
+        // Takes the descriptor over (closes it when dropped), at its size now: records, then the zeros.
+        let newFile = written ? LogFile.adopt(newFD, path: path, end: bytes.count, extents: LogFile.progressExtents) : nil
+        var ok = newFile != nil
         lock.lock()
         let pending = tail ?? []
         tail = nil
-        if ok {
-            do throws(StoreError) { try FileIO.writeAll(newFD, pending, path: temp) } catch { ok = false }
+        if let newFile, ok {
+            do throws(StoreError) { try newFile.append(pending) } catch { ok = false }
             ok = ok && rename(temp, path) == 0
         }
-        guard ok else {
+        guard ok, let newFile else {
             appendedBytes = 0  // try again after as many bytes more, not on every sync
             lock.unlock()
-            if newFD >= 0 { close(newFD) }
             unlink(temp)
             return false
         }
-        let oldFD = fd
-        fd = newFD
+        let old = file
+        file = newFile
         appendedBytes = pending.count
         lock.unlock()
-        close(oldFD)
-        let synced = fsync(newFD) == 0
+        _ = old  // its descriptor closes when the last reference goes (here: sync runs only under `syncGate`)
+        let synced = (try? newFile.sync()) != nil
         FileIO.syncDirectory(of: path)
         return synced
     }
@@ -277,8 +291,9 @@ public final class ProgressLog: @unchecked Sendable {
         var live: Values = [:]
         var retired: Retired = [:]
         var devices: [String: DeviceID] = [:]  // parsed once per device, not once per line
-        // A torn last line (killed mid-write) is ignored: it was never acknowledged.
-        for line in bytes.split(separator: 0x0A) {
+        // A torn last line (killed mid-write, maybe followed by zeros) is ignored: it was never acknowledged. So is
+        // any line that is not a record (corrupt, or cut by NUL bytes: `LogFile.lines`).
+        for line in LogFile.lines(bytes) {
             guard let v = try? JSONValue.parse(Array(line)), let a = v.arrayValue, a.count == 4,
                   let sink = a[0].stringValue, let text = a[1].stringValue,
                   let dev = devices[text] ?? (try? DeviceID(parsing: text)), let session = a[2].stringValue, let seq = a[3].int64Value, seq >= 0 else { continue }

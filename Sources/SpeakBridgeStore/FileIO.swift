@@ -67,13 +67,46 @@ public enum FileIO {
         }
     }
 
+    /// Writes all bytes to `fd` at `offset` (pwrite(2): the descriptor's own offset is neither used nor moved),
+    /// retrying on EINTR and short writes.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(StoreError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset + done)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("write", path, errno: errno)
+            }
+            done += n
+        }
+    }
+
+    /// Writes zeros over `from..<to` of `fd` (pwrite(2), 64 KiB at a time): really written blocks, not a hole or an
+    /// unwritten extent (see `LogFile`).
+    public static func writeZeros(_ fd: Int32, from: Int, to: Int, path: String) throws(StoreError) {
+        var offset = from
+        while offset < to {
+            let count = min(to - offset, zeros.count)
+            let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, count, off_t(offset)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("write", path, errno: errno)
+            }
+            offset += n
+        }
+    }
+
+    private static let zeros = [UInt8](repeating: 0, count: 65_536)
+
     /// Replaces `path` atomically with `bytes` (mode 0600): temp file, fsync, rename, fsync of the directory.
+    /// `padding`: that many zero bytes follow `bytes` in the file (a `LogFile`'s free space), written and synced
+    /// with it.
     /// A crash at any point leaves either the old or the new content, never a mix.
     ///
     /// The temp file is created next to the target under a fresh random name with O_CREAT|O_EXCL|O_NOFOLLOW, so
     /// nothing planted in the directory (a symlink at a guessable `X.tmp`) can redirect the write; rename(2)
     /// replaces a symlink at `path` itself rather than following it.
-    public static func atomicWrite(_ path: String, _ bytes: [UInt8]) throws(StoreError) {
+    public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0) throws(StoreError) {
         var temp = ""
         var fd: Int32 = -1
         for _ in 0..<8 {
@@ -84,6 +117,7 @@ public enum FileIO {
         guard fd >= 0 else { throw .io("create", temp, errno: errno) }
         do throws(StoreError) {
             try writeAll(fd, bytes, path: temp)
+            try writeZeros(fd, from: bytes.count, to: bytes.count + padding, path: temp)
             guard fsync(fd) == 0 else { throw StoreError.io("sync", temp, errno: errno) }
         } catch {
             close(fd)
@@ -111,6 +145,23 @@ public enum FileIO {
     /// Opens `path` for appending (created 0600). O_NOFOLLOW, and the descriptor must pass `PrivatePath.checkFile`.
     public static func openAppend(_ path: String, leaked: String? = nil) throws(StoreError) -> Int32 {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if errno == ELOOP { throw PrivatePath.symlinkRefused(path) }
+            throw .io("open", path, errno: errno)
+        }
+        do {
+            try PrivatePath.checkFile(fd, path: path, leaked: leaked)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd  // O_NONBLOCK has no effect on the regular file it must be
+    }
+
+    /// Opens `path` for positioned writes (pwrite(2); created 0600), for a `LogFile`: like `openAppend` but without
+    /// O_APPEND, which would make Linux's pwrite append wherever it was asked to write.
+    public static func openLog(_ path: String, leaked: String? = nil) throws(StoreError) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == ELOOP { throw PrivatePath.symlinkRefused(path) }
             throw .io("open", path, errno: errno)

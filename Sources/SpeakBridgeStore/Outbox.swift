@@ -9,10 +9,12 @@ import SpeakBridgeSupport
 /// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
 ///
 /// JSON lines: a header `{"session":"…","acked":N}`, then `{"c":{chunk}}` for every chunk and `{"a":N}` for
-/// every cumulative ack. A chunk is written (one write(2)) before it is sent, so killing `send` at any point
-/// loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the desktop
-/// drops what it already has. `sync` (fsync) is batched by the caller. The file is compacted on open when it is
+/// every cumulative ack, then zero padding: a `LogFile` (records written in place with pwrite(2), synced with
+/// fdatasync(2) while the size stays). A chunk is written (one pwrite(2)) before it is sent, so killing `send` at
+/// any point loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the
+/// desktop drops what it already has. `sync` is batched by the caller. The file is compacted on open when it is
 /// large or its last line torn (`compactAbove`), and an exclusive flock keeps two `send` processes from interleaving.
+/// An old journal without padding loads the same and gets its padding on open.
 ///
 /// `@unchecked Sendable` is sound: an Outbox has one owner that calls it from one serial context at a time (`send`'s
 /// queue; the main thread of the `outbox` commands), never concurrently; the fsync that runs elsewhere gets a `dup`ed
@@ -26,7 +28,7 @@ public final class Outbox: @unchecked Sendable {
     public let pending: [Chunk]
     public private(set) var nextSeq: UInt64
     let path: String
-    var fd: Int32
+    let log: LogFile
     /// Held for the life of this object: a separate file, because compaction replaces the journal's inode.
     let lockFD: Int32
 
@@ -43,17 +45,19 @@ public final class Outbox: @unchecked Sendable {
         pending = loaded.chunks.filter { $0.seq > loaded.acked }
         nextSeq = max(acked, pending.last?.seq ?? 0) + 1
         do {
-            if loaded.session != nil && loaded.size <= Self.compactAbove && loaded.endsWithNewline {
-                // Small and whole: appended to as it is. Rewriting it cost two fsyncs (file and directory) at every
-                // start, two of a one-shot `send --text`'s five; the records already there load the same either way.
-                fd = try FileIO.openAppend(path)
+            if loaded.session != nil && loaded.records <= Self.compactAbove && loaded.endsWithNewline
+                && loaded.size <= Self.compactAbove + LogFile.journalExtents.maximum {
+                // Small and whole: written to as it is (an old file without padding gets it here). Rewriting it
+                // cost two fsyncs (file and directory) at every start, two of a one-shot `send --text`'s five; the
+                // records already there load the same either way.
+                log = try LogFile.open(path, end: loaded.records, extents: LogFile.journalExtents)
             } else {
                 // Compact: header + unacknowledged chunks, atomically. Also when the last line is torn (killed
-                // mid-write): appending to it would glue the next record onto the torn one.
+                // mid-write): writing after it would glue the next record onto the torn one; and when the file is
+                // far larger than its records (its padding is cut back to one extent).
                 var out = Self.header(session: session, acked: acked)
                 for chunk in pending { out += Self.chunkLine(chunk) }
-                try FileIO.atomicWrite(path, out)
-                fd = try FileIO.openAppend(path)
+                log = try LogFile.create(path, records: out, extents: LogFile.journalExtents)
             }
         } catch {
             close(lockFD)
@@ -81,8 +85,7 @@ public final class Outbox: @unchecked Sendable {
     }
 
     deinit {
-        close(fd)
-        close(lockFD)
+        close(lockFD)  // the journal's own descriptor is the log's
     }
 
     /// Journals new texts as chunks and returns them with their sequence numbers. Each chunk carries its JSON object
@@ -111,7 +114,7 @@ public final class Outbox: @unchecked Sendable {
             objects.append(start..<out.count - 2)  // without the record's "}\n"
             chunks.append(consume chunk)  // its last use: moved, not copied
         }
-        try FileIO.writeAll(fd, out, path: path)
+        try log.append(out)
         nextSeq += UInt64(chunks.count)
         if withAck { acked = ack }
         // Given once `out` is complete, the chunks share its buffer (given earlier, the next append would copy it).
@@ -131,7 +134,7 @@ public final class Outbox: @unchecked Sendable {
         out += Self.chunkPrefix
         let start = out.count
         Self.chunkLine(chunk, into: &out)
-        try FileIO.writeAll(fd, out, path: path)
+        try log.append(out)
         nextSeq += 1
         if withAck { acked = ack }
         chunk.setEncoded(in: out, start..<out.count - 2)
@@ -143,7 +146,7 @@ public final class Outbox: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(Self.ackRecordCapacity)
         Self.ackLine(seq, into: &out)
-        try FileIO.writeAll(fd, out, path: path)
+        try log.append(out)
         acked = seq
     }
 
@@ -163,31 +166,32 @@ public final class Outbox: @unchecked Sendable {
 
     static let ackPrefix = Array(#"{"a":"#.utf8)
 
-    /// Cuts a journal whose every chunk is acknowledged back to its header (session, acked), in place, once it has
-    /// grown past `resetAbove`: `send` calls this at a clean exit, so the next start reads one line instead of every
-    /// record of this run (loading costs about 10 K instructions a line: after a 50,000-line run, 0.5 G, over 100 ms
-    /// before the first dial). The session and its sequence numbers go on. No fsync is needed: whatever a crash
-    /// leaves — the old records (all acknowledged), the header, or an empty file (the next run starts a new
-    /// session, with nothing pending) — loses and repeats nothing. Returns whether it cut.
+    /// Cuts a journal whose every chunk is acknowledged back to its header (session, acked), in place, once its
+    /// records have grown past `resetAbove`: `send` calls this at a clean exit, so the next start reads one line
+    /// instead of every record of this run (loading costs about 10 K instructions a line: after a 50,000-line run,
+    /// 0.5 G, over 100 ms before the first dial). The file is truncated and gets the header at offset 0 and one
+    /// minimum extent of zeros (`LogFile.rewind`: a burst's padding is given back). The session and its sequence
+    /// numbers go on. No fsync is needed: whatever a crash leaves — the old records (all acknowledged), an empty
+    /// file (the next run starts a new session, with nothing pending), the header with or without (some of) its
+    /// zeros — loses and repeats nothing. Returns whether it cut.
     @discardableResult
     public func resetIfDrained() throws(StoreError) -> Bool {
-        guard acked &+ 1 >= nextSeq else { return false }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_size > Self.resetAbove else { return false }
-        guard ftruncate(fd, 0) == 0 else { throw .io("truncate", path, errno: errno) }
-        try FileIO.writeAll(fd, Self.header(session: session, acked: acked), path: path)  // O_APPEND: at offset 0
+        guard acked &+ 1 >= nextSeq, log.end > Self.resetAbove else { return false }
+        try log.rewind(to: Self.header(session: session, acked: acked))
         return true
     }
 
     /// A drained journal larger than this is cut back to its header at a clean exit (`resetIfDrained`).
     public static let resetAbove = 4 * 1024
 
+    /// fdatasync, or fsync when the file grew since the last `sync` (`LogFile.sync`; `log.syncCounts` tells which).
     public func sync() throws(StoreError) {
-        guard fsync(fd) == 0 else { throw .io("sync", path, errno: errno) }
+        try log.sync()
     }
 
-    /// A duplicate of the journal's descriptor, so another thread can fsync it while this one keeps appending.
-    public func syncHandle() -> Int32 { dup(fd) }
+    /// A duplicate of the journal's descriptor, so another thread can sync it while this one keeps appending
+    /// (with `LogFile.sync(descriptor:fullSyncSize:)`).
+    public func syncHandle() -> Int32 { dup(log.fd) }
 
     static func newSessionID() -> String {
         "s-" + Hex.encode(SecureRandom.bytes(8))
@@ -216,7 +220,10 @@ public final class Outbox: @unchecked Sendable {
     static let compactAbove = 64 * 1024
 
     struct Loaded {
+        /// The file's size, padding included.
         var size = 0
+        /// Where its records end (`LogFile.dataEnd`).
+        var records = 0
         var endsWithNewline = true
         var session: String?
         var acked: UInt64 = 0
@@ -227,9 +234,11 @@ public final class Outbox: @unchecked Sendable {
         var result = Loaded()
         guard let bytes = try FileIO.read(path) else { return result }
         result.size = bytes.count
-        result.endsWithNewline = bytes.last.map { $0 == 0x0A } ?? true
-        for line in bytes.split(separator: 0x0A) {
-            // A torn last line (killed mid-write) was never sent: skipping it loses nothing acknowledged.
+        result.records = LogFile.dataEnd(bytes)
+        result.endsWithNewline = result.records == 0 || bytes[result.records - 1] == 0x0A
+        for line in LogFile.lines(bytes) {
+            // A torn last line (killed mid-write, maybe followed by zeros) was never sent: skipping it loses
+            // nothing acknowledged. So is any line that is not a record (corrupt, or cut by NUL bytes).
             guard let v = try? JSONValue.parse(Array(line), maxDepth: 4, maxBytes: 1 << 20) else { continue }
             if let s = v["session"]?.stringValue, result.session == nil {
                 result.session = s

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeStore
 import Testing
 
 /// What `send` does at start once it dials first (the notices come after the dial, off the first line's path) and
@@ -12,7 +13,8 @@ struct SendStartupTests {
         let dir = pair.phoneHome + "/state/outbox"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
         guard let name = names.first(where: { $0.hasSuffix(".journal") }) else { return -1 }
-        return ((try? FileManager.default.attributesOfItem(atPath: dir + "/" + name))?[.size] as? Int) ?? -1
+        // Its records, without the zero padding after them (`LogFile`).
+        return ((try? LogFile.readRecords(dir + "/" + name)) ?? nil)?.count ?? -1
     }
 
     @Test("held lines of an earlier pairing are still announced; the new line goes, the held ones do not")

@@ -13,7 +13,7 @@ import SpeakBridgeStore
 struct ProgressLogTests: ProgressLogFixture {
     let root = "/tmp/sb-progress-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     func lines() throws -> [Substring] {
-        String(decoding: try #require(try FileIO.read(path)), as: UTF8.self).split(separator: "\n")
+        String(decoding: try #require(try LogFile.readRecords(path)), as: UTF8.self).split(separator: "\n")
     }
 
     @Test func theLastRecordWinsOnReplaySoARollbackSurvivesARestart() throws {

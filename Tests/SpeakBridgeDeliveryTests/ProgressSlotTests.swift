@@ -99,7 +99,7 @@ struct ProgressSlotTests: ProgressLogFixture {
         }
         let log = try ProgressLog(path: path)
         #expect(log.entries() == [key: 50])
-        #expect(String(decoding: try #require(try FileIO.read(path)), as: UTF8.self)
+        #expect(String(decoding: try #require(try LogFile.readRecords(path)), as: UTF8.self)
                 == "[\"stdout\",\"\(device.description)\",\"s\",50]\n")
     }
 }

@@ -57,7 +57,7 @@ struct ChunkEncodedOnceTests {
         defer { cleanup() }
         var generator = SystemRandomNumberGenerator()
         let outbox = try Outbox(home: home, desktop: device)
-        let headerSize = (try FileIO.read(path) ?? []).count
+        let headerSize = (try LogFile.readRecords(path) ?? []).count
         var expectedJournal: [UInt8] = []
         var cached: [Chunk] = []
         for _ in 0..<40 {
@@ -70,7 +70,7 @@ struct ChunkEncodedOnceTests {
             }
             cached += chunks
         }
-        let journal = try #require(try FileIO.read(path))
+        let journal = try #require(try LogFile.readRecords(path))
         #expect(Array(journal[headerSize...]) == expectedJournal)
 
         var withBytes = OutboxWindow(session: outbox.session, pending: [])
@@ -98,7 +98,7 @@ struct ChunkEncodedOnceTests {
         let outbox = try Outbox(home: home, desktop: device)
         var window = OutboxWindow(session: outbox.session, pending: [])
         _ = window.resumed(delivered: 0, now: 0)
-        var expectedJournal = try #require(try FileIO.read(path))
+        var expectedJournal = try #require(try LogFile.readRecords(path))
         for _ in 0..<300 {
             let chunk = try outbox.append(text: Self.randomText(&generator))
             #expect(chunk.encoded != nil)
@@ -109,7 +109,7 @@ struct ChunkEncodedOnceTests {
             #expect(MessageCodec.encode(message) == MessageCodec.encode(old))
             #expect(MessageCodec.encode(message) == MessageCodec.json(old).encoded())
         }
-        #expect(try FileIO.read(path) == expectedJournal)
+        #expect(try LogFile.readRecords(path) == expectedJournal)
         #expect(window.pending.allSatisfy { $0.encoded == nil })
     }
 

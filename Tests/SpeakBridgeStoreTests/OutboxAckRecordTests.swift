@@ -17,7 +17,7 @@ struct OutboxAckRecordTests {
     var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
     func cleanup() { try? FileManager.default.removeItem(atPath: root) }
-    func journal() -> String { String(decoding: ((try? FileIO.read(path)) ?? nil) ?? [], as: UTF8.self) }
+    func journal() -> String { String(decoding: ((try? LogFile.readRecords(path)) ?? nil) ?? [], as: UTF8.self) }
 
     @Test("byte for byte the JSONValue encoding, for every digit count up to Int64.max")
     func ackLineMatchesJSONValue() {

@@ -17,7 +17,7 @@ struct OutboxResetTests {
     var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
     func cleanup() { try? FileManager.default.removeItem(atPath: root) }
-    func size() -> Int { (try? FileIO.read(path))??.count ?? -1 }
+    func size() -> Int { (try? LogFile.readRecords(path))??.count ?? -1 }
 
     @Test("drained and large: cut to the header; the session and its numbering go on; nothing comes back")
     func drainedJournalIsCut() throws {
@@ -31,7 +31,7 @@ struct OutboxResetTests {
             #expect(size() > Outbox.resetAbove)
             #expect(try outbox.resetIfDrained())
             #expect(size() < 100)
-            // Appending goes on after the header (O_APPEND at the new end).
+            // Appending goes on after the header (at the log's new end).
             _ = try outbox.append(texts: ["201"])
         }
         let again = try Outbox(home: home, desktop: device)

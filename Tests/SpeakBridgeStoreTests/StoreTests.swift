@@ -125,7 +125,7 @@ struct StoreTests {
         #expect(reopened.progress(sink: "fifo:/x", device: device, session: "s") == 9)
         #expect(reopened.progress(sink: "stdout", device: device, session: "s") == 7)
         // Compacted on open: one line per key.
-        let text = String(decoding: try #require(try FileIO.read(home.progressFile)), as: UTF8.self)
+        let text = String(decoding: try #require(try LogFile.readRecords(home.progressFile)), as: UTF8.self)
         #expect(text.split(separator: "\n").count == 2)
         try reopened.forget(device: device)
         #expect(reopened.entries().isEmpty)
@@ -189,7 +189,7 @@ struct StoreTests {
         #expect(try inode() != large)
         #expect(outbox.pending.isEmpty)
         #expect(outbox.acked == 4 && outbox.nextSeq == 5)
-        #expect((try FileIO.read(path)?.count ?? 0) < 200)
+        #expect((try LogFile.readRecords(path)?.count ?? 0) < 200)
     }
 
     /// "Last seen" is written at most once a minute unless an address changes: a script's many one-shot sends and
