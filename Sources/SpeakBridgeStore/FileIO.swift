@@ -38,19 +38,30 @@ public enum FileIO {
         }
         defer { close(fd) }
         try PrivatePath.checkFile(fd, path: path, leaked: leaked)
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        // The buffer held file bytes (maybe keys): wipe it, not just free it.
-        defer { SecretMemory.wipe(&buffer) }
+        // Read straight into an array of the file's size (one byte more, to see the end in the same read): no
+        // 64 KiB bounce buffer to zero and wipe (16 page faults at every start of `send`). A file that grows while
+        // it is read gets a larger array; the smaller one is wiped before it is freed (it may hold keys).
+        var info = stat()
+        let size = fstat(fd, &info) == 0 ? max(Int(info.st_size), 0) : 0
+        var out = [UInt8](repeating: 0, count: min(size, Int.max - 1) + 1)
+        var filled = 0
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if filled == out.count {
+                var larger = [UInt8](repeating: 0, count: out.count * 2)
+                larger.replaceSubrange(0..<filled, with: out[0..<filled])
+                SecretMemory.wipe(&out)
+                out = larger
+            }
+            let n = out.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
             if n < 0 {
                 if errno == EINTR { continue }
+                SecretMemory.wipe(&out)
                 throw .io("read", path, errno: errno)
             }
             if n == 0 { break }
-            out += buffer[0..<n]
+            filled += n
         }
+        out.removeSubrange(filled...)  // in place: no copy
         return out
     }
 
@@ -81,22 +92,33 @@ public enum FileIO {
         }
     }
 
-    /// Writes zeros over `from..<to` of `fd` (pwrite(2), 64 KiB at a time): really written blocks, not a hole or an
-    /// unwritten extent (see `LogFile`).
+    /// Writes zeros over `from..<to` of `fd` (pwritev(2), up to 256 KiB a call): really written blocks, not a hole or
+    /// an unwritten extent (see `LogFile`).
     public static func writeZeros(_ fd: Int32, from: Int, to: Int, path: String) throws(StoreError) {
-        var offset = from
-        while offset < to {
-            let count = min(to - offset, zeros.count)
-            let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, count, off_t(offset)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io("write", path, errno: errno)
+        // One page of zeros, written many times by one pwritev(2): a larger zero buffer would cost a page fault per
+        // 4 KiB the first time (a `send` grows its journal once).
+        let failure: Int32? = zeroPage.withUnsafeBytes { page in
+            // `mutating` only because iovec's field is a mutable pointer: pwritev reads the page, never writes it.
+            var vectors = [iovec](repeating: iovec(iov_base: UnsafeMutableRawPointer(mutating: page.baseAddress!),
+                                                   iov_len: page.count), count: 64)
+            var offset = from
+            while offset < to {
+                let pages = min((to - offset + page.count - 1) / page.count, vectors.count)
+                vectors[pages - 1].iov_len = min(page.count, to - offset - (pages - 1) * page.count)
+                let n = pwritev(fd, vectors, Int32(pages), off_t(offset))
+                vectors[pages - 1].iov_len = page.count
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += n
             }
-            offset += n
+            return nil
         }
+        if let failure { throw .io("write", path, errno: failure) }
     }
 
-    private static let zeros = [UInt8](repeating: 0, count: 65_536)
+    private static let zeroPage = [UInt8](repeating: 0, count: 4_096)
 
     /// Replaces `path` atomically with `bytes` (mode 0600): temp file, fsync, rename, fsync of the directory.
     /// `padding`: that many zero bytes follow `bytes` in the file (a `LogFile`'s free space), written and synced

@@ -52,7 +52,7 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// The journal's extents (a few records a line; a one-shot `send` reads the whole file at start).
-    public static let journalExtents = (minimum: 64 << 10, maximum: 1 << 20)
+    public static let journalExtents = (minimum: 4 << 10, maximum: 1 << 20)
     /// The progress log's (one daemon, long-lived).
     public static let progressExtents = (minimum: 256 << 10, maximum: 1 << 20)
 
