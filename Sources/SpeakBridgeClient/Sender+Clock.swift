@@ -88,9 +88,9 @@ extension Sender {
         driver.cancelSchedule()
     }
 
-    /// Hands the journal's fsync to `syncer`'s thread: sending goes on while the disk catches up (the journal write
-    /// already happened). fsync, not fdatasync: the records are appends, so the size changes and the inode is
-    /// journaled either way (measured on ext4: the same 3 sleeps and the same system time per call).
+    /// Hands the journal's sync to `syncer`'s thread: sending goes on while the disk catches up (the journal write
+    /// already happened). An fdatasync while the journal's preallocated size holds, an fsync after it grew
+    /// (`LogFile.sync(descriptor:fullSyncSize:)`).
     func startSync(at: Double) {
         needsSync = false
         lastSyncAt = at
