@@ -6,16 +6,21 @@ import Testing
 /// the server sends waits until the client asks, then all of it comes, in order; a close is seen when asked too.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct LazyReceiveTests {
+    /// A connection of `link` made lazy: (client side, server side). Commands run in order, so once the marker frame
+    /// sent after `receiveLazily` reached the server, the client is lazy.
+    static func lazyConnection(_ link: Loopback) async throws -> (WebSocketConnectionID, WebSocketConnectionID) {
+        let (id, serverSide) = try await link.connectAuthenticated()
+        link.client.receiveLazily(id, true)
+        link.client.send([0xFF], on: id)
+        #expect(await link.serverLog.wait { link.serverLog.messages(serverSide, $0) == [[0xFF]] })
+        return (id, serverSide)
+    }
+
     @Test func lazyConnectionReadsOnlyWhenAskedThenEverythingInOrder() async throws {
         let link = try Loopback()
         defer { link.shutdown() }
-        let (id, serverSide) = try await link.connectAuthenticated()
+        let (id, serverSide) = try await Self.lazyConnection(link)
         let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
-
-        client.receiveLazily(id, true)
-        // Commands run in order: once this frame reached the server, the client is lazy.
-        client.send([0xFF], on: id)
-        #expect(await serverLog.wait { serverLog.messages(serverSide, $0) == [[0xFF]] })
 
         for index in 0..<3 { server.send(numbered(index), to: serverSide) }
         try await Task.sleep(for: .milliseconds(300))
@@ -49,12 +54,8 @@ struct LazyReceiveTests {
     @Test func closeByTheServerIsSeenAtTheNextAskAndNothingBeforeItIsLost() async throws {
         let link = try Loopback()
         defer { link.shutdown() }
-        let (id, serverSide) = try await link.connectAuthenticated()
-        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
-
-        client.receiveLazily(id, true)
-        client.send([0xFF], on: id)
-        #expect(await serverLog.wait { serverLog.messages(serverSide, $0) == [[0xFF]] })
+        let (id, serverSide) = try await Self.lazyConnection(link)
+        let (server, client, log) = (link.server, link.client, link.log)
         server.send(numbered(7), to: serverSide)
         server.close(serverSide, code: 1001, reason: "going away")
         try await Task.sleep(for: .milliseconds(300))
