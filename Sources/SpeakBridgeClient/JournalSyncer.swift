@@ -13,55 +13,41 @@ import SpeakBridgeSupport
 /// calls and a thread's start-up per line, measured at 7 s pacing). This thread sleeps between fsyncs
 /// instead: a line costs the same futex wake and wait as a dispatch worker's, whatever the pause.
 ///
-/// Flow: `submit` asks for an fsync of the journal and wakes the thread, started on first use (a `send --text` that
-/// syncs inline at its end starts none). The thread fsyncs its own duplicate of the journal's descriptor, taken at
-/// the first `submit` and kept for the process's life: the journal keeps its one descriptor for the whole run
-/// (never reopened), and the duplicate shares its open file, so an fsync through it covers every write made through
-/// the journal before it — no dup(2) and close(2) per line. Requests that come while an fsync runs are served by one
-/// more fsync. `drain` waits until every request made before it is on disk.
-///
-/// Which sync: the journal is a `LogFile` (records written in place inside zero padding), so a sync is an
-/// fdatasync(2) while the file keeps its size, and a full fsync when the size differs from what the last full one
-/// saw (after the journal grew, and the first sync of the run): `LogFile.sync(descriptor:fullSyncSize:)`.
+/// Flow: `submit` asks for a sync of the journal's `LogFile` and wakes the thread, started on first use (a `send
+/// --text` that syncs inline at its end starts none). The thread calls `LogFile.sync`, which may run while the
+/// socket thread appends: an fdatasync(2) while the file keeps its preallocated size, a full fsync after it grew
+/// (the log's own flag says which). The thread holds the log, so its descriptor stays open while it syncs. Requests
+/// that come while a sync runs are served by one more sync. `drain` waits until every request made before it is on
+/// disk.
 ///
 /// How it sleeps: on a semaphore (a futex wait; `submit` posts it, one futex wake when the thread sleeps). A condition
 /// variable woken by broadcast cost a third futex call a line (glibc's group switch), and a `drain` waiting on the
 /// same condition could take a signal meant for the thread; `drain` waits on a semaphore of its own.
 ///
-/// `@unchecked Sendable`: `handle`, `requested`, `busy`, `started`, `drainers` and `fullSyncSize` are read and
-/// written only with `lock` held; the semaphores are thread-safe.
+/// `@unchecked Sendable`: `log`, `requested`, `busy`, `started` and `drainers` are read and written only with `lock`
+/// held; the semaphores are thread-safe, and `LogFile` is `Sendable`.
 final class JournalSyncer: @unchecked Sendable {
     private let lock = ThreadLock()
     private let work = DispatchSemaphore(value: 0)
-    private var handle: Int32 = -1
+    private var log: LogFile?
     private var requested = false
     private var busy = false
     private var started = false
     private var drainers: [DispatchSemaphore] = []
-    /// The journal's size at the last full fsync (-1: none yet).
-    private var fullSyncSize: Int64 = -1
-    /// (full fsyncs, fdatasyncs) done, for tests.
-    var counts: (full: Int, data: Int) { lock.withLock { countsValue } }
-    private var countsValue = (full: 0, data: 0)
 
-    /// Has the journal fsynced on the syncer's thread (inline, if that thread cannot be created). `duplicate` gives a
-    /// duplicate of the journal's descriptor (-1 if it cannot); called until one is had, on the caller's thread.
-    /// False: no descriptor (out of descriptors), nothing requested — the caller fsyncs the journal itself.
-    func submit(duplicate: () -> Int32) -> Bool {
-        let start: Bool? = lock.withLock {
-            if handle < 0 { handle = duplicate() }
-            guard handle >= 0 else { return nil }
+    /// Has `journal` synced on the syncer's thread (inline, if that thread cannot be created).
+    func submit(_ journal: LogFile) {
+        let start: Bool = lock.withLock {
+            log = journal
             requested = true
             defer { started = true }
             return !started
         }
-        guard let start else { return false }
         work.signal()
         if start && !Threads.start(name: "sb-fsync", { [self] in run() }) {
             lock.withLock { started = false }
             syncInline()  // no thread: durability first
         }
-        return true
     }
 
     /// Returns once every fsync requested before the call is done.
@@ -78,13 +64,13 @@ final class JournalSyncer: @unchecked Sendable {
     private func run() {
         while true {
             work.wait()
-            let fd: Int32 = lock.withLock {
-                guard requested else { return -1 }  // a post whose request an earlier round served
+            let journal: LogFile? = lock.withLock {
+                guard requested else { return nil }  // a post whose request an earlier round served
                 requested = false
                 busy = true
-                return handle
+                return log
             }
-            if fd >= 0 { sync(fd) }
+            if let journal { sync(journal) }
             let done: [DispatchSemaphore] = lock.withLock {
                 busy = false
                 guard !requested else { return [] }  // more came: the next round ends the drain
@@ -97,27 +83,18 @@ final class JournalSyncer: @unchecked Sendable {
 
     /// What is requested, on the calling thread (no syncer thread).
     private func syncInline() {
-        let fd: Int32 = lock.withLock {
-            guard requested else { return -1 }
+        let journal: LogFile? = lock.withLock {
+            guard requested else { return nil }
             requested = false
-            return handle
+            return log
         }
-        if fd >= 0 { sync(fd) }
+        if let journal { sync(journal) }
     }
 
-    /// One sync at a time (the syncer's thread, or inline when it has none), so `fullSyncSize` is only raced by
-    /// `counts`' readers.
-    private func sync(_ fd: Int32) {
-        var size = lock.withLock { fullSyncSize }
-        let kind = LogFile.sync(descriptor: fd, fullSyncSize: &size)
-        lock.withLock {
-            fullSyncSize = size
-            switch kind {
-            case .full: countsValue.full += 1
-            case .data: countsValue.data += 1
-            case nil: break
-            }
-        }
+    /// A failed sync is left for the next one (as a failed fsync always was here): the journal keeps the lines, and
+    /// the desktop's ack, not this sync, is what lets them go.
+    private func sync(_ journal: LogFile) {
+        _ = try? journal.sync()
         Trace.mark("jsync")
     }
 }

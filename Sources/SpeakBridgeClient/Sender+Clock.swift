@@ -90,12 +90,11 @@ extension Sender {
 
     /// Hands the journal's sync to `syncer`'s thread: sending goes on while the disk catches up (the journal write
     /// already happened). An fdatasync while the journal's preallocated size holds, an fsync after it grew
-    /// (`LogFile.sync(descriptor:fullSyncSize:)`).
+    /// (`LogFile.sync`).
     func startSync(at: Double) {
         needsSync = false
         lastSyncAt = at
-        guard !syncer.submit(duplicate: { outbox.syncHandle() }) else { return }
-        try? outbox.sync()  // no descriptor for the syncer's thread: here, rather than not at all
+        syncer.submit(outbox.log)
     }
 
     /// Journals the latest ack, if it moved: with the next fsync (a tick's or a line's) or at the end, rather than

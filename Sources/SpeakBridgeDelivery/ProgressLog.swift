@@ -256,11 +256,9 @@ public final class ProgressLog: @unchecked Sendable {
             unlink(temp)
             return false
         }
-        let old = file
-        file = newFile
+        file = newFile  // the old file's descriptor closes with its last reference (`sync` runs only under `syncGate`)
         appendedBytes = pending.count
         lock.unlock()
-        _ = old  // its descriptor closes when the last reference goes (here: sync runs only under `syncGate`)
         let synced = (try? newFile.sync()) != nil
         FileIO.syncDirectory(of: path)
         return synced

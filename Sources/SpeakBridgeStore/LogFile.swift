@@ -10,8 +10,9 @@ import SpeakBridgeSupport
 /// Why: appending with write(2) changed the file's size on every record, so every fsync also wrote the inode
 /// synchronously (ext4_write_inode, a second device kick): 17 % of the daemon's CPU per paced line, 8 % of the
 /// sender's. Here a record is a pwrite(2) at the log's own end offset, an overwrite inside the file's size (no size
-/// change, no block allocation), and the per-commit sync is an fdatasync(2), which writes only the data pages (a
-/// changed mtime alone does not make it write the inode). When a record would cross the end of the padding, the
+/// change, no block allocation), and the per-commit sync is an fdatasync(2): on a journaled ext4 it writes the data
+/// pages and skips the journal commit a changed mtime alone would cause; on ext4 without a journal (the bench VM) it
+/// still writes the inode block that mtime dirtied, so there the gain is smaller (README → Experiments). When a record would cross the end of the padding, the
 /// file grows by a zero-filled extent (`extent(after:)`: doubling from `minimumExtent` to `maximumExtent`) and the
 /// next `sync` is a full fsync (the size changed; fdatasync would also write the size, POSIX requires that of it,
 /// the full fsync does not rely on it).
@@ -23,8 +24,7 @@ import SpeakBridgeSupport
 /// and followed by zeros is a torn last line, as it was when the file ended there. A file of zeros holds no record.
 ///
 /// Threads: one appender at a time (the owner serializes `append`, `rewind`), and any thread may call `sync` and
-/// `growAhead` meanwhile (a committer thread; the sender's fsync thread uses `sync(descriptor:…)` on a dup'ed
-/// descriptor instead). A grow writes its zeros beyond `allocated`, which no append touches, holding `growth`, so an
+/// `growAhead` meanwhile (the desktop's committer, the sender's fsync thread). A grow writes its zeros beyond `allocated`, which no append touches, holding `growth`, so an
 /// append that needs room waits for a grow in progress instead of writing where its zeros will land.
 ///
 /// `@unchecked Sendable` is sound: `fd` and the extent bounds are immutable; `end`, `allocated`, `grown` and the
@@ -126,21 +126,6 @@ public final class LogFile: @unchecked Sendable {
         }
         state.withLock { if full { fullSyncs += 1 } else { dataSyncs += 1 } }
         return full ? .full : .data
-    }
-
-    /// The sync of a duplicate of a log's descriptor, on a thread that has no `LogFile` (the sender's fsync thread):
-    /// a full fsync when the file's size differs from `fullSyncSize` (the size the last full fsync through it saw;
-    /// -1: none yet), which it then updates; else fdatasync. One fstat(2) instead of the log's flag.
-    @discardableResult
-    public static func sync(descriptor fd: Int32, fullSyncSize: inout Int64) -> SyncKind? {
-        var info = stat()
-        let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : -1
-        if size >= 0 && size == fullSyncSize {
-            return fdatasync(fd) == 0 ? .data : nil
-        }
-        guard fsync(fd) == 0 else { return nil }
-        fullSyncSize = size
-        return .full
     }
 
     /// Grows the file now if less than half a minimum extent is left, so that an append rarely has to: for a

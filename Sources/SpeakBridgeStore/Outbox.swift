@@ -17,8 +17,8 @@ import SpeakBridgeSupport
 /// An old journal without padding loads the same and gets its padding on open.
 ///
 /// `@unchecked Sendable` is sound: an Outbox has one owner that calls it from one serial context at a time (`send`'s
-/// queue; the main thread of the `outbox` commands), never concurrently; the fsync that runs elsewhere gets a `dup`ed
-/// descriptor from `syncHandle` and touches no field.
+/// queue; the main thread of the `outbox` commands), never concurrently; the sync that runs elsewhere calls only
+/// `log.sync()` (`LogFile` is `Sendable`: its state is behind its own lock).
 public final class Outbox: @unchecked Sendable {
     public let session: String
     public private(set) var acked: UInt64
@@ -28,7 +28,8 @@ public final class Outbox: @unchecked Sendable {
     public let pending: [Chunk]
     public private(set) var nextSeq: UInt64
     let path: String
-    let log: LogFile
+    /// The journal's file; another thread may `sync()` it while the owner appends (`send`'s `JournalSyncer`).
+    public let log: LogFile
     /// Held for the life of this object: a separate file, because compaction replaces the journal's inode.
     let lockFD: Int32
 
@@ -93,7 +94,7 @@ public final class Outbox: @unchecked Sendable {
     /// instead of escaping the text again.
     ///
     /// `ack`: the latest acknowledgement not journaled yet, if above `acked` — its record (`markAcked`'s) goes first
-    /// in the same write(2), saving the ack's own write. `load` reads it the same either way (an ack record only
+    /// in the same pwrite(2), saving the ack's own write. `load` reads it the same either way (an ack record only
     /// raises `acked`; the new chunks are above it), and a kill mid-write can only tear the last line, which `load`
     /// skips: a chunk not sent yet, as before.
     public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
@@ -122,7 +123,7 @@ public final class Outbox: @unchecked Sendable {
         return chunks
     }
 
-    /// `append(texts: [text], ack:)` without the arrays: journals one text (one write(2), with the pending ack's
+    /// `append(texts: [text], ack:)` without the arrays: journals one text (one pwrite(2), with the pending ack's
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
     public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
@@ -188,10 +189,6 @@ public final class Outbox: @unchecked Sendable {
     public func sync() throws(StoreError) {
         try log.sync()
     }
-
-    /// A duplicate of the journal's descriptor, so another thread can sync it while this one keeps appending
-    /// (with `LogFile.sync(descriptor:fullSyncSize:)`).
-    public func syncHandle() -> Int32 { dup(log.fd) }
 
     static func newSessionID() -> String {
         "s-" + Hex.encode(SecureRandom.bytes(8))

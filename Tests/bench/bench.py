@@ -268,7 +268,7 @@ def parse_strace(path, lines):
         "waits (poll/epoll/select)": wake / lines,
         "futex": futex / lines,
         "fsync": sum(counts.get(n, 0) for n in ("fsync", "fdatasync")) / lines,
-        "write": sum(counts.get(n, 0) for n in ("write", "writev", "sendto", "sendmsg")) / lines,
+        "write": sum(counts.get(n, 0) for n in ("write", "writev", "pwrite64", "sendto", "sendmsg")) / lines,
         "read": sum(counts.get(n, 0) for n in ("read", "readv", "recvfrom", "recvmsg")) / lines,
     }
 
