@@ -11,9 +11,10 @@ import SpeakBridgeSupport
 ///    (`Outbox.append(…, ack:)`), sends its frame, arms the tick (`scheduleTick`) and then, once the frame is
 ///    written (`LinkDriver.afterSends`, same loop turn), hands the fsync to its thread (`syncSoon`,
 ///    `syncAfterSending`, `JournalSyncer`).
-/// 2. Its ack's wake-up: with nothing left in flight and nothing left to fsync, `settleAfterFrame` cancels the
-///    tick. So two wake-ups of the socket thread per line, not three (the tick's), and the ack's wake-up — which
-///    many devices' acks share after each desktop group commit — does no journal work and wakes no thread.
+/// 2. Its ack: read in the next line's wake-up while lines keep coming (Sender+LazyAcks.swift: the tick then waits
+///    0.5 s, for a pause in the input); otherwise its own wake-up, where, with nothing left in flight and nothing
+///    left to fsync, `settleAfterFrame` cancels the tick. So one or two wake-ups of the socket thread per line, not
+///    three (the tick's), and an ack does no journal work and wakes no thread.
 /// 3. Otherwise (lines in flight, not connected, a live status line, or a fsync handed over less than a tick ago,
 ///    as at a fast pace) the tick does the journal work 50 ms after it was armed, so every journal write is still
 ///    fsynced within 50 ms and fsyncs stay batched (about one a tick); it stops while there is nothing to time
@@ -25,7 +26,6 @@ extension Sender {
     static let tickSeconds = 0.05
 
     func scheduleTick() {
-        ticking = true
         tickAt = now + Self.tickSeconds
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
         // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
@@ -49,7 +49,7 @@ extension Sender {
         guard core.exitCode == nil else { return }
         if lazyOn != nil && now - lastLineAt >= Self.lazyAckSeconds { readAcksNow() }  // input paused
         if isQuiet {
-            ticking = false  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
+            tickAt = nil  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
         } else if !scheduleLazyTick() {
             scheduleTick()
         }
@@ -62,7 +62,7 @@ extension Sender {
         guard needsSync, core.exitCode == nil else { return }
         guard at - lastSyncAt >= Self.tickSeconds else {
             // The tick does it, within 50 ms of this write: a later (lazy) tick is brought forward.
-            if ticking && tickAt > at + Self.tickSeconds { scheduleTick() }
+            if let tickAt, tickAt > at + Self.tickSeconds { scheduleTick() }
             return
         }
         driver.afterSends(syncWork)
@@ -84,7 +84,7 @@ extension Sender {
               !status.isTerminal else { return }
         // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
         guard lazyOn == nil else { return }
-        ticking = false
+        tickAt = nil
         driver.cancelSchedule()
     }
 

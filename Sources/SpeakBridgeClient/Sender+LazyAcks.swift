@@ -59,7 +59,6 @@ extension Sender {
     func scheduleLazyTick() -> Bool {
         guard lazyOn != nil, !needsSync, core.exitCode == nil else { return false }
         let delay = max(lastLineAt + Self.lazyAckSeconds - now, Self.tickSeconds)
-        ticking = true
         tickAt = now + delay
         driver.schedule(after: .nanoseconds(Int64(delay * 1e9)), tickWork)
         return true

@@ -57,9 +57,9 @@ public struct SendOptions: Sendable {
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick or with the next line's record (`ackJournal`,
-///    latest only); fsync on a
-///    thread of its own (`JournalSyncer`) on the tick. At human pace the fsync is handed over as soon as the line's frame is out, and an ack
-///    that leaves nothing in flight cancels the tick (Sender+Clock.swift).
+///    latest only); syncs on a thread of their own (`JournalSyncer`) on the tick, or at human pace as soon as the
+///    line's frame is out (Sender+Clock.swift). While lines keep coming, acks are read with the next line, not as
+///    they come (Sender+LazyAcks.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
 ///    (`isQuiet`) and starts again with the next event.
@@ -67,7 +67,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `ticking`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver`, `tickWork` and `syncWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -95,10 +95,9 @@ public final class Sender: @unchecked Sendable {
     var needsSync = false
     /// When the last journal fsync was handed to `syncer` (`now`; see `syncSoon`).
     var lastSyncAt = -Double.infinity
-    /// A tick is scheduled (`scheduleTick`); false while quiet (`isQuiet`).
-    var ticking = false
-    /// When the scheduled tick fires (`now`), while `ticking`.
-    var tickAt = Double.infinity
+    /// When the scheduled tick fires (`now`; `scheduleTick`, `scheduleLazyTick`); nil while quiet (`isQuiet`).
+    var tickAt: Double?
+    var ticking: Bool { tickAt != nil }
     /// The connection whose acks are read lazily, between lines (`Sender+LazyAcks.swift`); nil: read as they come.
     var lazyOn: AttemptID?
     /// When the last line was sent (`now`), and when a line last looked for waiting acks.

@@ -36,23 +36,19 @@ public enum OutboxShelf {
     /// Every journal with at least one unacknowledged line, live first, then held (oldest first), per desktop.
     public static func list(home: Home) throws(StoreError) -> [Entry] {
         try home.prepare()
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: home.outboxDirectory)) ?? []
+        return try entries(home, journalNames(home.outboxDirectory) ?? [])
+    }
+
+    /// The entries of `names` that hold at least one unacknowledged line (each journal loaded), sorted as `list`.
+    static func entries(_ home: Home, _ names: [JournalName]) throws(StoreError) -> [Entry] {
         var entries: [Entry] = []
-        for name in names where name.hasSuffix(suffix) {
-            let stem = String(name.dropLast(suffix.count))
-            var desktop = stem
-            var heldSince: Date?
-            if let marker = stem.firstRange(of: heldMarker) {
-                desktop = String(stem[..<marker.lowerBound])
-                let stamp = stem[marker.upperBound...].prefix { $0.isNumber }
-                heldSince = Double(stamp).map(Date.init(timeIntervalSince1970:)) ?? Date(timeIntervalSince1970: 0)
-            }
-            let path = home.outboxDirectory + "/" + name
+        for name in names {
+            let path = home.outboxDirectory + "/" + name.file
             let loaded = try Outbox.load(path)
             let pending = loaded.chunks.filter { $0.seq > loaded.acked }
             guard !pending.isEmpty else { continue }
-            entries.append(Entry(desktop: desktop, held: heldSince != nil, heldSince: heldSince, session: loaded.session,
-                                 count: pending.count, oldest: pending.first?.text, path: path))
+            entries.append(Entry(desktop: name.desktop, held: name.heldSince != nil, heldSince: name.heldSince,
+                                 session: loaded.session, count: pending.count, oldest: pending.first?.text, path: path))
         }
         return entries.sorted {
             ($0.desktop, $0.held ? 1 : 0, $0.heldSince ?? .distantPast, $0.path)
@@ -122,8 +118,10 @@ public enum OutboxShelf {
     }
 
     /// Held lines for `desktop`, for a one-line notice in `send`.
+    /// Only `desktop`'s held journals are read (not the live one, nor other desktops').
     public static func heldCount(home: Home, desktop: DeviceID) -> Int {
-        ((try? list(home: home)) ?? []).filter { $0.held && $0.desktop == desktop.compact }.reduce(0) { $0 + $1.count }
+        let held = (journalNames(home.outboxDirectory) ?? []).filter { $0.heldSince != nil && $0.desktop == desktop.compact }
+        return ((try? entries(home, held)) ?? []).reduce(0) { $0 + $1.count }
     }
 }
 

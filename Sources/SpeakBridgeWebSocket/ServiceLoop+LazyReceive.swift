@@ -14,7 +14,7 @@ import Glibc
 ///    when the socket holds bytes (`recv` with `MSG_PEEK`), polling for input is turned on again and the
 ///    connection joins `peeking`; lws's next poll returns at once and reads them — no sleep, no wake-up.
 /// 3. After the next `lws_service` call — the one whose poll returned at once for those bytes and read them (up to
-///    lws's buffer, far more than a few acks) — `pauseDrainedPeeks` puts the connection back to lazy without
+///    lws's buffer, far more than a few acks) — `pauseAfterReadTurn` puts the connection back to lazy without
 ///    another look: whatever came meanwhile, or did not fit, is read with the next `receivePending`.
 /// 4. `receiveLazily(id, false)`: reading as usual from now on.
 /// A lazy socket is not polled for input, so a peer's close (FIN) is seen only at the next `receivePending` or
@@ -43,7 +43,7 @@ extension ServiceLoop {
 
     /// Between two `lws_service` calls (outside any lws callback): connections that joined `peeking` during the
     /// last call read in the next one; the others have read, and stop reading.
-    func pauseDrainedPeeks() {
+    func pauseAfterReadTurn() {
         peeking.removeAll { connection in
             if connection.peekFresh, connection.peeking {
                 connection.peekFresh = false

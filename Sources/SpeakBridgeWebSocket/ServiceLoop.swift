@@ -343,7 +343,7 @@ final class ServiceLoop: @unchecked Sendable {
                 break
             }
             if !peeking.isEmpty {
-                pauseDrainedPeeks()
+                pauseAfterReadTurn()
             }
             if !pendingSecureStarts.isEmpty {
                 createPendingSecureVhosts(context)

@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import SpeakBridgeProtocol
+
+extension OutboxShelf {
+    /// A journal file of the outbox directory as its name says (nothing opened): `<ID>.journal` is a desktop's live
+    /// journal, `<ID>.held-<UNIX TIME>[-n].journal` one held from an earlier pairing.
+    struct JournalName {
+        var file: String
+        var desktop: String
+        var heldSince: Date?
+    }
+
+    /// The journals in `directory` by name, in no order; nil when it cannot be read. One readdir(3) pass: cheap
+    /// enough for `send`'s start (`mayHoldLines`).
+    static func journalNames(_ directory: String) -> [JournalName]? {
+        guard let dir = opendir(directory) else { return nil }
+        defer { closedir(dir) }
+        var names: [JournalName] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw[..<(raw.firstIndex(of: 0) ?? raw.count)], as: UTF8.self)
+            }
+            guard name.hasSuffix(suffix) else { continue }
+            let stem = String(name.dropLast(suffix.count))
+            var journal = JournalName(file: name, desktop: stem, heldSince: nil)
+            if let marker = stem.firstRange(of: heldMarker) {
+                journal.desktop = String(stem[..<marker.lowerBound])
+                let stamp = stem[marker.upperBound...].prefix { $0.isNumber }
+                journal.heldSince = Double(stamp).map(Date.init(timeIntervalSince1970:)) ?? Date(timeIntervalSince1970: 0)
+            }
+            names.append(journal)
+        }
+        return names
+    }
+
+    /// Whether the outbox directory holds a held journal of `desktop`, by name only (nothing opened or parsed).
+    /// `send` asks this at start and counts the held lines (`heldCount`) only when it is true; false means
+    /// `heldCount` would be 0. An unreadable directory answers true (then `heldCount` decides).
+    public static func mayHoldLines(home: Home, desktop: DeviceID) -> Bool {
+        guard let names = journalNames(home.outboxDirectory) else { return true }
+        return names.contains { $0.heldSince != nil && $0.desktop == desktop.compact }
+    }
+}
