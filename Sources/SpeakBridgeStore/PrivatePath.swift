@@ -26,7 +26,7 @@ public enum PrivatePath {
     public static func prepareDirectory(_ path: String) throws(StoreError) {
         var info = stat()
         if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR || info.st_mode & S_IFMT == S_IFLNK {
-            try checkDirectory(path)
+            try checkDirectory(path, lstatInfo: info)  // that lstat is the check's: not made twice
             return
         }
         try FileIO.makeDirectory(path)
@@ -38,6 +38,12 @@ public enum PrivatePath {
     public static func checkDirectory(_ path: String) throws(StoreError) {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw .io("inspect", path, errno: errno) }
+        try checkDirectory(path, lstatInfo: info)
+    }
+
+    /// `checkDirectory` with the lstat(2) of `path` already made.
+    static func checkDirectory(_ path: String, lstatInfo: stat) throws(StoreError) {
+        var info = lstatInfo
         if info.st_mode & S_IFMT == S_IFLNK {
             guard info.st_uid == geteuid() else { throw ownedByOther(path, uid: info.st_uid, what: "is a symlink") }
             guard stat(path, &info) == 0 else { throw .io("follow the symlink", path, errno: errno) }

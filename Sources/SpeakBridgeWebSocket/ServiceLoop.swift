@@ -163,7 +163,7 @@ final class ServiceLoop: @unchecked Sendable {
     var retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>?
     /// TLS listeners asked for at run time, created by `run()` after the current `lws_service` call.
     var pendingSecureStarts: [SecureStartRequest] = []
-    /// Lazy connections reading for a loop turn or more (`receivePending`); paused again once drained.
+    /// Lazy connections reading for one loop turn (`receivePending`); paused again after it (`pauseAfterReadTurn`).
     var peeking: [Connection] = []
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     /// The single lws_sul timer that fires at the earliest connection deadline.
