@@ -381,9 +381,7 @@ public struct ClientCore {
 
     /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
     public static func shortReason(_ reason: String) -> String {
-        var seen = Set<String>()
-        let parts = reason.split(separator: "; ", omittingEmptySubsequences: true).map(String.init)
-            .filter { seen.insert($0).inserted }
+        let parts = reason.split(separator: "; ", omittingEmptySubsequences: true).map(String.init).uniquedInOrder()
         guard !parts.isEmpty else { return "no answer" }
         return parts.suffix(3).joined(separator: "; ")
     }
