@@ -35,6 +35,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bins", nargs="+")
     ap.add_argument("--starts", type=int, default=15)
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds of idle before each start (cold start: this VM's DAMON pages out idle page cache)")
     args = ap.parse_args()
     runs = []
     try:
@@ -49,6 +51,7 @@ def main():
             runs.append((b, t, path, env))
         for _ in range(args.starts):
             for _, t, path, env in runs:
+                time.sleep(args.idle)
                 start(t, path, env, True)
     finally:
         for _, t, _, _ in runs:
