@@ -28,6 +28,14 @@ echo "     release build and generate-manual: $(($(date +%s) - start)) s"
 BIN="$SCRATCH/release/speakbridge"
 version=$("$BIN" --version)
 check "the release binary links no Foundation, CoreFoundation or ICU" bash Tests/packaging/no-foundation.sh "$BIN"
+# A daemon that parses what the network sends: the executable is position-independent (ASLR), its relocated data
+# and GOT read-only once the loader is done (full RELRO: GNU_RELRO + BIND_NOW, so no lazily bound GOT slot stays
+# writable) and its stack not executable.
+dyn=$(readelf -d "$BIN"); segs=$(readelf -lW "$BIN")
+check "the release binary is PIE" grep -q 'FLAGS_1.*PIE' <<<"$dyn"
+check "the release binary has full RELRO (GNU_RELRO and BIND_NOW)" \
+    bash -c "grep -q GNU_RELRO <<<\"\$1\" && grep -qE '\(FLAGS\).*BIND_NOW|FLAGS_1.*NOW' <<<\"\$2\"" _ "$segs" "$dyn"
+check "the release binary's stack is not executable" bash -c "grep GNU_STACK <<<\"\$1\" | grep -qv RWE" _ "$segs"
 
 # ---- libraries opened on first use (dlopen), not linked ------------------------------------------------------------
 # libsecret and avahi-client (and the ~20 libraries under them) and libqrencode are loaded only by what uses them
