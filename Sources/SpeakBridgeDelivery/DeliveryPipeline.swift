@@ -222,7 +222,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
             return (pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
-        let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
+        // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
+        let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks)
         for runner in runners {
             runner.enqueue(items, key: key, known: runner.index == 0 ? firstLevel : nil)
         }

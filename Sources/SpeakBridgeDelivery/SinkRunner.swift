@@ -64,8 +64,8 @@ final class SinkRunner: @unchecked Sendable {
         // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
         // count as taken by this sink, for the levels and the backlog.
         var fresh = items[...]
-        if let level = known ?? pipeline.level(sink: index, key), first.chunk.seq <= level {
-            let skipped = items.prefix { $0.chunk.seq <= level }
+        if let level = known ?? pipeline.level(sink: index, key), first.seq <= level {
+            let skipped = items.prefix { $0.seq <= level }
             report(skipped, key: key)
             fresh = items.dropFirst(skipped.count)
         }
@@ -102,9 +102,9 @@ final class SinkRunner: @unchecked Sendable {
         guard !items.isEmpty else { return }
         if let key {
             var bytes: UInt64 = 0
-            for item in items { bytes &+= UInt64(item.chunk.text.utf8.count) }
+            for item in items { bytes &+= UInt64(item.text.utf8.count) }
             pipeline.sinkAdvanced(index, CollectionOfOne(DeliveryPipeline.Advance(
-                key: key, seq: items[items.endIndex - 1].chunk.seq,
+                key: key, seq: items[items.endIndex - 1].seq,
                 taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes))))
             return
         }
@@ -116,12 +116,12 @@ final class SinkRunner: @unchecked Sendable {
             let first = items[start]
             var end = start
             var bytes: UInt64 = 0
-            while end < items.endIndex, items[end].session == first.session, items[end].device == first.device {
-                bytes &+= UInt64(items[end].chunk.text.utf8.count)
+            while end < items.endIndex, items[end].isSameSession(as: first) {
+                bytes &+= UInt64(items[end].text.utf8.count)
                 end += 1
             }
             let advance = DeliveryPipeline.Advance(
-                key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].chunk.seq,
+                key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].seq,
                 taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes))
             if start == items.startIndex && end == items.endIndex {
                 pipeline.sinkAdvanced(index, CollectionOfOne(advance))
@@ -154,7 +154,7 @@ final class SinkRunner: @unchecked Sendable {
             // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
             // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
             guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
-                                                   weight: { $0.chunk.text.utf8.count }) else {
+                                                   weight: { $0.text.utf8.count }) else {
                 condition.unlock()
                 continue
             }
@@ -202,7 +202,7 @@ final class SinkRunner: @unchecked Sendable {
             queue.forEach { _, item in
                 let key = SessionKey(device: item.device, session: item.session)
                 if first[key] == nil { order.append(key) }
-                first[key] = min(first[key] ?? .max, item.chunk.seq)
+                first[key] = min(first[key] ?? .max, item.seq)
             }
             let held = order.map { HeldChunk(device: $0.device, session: $0.session, firstHeldSeq: first[$0]!) }
             if let last = reportedHold, last.reason == reason,
@@ -246,7 +246,7 @@ final class SinkRunner: @unchecked Sendable {
                 Console.warning("sink \(label): \(message)")
                 return (batch.count, message)
             }
-            Trace.mark("sink", batch.last?.chunk.seq ?? 0)
+            Trace.mark("sink", batch.last?.seq ?? 0)
             Console.debug("\(label): wrote \(batch.count) text(s)")
             return (batch.count, nil)
         } catch {
@@ -268,7 +268,7 @@ final class SinkRunner: @unchecked Sendable {
                 }
                 for item in batch[0..<taken] {
                     let key = SessionKey(device: item.device, session: item.session)
-                    if restore[key] != nil { restore[key] = item.chunk.seq }
+                    if restore[key] != nil { restore[key] = item.seq }
                 }
                 for (key, seq) in restore {
                     try? progress.record(sink: label, device: key.device, session: key.session, seq: seq)

@@ -53,14 +53,21 @@ struct CanonicalReader {
         }
         guard literal(#","chunks":["#) else { return nil }
         var chunks: [Chunk] = []
-        var lastSeq: UInt64 = 0
+        // Room for every chunk the rest of the frame can hold at the size of the first one (most batches are
+        // lines of about the same length): growing the array by doubling cost about 50 instructions a chunk.
+        // Bounded by the batch limit, so a hostile frame reserves no more than the limit allows anyway.
+        let firstStart = index
         while true {
+            // Each chunk is made right in the array (`appendChunk`): no `Chunk?` returned, copied and destroyed.
             guard chunks.count < SpeakBridgeProtocol.maxChunksPerBatch, literal("{"),
-                  let chunk = chunkMembers(), literal("}") else { return nil }
-            // seq ≤ 2^53 (checked in `chunkMembers`), so `lastSeq + 1` cannot overflow.
-            if !chunks.isEmpty, chunk.seq != lastSeq + 1 { return nil }
-            lastSeq = chunk.seq
-            chunks.append(chunk)
+                  appendChunk(to: &chunks), literal("}") else { return nil }
+            let count = chunks.count
+            // seq ≤ 2^53 (checked in `chunkMembers`), so `+ 1` cannot overflow.
+            if count > 1, chunks[count - 1].seq != chunks[count - 2].seq + 1 { return nil }
+            if count == 1 {
+                let each = max(index - firstStart, 1)
+                chunks.reserveCapacity(min(SpeakBridgeProtocol.maxChunksPerBatch, 1 + (bytes.count - index) / each))
+            }
             if literal(",") { continue }
             guard literal("]}"), atEnd else { return nil }
             return .chunks(session: session, chunks)
@@ -131,8 +138,16 @@ struct CanonicalReader {
                 let w = UnsafeRawPointer(base + end).loadUnaligned(as: UInt64.self)
                 let quote = w ^ (ones &* 0x22)
                 let backslash = w ^ (ones &* 0x5C)
-                let stop = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w)
-                if stop & highs != 0 { break }
+                let stop = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w))
+                    & highs
+                if stop != 0 {
+                    // The lowest flagged byte is the first stop byte (a borrow only runs upwards from a byte that
+                    // is itself one); the bytes before it are text. The byte loop below starts at that byte.
+                    let before = stop.trailingZeroBitCount >> 3
+                    seen |= w & ((1 << (UInt64(before) << 3)) &- 1)
+                    end += before
+                    break
+                }
                 seen |= w
                 end += 8
             }
@@ -174,6 +189,21 @@ struct CanonicalReader {
     /// `"seq":N,"text":"…","final":true|false`, with the codec's rules: seq 1…2^53 written without leading zeros
     /// (at most 16 digits), text at most `maxChunkTextBytes` of UTF-8.
     mutating func chunkMembers() -> Chunk? {
+        guard let (seq, text, final) = members() else { return nil }
+        return Chunk(seq: seq, text: text, final: final)
+    }
+
+    /// `chunkMembers` appended to `chunks` (the chunk is made in the call that appends it); false (nothing
+    /// appended, nothing consumed) where `chunkMembers` returns nil.
+    mutating func appendChunk(to chunks: inout [Chunk]) -> Bool {
+        guard let (seq, text, final) = members() else { return false }
+        chunks.append(Chunk(seq: seq, text: text, final: final))
+        return true
+    }
+
+    /// The members of `chunkMembers`, as plain values (a tuple of a number, a string and a flag moves without
+    /// the value-witness copies a `Chunk?` took).
+    mutating func members() -> (UInt64, String, Bool)? {
         let mark = index
         guard literal(#""seq":"#) else { return nil }
         let start = index
@@ -195,6 +225,6 @@ struct CanonicalReader {
             index = mark
             return nil
         }
-        return Chunk(seq: seq, text: text, final: final)
+        return (seq, text, final)
     }
 }
