@@ -178,11 +178,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// The ack level of (device, session): 0 when unknown.
     public func delivered(_ key: SessionKey) -> UInt64 {
-        lock.withLock { levels.ackLevel(key) ?? 0 }
+        lock.locked { levels.ackLevel(key) ?? 0 }
     }
 
     /// Every (device, session) ack level, for seeding the ledgers at start.
-    public func durableLevels() -> [SessionKey: UInt64] { lock.withLock { levels.ackLevels } }
+    public func durableLevels() -> [SessionKey: UInt64] { lock.locked { levels.ackLevels } }
 
     /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
     public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
@@ -190,11 +190,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// What sink `index` has taken of `key`; for a class-(c) sink that has no level yet, its own position is asked
     /// (outside the lock: the sink may take its own) and adopted.
     func level(sink index: Int, _ key: SessionKey) -> UInt64? {
-        if let known = lock.withLock({ levels.level(sink: index, key) }) { return known }
+        if let known = lock.locked({ levels.level(sink: index, key) }) { return known }
         let sink = runners[index].sink
         guard sink.deliveryClass == .ownPosition,
               let own = sink.position(device: key.device, session: key.session) else { return nil }
-        let (level, ring) = lock.withLock {
+        let (level, ring) = lock.locked {
             levels.adopt(sink: index, key, own)
             let ring = levels.hasPending && committer == .idle
             if ring { committer = .busy }
@@ -216,7 +216,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         let key = SessionKey(device: device, session: session)
         // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
         // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
-        let (pressure, firstLevel) = lock.withLock {
+        let (pressure, firstLevel) = lock.locked {
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
@@ -233,12 +233,12 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// At or above the hard limit: the caller must not accept more of this device now.
     public func isOverflowing(_ device: DeviceID) -> Bool {
         guard mayOverflow.load(ordering: .acquiring) else { return false }
-        return lock.withLock { meter.isOverflowing(device) }
+        return lock.locked { meter.isOverflowing(device) }
     }
 
-    public func isThrottled(_ device: DeviceID) -> Bool { lock.withLock { meter.isThrottled(device) } }
+    public func isThrottled(_ device: DeviceID) -> Bool { lock.locked { meter.isThrottled(device) } }
 
-    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { lock.withLock { meter.undelivered(device) } }
+    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { lock.locked { meter.undelivered(device) } }
 
     /// One run of a sink's report: the session's new level, and how many chunks and text bytes of its device the
     /// sink took in it (for the backlog).
@@ -252,7 +252,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
     func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
         var drained: [DeviceID] = []
-        let wake = lock.withLock {
+        let wake = lock.locked {
             var moved = false
             for advance in advances {
                 let key = advance.key
@@ -286,7 +286,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
     public func retire(_ key: SessionKey) {
-        lock.withLock {
+        lock.locked {
             levels.retire(key)
             urgent[key] = nil
         }
@@ -301,7 +301,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
     /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        lock.withLock {
+        lock.locked {
             levels.forget(device)
             urgent = urgent.filter { $0.key.device != device }
         }
@@ -320,7 +320,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount,
                    method: ($0.sink as? DescribedSink)?.method)
         }
-        if let failure = lock.withLock({ commitFailure }) {
+        if let failure = lock.locked({ commitFailure }) {
             list.append(Health(label: "progress log", problem: failure, queued: 0))
         }
         return list
@@ -328,7 +328,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     public func stop() {
         for runner in runners { runner.stop() }
-        lock.withLock {
+        lock.locked {
             stopped = true
             committer = .busy
         }

@@ -54,8 +54,8 @@ final class SinkRunner: @unchecked Sendable {
         Threads.start(name: "sb-sink") { [self] in run() }
     }
 
-    var problem: String? { condition.withLock { currentProblem } }
-    var queuedCount: Int { condition.withLock { queue.count } }
+    var problem: String? { condition.locked { currentProblem } }
+    var queuedCount: Int { condition.locked { queue.count } }
 
     /// `items` are one message's chunks: one device, one session (`key`), ascending. `known`: this sink's level
     /// of the session, when the caller read it already (nil: asked here).
@@ -70,7 +70,7 @@ final class SinkRunner: @unchecked Sendable {
             fresh = items.dropFirst(skipped.count)
         }
         guard !fresh.isEmpty else { return }
-        let inline: [SinkItem]? = condition.withLock {
+        let inline: [SinkItem]? = condition.locked {
             if writesInline && !busy && !stopped && queue.isEmpty && fresh.count <= Self.batchLimit {
                 busy = true
                 return Array(fresh)
@@ -85,7 +85,7 @@ final class SinkRunner: @unchecked Sendable {
         // runner thread waits for readiness and reports what lasts).
         let (taken, problem) = deliver(batch)
         report(batch[0..<taken], key: key)
-        condition.withLock {
+        condition.locked {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
             if taken > 0 || problem == nil { currentProblem = problem }
             queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
@@ -134,13 +134,13 @@ final class SinkRunner: @unchecked Sendable {
     }
 
     func stop() {
-        condition.withLock {
+        condition.locked {
             stopped = true
             condition.signal()
         }
     }
 
-    func setProblem(_ p: String?) { condition.withLock { currentProblem = p } }
+    func setProblem(_ p: String?) { condition.locked { currentProblem = p } }
 
     func run() {
         while true {
@@ -164,12 +164,12 @@ final class SinkRunner: @unchecked Sendable {
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
                 setProblem(reason)
                 reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
-                condition.withLock { busy = false }
+                condition.locked { busy = false }
                 continue
             }
             let (taken, problem) = deliver(batch)
             setProblem(problem)
-            condition.withLock {
+            condition.locked {
                 busy = false
                 queue.consume(device, taken: taken, of: batch.count)
             }
@@ -192,7 +192,7 @@ final class SinkRunner: @unchecked Sendable {
     /// nil: with the sessions it held). A FIFO that is full for an instant is flow control, not a problem: only
     /// the runner thread reports, after a whole second of waiting or a failed tool run.
     func reportHeld(_ reason: String?) {
-        let report: (String?, [HeldChunk])? = condition.withLock {
+        let report: (String?, [HeldChunk])? = condition.locked {
             guard let reason else {
                 defer { reportedHold = nil }
                 return reportedHold.map { (nil, $0.held) }
