@@ -82,6 +82,9 @@ public struct ResponderMachine {
     var state: State
     /// The Noise cipher functions, chosen by the WebSocket subprotocol (AESGCM for browsers).
     public let cipher: NoiseCipher
+    /// The session ID of the last chunk message `receiveFrame` read: the next one with the same bytes reuses this
+    /// `String` (`MessageCodec.decodeCanonical(_:knownSession:)`), so a session's lines share one string.
+    var lastSession: String?
 
     public init(intent: ConnectionIntent, context: ResponderContext, cipher: NoiseCipher = .chaChaPoly) {
         self.intent = intent
@@ -142,10 +145,12 @@ public struct ResponderMachine {
         state = .established(transport, device)
         // `MessageCodec.decode` tries the canonical form first too: a chunk message in that form decodes to the
         // same message here; anything else goes the usual way (which reads it again, a rare message).
-        switch MessageCodec.decodeCanonical(plaintext) {
+        switch MessageCodec.decodeCanonical(plaintext, knownSession: lastSession) {
         case let .chunk(session, chunk)?:
+            lastSession = session
             return .deliver(device, session: session, [chunk])
         case let .chunks(session, chunks)?:
+            lastSession = session
             return .deliver(device, session: session, chunks)
         default:
             return .actions(handleSessionMessage(plaintext, from: device) { make().delivered($0, $1) })
