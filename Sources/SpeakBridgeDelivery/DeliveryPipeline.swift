@@ -110,6 +110,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `lock`.
     @exclusivity(unchecked) var urgent: [SessionKey: UInt64] = [:]
     @exclusivity(unchecked) var flushNow = false
+    /// The key of the last `submit`'s session (reused while the same session streams). Guarded by `lock`.
+    @exclusivity(unchecked) var lastSubmitKey: SessionKey?
     /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
     var committedSinceTrim = 0
     var trims = 0
@@ -218,14 +220,22 @@ public final class DeliveryPipeline: @unchecked Sendable {
                        urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
         guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let key = SessionKey(device: device, session: session)
-        // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
-        // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
-        let (pressure, firstLevel) = lock.locked {
+        // Under the one lock: the session's key (the last submit's again when it is the same session, so its hash
+        // is not computed again: about 200 instructions a line), the backlog, and what the (usually single) sink
+        // already took of the session, which its runner needs to skip duplicates (a lock round trip and a lookup
+        // per line less than asking later).
+        let (key, pressure, firstLevel) = lock.locked {
+            let key: SessionKey
+            if let previous = lastSubmitKey, previous.session == session, previous.device == device {
+                key = previous
+            } else {
+                key = SessionKey(device: device, session: session)
+                lastSubmitKey = key
+            }
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            return (pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
+            return (key, pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
         // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
         let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks)
@@ -254,37 +264,61 @@ public final class DeliveryPipeline: @unchecked Sendable {
     }
 
     /// Called by runner `index` after its sink took (or skipped as already taken) items, one `Advance` per run of
-    /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
-    func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
+    /// one session, in order.
+    func sinkAdvanced(_ index: Int, _ advances: [Advance]) {
         var drained: [DeviceID] = []
         let wake = lock.locked {
             var moved = false
-            for advance in advances {
-                let key = advance.key
-                if levels.advance(sink: index, key, to: advance.seq) { moved = true }
-                if !urgent.isEmpty, let through = urgent[key] {
-                    // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
-                    if (levels.pendingLevel(key) ?? 0) >= through {
-                        flushNow = true
-                        urgent[key] = nil
-                    } else if (levels.ackLevel(key) ?? 0) >= through {
-                        urgent[key] = nil
-                    }
-                }
-                // One device's runs may come one by one: the meter reports a drained device once.
-                if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
-                    drained.append(key.device)
-                }
-            }
-            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
-            let ring = moved && (committer == .idle
-                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
-            if ring { committer = .busy }
-            return ring
+            for advance in advances { apply(advance, sink: index, moved: &moved, drained: &drained) }
+            return ringsCommitter(moved)
         }
-        // After unlocking: the committer wakes into a free mutex instead of blocking on it at once. No wake-up is
-        // lost: `pending` changed under the lock, and the committer checks it under the lock before it waits.
+        afterAdvances(wake, drained)
+    }
+
+    /// `sinkAdvanced` for one run (a paced line, or a batch of one session): the advance is read where it is, not
+    /// copied out of a one-element collection (two copies of its key, about 300 instructions, per line).
+    func sinkAdvanced(_ index: Int, _ advance: Advance) {
+        var drained: [DeviceID] = []
+        let wake = lock.locked {
+            var moved = false
+            apply(advance, sink: index, moved: &moved, drained: &drained)
+            return ringsCommitter(moved)
+        }
+        afterAdvances(wake, drained)
+    }
+
+    /// One advance, under `lock`: the sink's level, an urgent session's flush, the backlog.
+    private func apply(_ advance: Advance, sink index: Int, moved: inout Bool, drained: inout [DeviceID]) {
+        let key = advance.key
+        if levels.advance(sink: index, key, to: advance.seq) { moved = true }
+        if !urgent.isEmpty, let through = urgent[key] {
+            // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
+            if (levels.pendingLevel(key) ?? 0) >= through {
+                flushNow = true
+                urgent[key] = nil
+            } else if (levels.ackLevel(key) ?? 0) >= through {
+                urgent[key] = nil
+            }
+        }
+        // One device's runs may come one by one: the meter reports a drained device once.
+        if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
+            drained.append(key.device)
+        }
+    }
+
+    /// Under `lock`, after the advances: publishes the meter's overflow flag, and whether the committer must be
+    /// rung (a pacing committer sleeps through an advance unless it ends the wait: one futex pair per line less).
+    private func ringsCommitter(_ moved: Bool) -> Bool {
+        mayOverflow.store(meter.mayOverflow, ordering: .releasing)
+        let ring = moved && (committer == .idle
+                             || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
+        if ring { committer = .busy }
+        return ring
+    }
+
+    /// After unlocking: the committer wakes into a free mutex instead of blocking on it at once. No wake-up is
+    /// lost: `pending` changed under the lock, and the committer checks it under the lock before it waits.
+    private func afterAdvances(_ wake: Bool, _ drained: [DeviceID]) {
         if wake { bell.signal() }
         if !drained.isEmpty { onDrained.call(drained) }
     }
@@ -309,6 +343,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         lock.locked {
             levels.forget(device)
             urgent = urgent.filter { $0.key.device != device }
+            if lastSubmitKey?.device == device { lastSubmitKey = nil }
         }
         do {
             try progress.forget(device: device)

@@ -106,9 +106,9 @@ final class SinkRunner: @unchecked Sendable {
         if let key {
             var bytes: UInt64 = 0
             for item in items { bytes &+= UInt64(item.text.utf8.count) }
-            pipeline.sinkAdvanced(index, CollectionOfOne(DeliveryPipeline.Advance(
+            pipeline.sinkAdvanced(index, DeliveryPipeline.Advance(
                 key: key, seq: items[items.endIndex - 1].seq,
-                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes))))
+                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes)))
             return
         }
         // By runs of one (device, session): one advance per run, in order (the last run of a session gives its
@@ -127,7 +127,7 @@ final class SinkRunner: @unchecked Sendable {
                 key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].seq,
                 taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes))
             if start == items.startIndex && end == items.endIndex {
-                pipeline.sinkAdvanced(index, CollectionOfOne(advance))
+                pipeline.sinkAdvanced(index, advance)
                 return
             }
             advances.append(advance)
