@@ -80,14 +80,14 @@ extension DeliveryPipeline {
                 try progress.sync()
             } catch {
                 // Disk full or I/O error: nothing is acknowledged; retry until it works.
-                lock.withLock {
+                lock.locked {
                     commitFailure = error.description
                     levels.requeue(batch)
                 }
                 Threads.sleep(seconds: 1)
                 continue
             }
-            let advanced = lock.withLock {
+            let advanced = lock.locked {
                 commitFailure = nil
                 committedSinceTrim &+= Int(clamping: batchChunks)
                 return levels.commit(batch)

@@ -77,6 +77,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// Whether a sink may show the device's name (`submit(name:)`): false when every sink is a FIFO, which writes
     /// the text alone, so the caller need not look the name up per line. Any other sink counts as showing it.
     public let showsDeviceNames: Bool
+    // `@exclusivity(unchecked)` on the fields below that the per-line path touches: each is read and written only
+    // with `lock` held (see `@unchecked Sendable` above), and nothing done under the lock reaches the same field
+    // again (the lock is not recursive; `DeliveryLevels` and `BacklogMeter` are values that call nothing back), so
+    // two accesses never overlap. The runtime check could not see that: it cost about 65 instructions an access,
+    // five accesses per paced line here.
     var runners: [SinkRunner] = []
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
@@ -84,10 +89,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     let lock = ThreadLock()
     /// Where the committer sleeps (see `commitLoop`): posted only by whoever finds it waiting, under `lock`.
     let bell = DispatchSemaphore(value: 0)
-    var levels: DeliveryLevels
-    var stopped = false
-    var commitFailure: String?
-    var meter: BacklogMeter
+    @exclusivity(unchecked) var levels: DeliveryLevels
+    @exclusivity(unchecked) var stopped = false
+    @exclusivity(unchecked) var commitFailure: String?
+    @exclusivity(unchecked) var meter: BacklogMeter
     /// `meter.mayOverflow`, published after each change of the meter, so that `isOverflowing` answers the usual
     /// "no device is at the hard limit" without the lock. Only a submit raises a backlog, and submits come from
     /// the thread that asks (the daemon's queue), after its own store: a false read is never stale.
@@ -96,15 +101,17 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
     /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Whoever rings the bell sets it
     /// `busy`, so a wait is rung at most once. Guarded by `lock`.
-    var committer = Committer.busy
+    @exclusivity(unchecked) var committer = Committer.busy
     enum Committer { case idle, pacing, busy }
     /// How many times the committer's waits returned (rung, timed out, or spuriously): tests count its wake-ups.
     /// Guarded by `lock`.
     var committerWakeups = 0
     /// Per session, the last chunk of an urgent submit (the first chunks of a connection: a one-shot `send --text`
     /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `lock`.
-    var urgent: [SessionKey: UInt64] = [:]
-    var flushNow = false
+    @exclusivity(unchecked) var urgent: [SessionKey: UInt64] = [:]
+    @exclusivity(unchecked) var flushNow = false
+    /// The key of the last `submit`'s session (reused while the same session streams). Guarded by `lock`.
+    @exclusivity(unchecked) var lastSubmitKey: SessionKey?
     /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
     var committedSinceTrim = 0
     var trims = 0
@@ -178,11 +185,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     /// The ack level of (device, session): 0 when unknown.
     public func delivered(_ key: SessionKey) -> UInt64 {
-        lock.withLock { levels.ackLevel(key) ?? 0 }
+        lock.locked { levels.ackLevel(key) ?? 0 }
     }
 
     /// Every (device, session) ack level, for seeding the ledgers at start.
-    public func durableLevels() -> [SessionKey: UInt64] { lock.withLock { levels.ackLevels } }
+    public func durableLevels() -> [SessionKey: UInt64] { lock.locked { levels.ackLevels } }
 
     /// Every retired (device, session) with its ack level (from the log), for seeding the ledgers at start.
     public func retiredLevels() -> [DeviceID: [String: UInt64]] { progress.retiredEntries() }
@@ -190,11 +197,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// What sink `index` has taken of `key`; for a class-(c) sink that has no level yet, its own position is asked
     /// (outside the lock: the sink may take its own) and adopted.
     func level(sink index: Int, _ key: SessionKey) -> UInt64? {
-        if let known = lock.withLock({ levels.level(sink: index, key) }) { return known }
+        if let known = lock.locked({ levels.level(sink: index, key) }) { return known }
         let sink = runners[index].sink
         guard sink.deliveryClass == .ownPosition,
               let own = sink.position(device: key.device, session: key.session) else { return nil }
-        let (level, ring) = lock.withLock {
+        let (level, ring) = lock.locked {
             levels.adopt(sink: index, key, own)
             let ring = levels.hasPending && committer == .idle
             if ring { committer = .busy }
@@ -213,16 +220,25 @@ public final class DeliveryPipeline: @unchecked Sendable {
                        urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
         guard let last = chunks.last else { return .normal }
         let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
-        let key = SessionKey(device: device, session: session)
-        // Under the one lock: the backlog, and what the (usually single) sink already took of the session, which
-        // its runner needs to skip duplicates (a lock round trip and a lookup per line less than asking later).
-        let (pressure, firstLevel) = lock.withLock {
+        // Under the one lock: the session's key (the last submit's again when it is the same session, so its hash
+        // is not computed again: about 200 instructions a line), the backlog, and what the (usually single) sink
+        // already took of the session, which its runner needs to skip duplicates (a lock round trip and a lookup
+        // per line less than asking later).
+        let (key, pressure, firstLevel) = lock.locked {
+            let key: SessionKey
+            if let previous = lastSubmitKey, previous.session == session, previous.device == device {
+                key = previous
+            } else {
+                key = SessionKey(device: device, session: session)
+                lastSubmitKey = key
+            }
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            return (pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
+            return (key, pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
         }
-        let items = chunks.map { SinkItem(device: device, deviceName: name, session: session, chunk: $0) }
+        // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
+        let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks)
         for runner in runners {
             runner.enqueue(items, key: key, known: runner.index == 0 ? firstLevel : nil)
         }
@@ -232,12 +248,12 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// At or above the hard limit: the caller must not accept more of this device now.
     public func isOverflowing(_ device: DeviceID) -> Bool {
         guard mayOverflow.load(ordering: .acquiring) else { return false }
-        return lock.withLock { meter.isOverflowing(device) }
+        return lock.locked { meter.isOverflowing(device) }
     }
 
-    public func isThrottled(_ device: DeviceID) -> Bool { lock.withLock { meter.isThrottled(device) } }
+    public func isThrottled(_ device: DeviceID) -> Bool { lock.locked { meter.isThrottled(device) } }
 
-    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { lock.withLock { meter.undelivered(device) } }
+    public func undelivered(_ device: DeviceID) -> BacklogMeter.Level { lock.locked { meter.undelivered(device) } }
 
     /// One run of a sink's report: the session's new level, and how many chunks and text bytes of its device the
     /// sink took in it (for the backlog).
@@ -248,44 +264,68 @@ public final class DeliveryPipeline: @unchecked Sendable {
     }
 
     /// Called by runner `index` after its sink took (or skipped as already taken) items, one `Advance` per run of
-    /// one session (in order; a paced line is one run: `CollectionOfOne`, nothing allocated).
-    func sinkAdvanced(_ index: Int, _ advances: some Collection<Advance>) {
+    /// one session, in order.
+    func sinkAdvanced(_ index: Int, _ advances: [Advance]) {
         var drained: [DeviceID] = []
-        let wake = lock.withLock {
+        let wake = lock.locked {
             var moved = false
-            for advance in advances {
-                let key = advance.key
-                if levels.advance(sink: index, key, to: advance.seq) { moved = true }
-                if !urgent.isEmpty, let through = urgent[key] {
-                    // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
-                    if (levels.pendingLevel(key) ?? 0) >= through {
-                        flushNow = true
-                        urgent[key] = nil
-                    } else if (levels.ackLevel(key) ?? 0) >= through {
-                        urgent[key] = nil
-                    }
-                }
-                // One device's runs may come one by one: the meter reports a drained device once.
-                if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
-                    drained.append(key.device)
-                }
-            }
-            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            // A pacing committer sleeps through an advance unless it ends the wait (one futex pair per line less).
-            let ring = moved && (committer == .idle
-                                 || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
-            if ring { committer = .busy }
-            return ring
+            for advance in advances { apply(advance, sink: index, moved: &moved, drained: &drained) }
+            return ringsCommitter(moved)
         }
-        // After unlocking: the committer wakes into a free mutex instead of blocking on it at once. No wake-up is
-        // lost: `pending` changed under the lock, and the committer checks it under the lock before it waits.
+        afterAdvances(wake, drained)
+    }
+
+    /// `sinkAdvanced` for one run (a paced line, or a batch of one session): the advance is read where it is, not
+    /// copied out of a one-element collection (two copies of its key, about 300 instructions, per line).
+    func sinkAdvanced(_ index: Int, _ advance: Advance) {
+        var drained: [DeviceID] = []
+        let wake = lock.locked {
+            var moved = false
+            apply(advance, sink: index, moved: &moved, drained: &drained)
+            return ringsCommitter(moved)
+        }
+        afterAdvances(wake, drained)
+    }
+
+    /// One advance, under `lock`: the sink's level, an urgent session's flush, the backlog.
+    private func apply(_ advance: Advance, sink index: Int, moved: inout Bool, drained: inout [DeviceID]) {
+        let key = advance.key
+        if levels.advance(sink: index, key, to: advance.seq) { moved = true }
+        if !urgent.isEmpty, let through = urgent[key] {
+            // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
+            if (levels.pendingLevel(key) ?? 0) >= through {
+                flushNow = true
+                urgent[key] = nil
+            } else if (levels.ackLevel(key) ?? 0) >= through {
+                urgent[key] = nil
+            }
+        }
+        // One device's runs may come one by one: the meter reports a drained device once.
+        if meter.taken(key.device, sink: index, chunks: advance.taken.chunks, bytes: advance.taken.bytes) {
+            drained.append(key.device)
+        }
+    }
+
+    /// Under `lock`, after the advances: publishes the meter's overflow flag, and whether the committer must be
+    /// rung (a pacing committer sleeps through an advance unless it ends the wait: one futex pair per line less).
+    private func ringsCommitter(_ moved: Bool) -> Bool {
+        mayOverflow.store(meter.mayOverflow, ordering: .releasing)
+        let ring = moved && (committer == .idle
+                             || (committer == .pacing && (flushNow || levels.pendingChunks >= pacing.flushAt)))
+        if ring { committer = .busy }
+        return ring
+    }
+
+    /// After unlocking: the committer wakes into a free mutex instead of blocking on it at once. No wake-up is
+    /// lost: `pending` changed under the lock, and the committer checks it under the lock before it waits.
+    private func afterAdvances(_ wake: Bool, _ drained: [DeviceID]) {
         if wake { bell.signal() }
         if !drained.isEmpty { onDrained.call(drained) }
     }
 
     /// A retired session: nothing of it is in flight (the ledger retires only those), so its levels go.
     public func retire(_ key: SessionKey) {
-        lock.withLock {
+        lock.locked {
             levels.retire(key)
             urgent[key] = nil
         }
@@ -300,9 +340,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
     /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        lock.withLock {
+        lock.locked {
             levels.forget(device)
             urgent = urgent.filter { $0.key.device != device }
+            if lastSubmitKey?.device == device { lastSubmitKey = nil }
         }
         do {
             try progress.forget(device: device)
@@ -319,7 +360,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             Health(label: $0.sink.label, problem: $0.problem, queued: $0.queuedCount,
                    method: ($0.sink as? DescribedSink)?.method)
         }
-        if let failure = lock.withLock({ commitFailure }) {
+        if let failure = lock.locked({ commitFailure }) {
             list.append(Health(label: "progress log", problem: failure, queued: 0))
         }
         return list
@@ -327,7 +368,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
 
     public func stop() {
         for runner in runners { runner.stop() }
-        lock.withLock {
+        lock.locked {
             stopped = true
             committer = .busy
         }

@@ -27,7 +27,7 @@ struct ProgressRecorder {
 
     /// The session's recorded progress before this batch's first record of it; nil when the batch recorded none.
     func levelBefore(_ item: SinkItem, in batch: [SinkItem]) -> UInt64? {
-        func same(_ index: Int) -> Bool { batch[index].session == item.session && batch[index].device == item.device }
+        func same(_ index: Int) -> Bool { batch[index].isSameSession(as: item) }
         if let first, same(first.index) { return first.seq }
         return more.first { same($0.index) }?.seq
     }
@@ -40,9 +40,9 @@ struct ProgressRecorder {
         while start < k {
             let item = batch[start]
             var end = start + 1
-            while end < k, batch[end].session == item.session, batch[end].device == item.device { end += 1 }
+            while end < k, batch[end].isSameSession(as: item) { end += 1 }
             let key = ProgressLog.Key(sink: label, device: item.device, session: item.session)
-            let (recordedSlot, previous) = try progress.record(key, seq: batch[end - 1].chunk.seq, cached: slot)
+            let (recordedSlot, previous) = try progress.record(key, seq: batch[end - 1].seq, cached: slot)
             slot = recordedSlot
             if levelBefore(item, in: batch) == nil {
                 if first == nil { first = (start, previous ?? 0) } else { more.append((start, previous ?? 0)) }

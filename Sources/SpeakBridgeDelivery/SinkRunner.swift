@@ -24,11 +24,14 @@ final class SinkRunner: @unchecked Sendable {
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
     let condition = ThreadCondition()
-    var queue = FairQueue<DeviceID, SinkItem>()
-    var stopped = false
+    // `@exclusivity(unchecked)`: `queue`, `stopped`, `busy` and `currentProblem` are touched only with `condition`
+    // held, and nothing done under it reaches them again, so two accesses never overlap; the runtime check (about
+    // 65 instructions an access, two per paced line) could not see the lock.
+    @exclusivity(unchecked) var queue = FairQueue<DeviceID, SinkItem>()
+    @exclusivity(unchecked) var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
-    var busy = false
-    var currentProblem: String?
+    @exclusivity(unchecked) var busy = false
+    @exclusivity(unchecked) var currentProblem: String?
     /// What `onHeld` last said (reason and held sessions); nil reason: nothing held was reported.
     var reportedHold: (reason: String, held: [HeldChunk])?
     /// The progress log's slot of the last session this sink recorded (see `ProgressSlot`): a session's next
@@ -54,8 +57,8 @@ final class SinkRunner: @unchecked Sendable {
         Threads.start(name: "sb-sink") { [self] in run() }
     }
 
-    var problem: String? { condition.withLock { currentProblem } }
-    var queuedCount: Int { condition.withLock { queue.count } }
+    var problem: String? { condition.locked { currentProblem } }
+    var queuedCount: Int { condition.locked { queue.count } }
 
     /// `items` are one message's chunks: one device, one session (`key`), ascending. `known`: this sink's level
     /// of the session, when the caller read it already (nil: asked here).
@@ -64,13 +67,13 @@ final class SinkRunner: @unchecked Sendable {
         // Skip what this sink already took (it may be ahead of the ack level after a restart); skipped chunks
         // count as taken by this sink, for the levels and the backlog.
         var fresh = items[...]
-        if let level = known ?? pipeline.level(sink: index, key), first.chunk.seq <= level {
-            let skipped = items.prefix { $0.chunk.seq <= level }
+        if let level = known ?? pipeline.level(sink: index, key), first.seq <= level {
+            let skipped = items.prefix { $0.seq <= level }
             report(skipped, key: key)
             fresh = items.dropFirst(skipped.count)
         }
         guard !fresh.isEmpty else { return }
-        let inline: [SinkItem]? = condition.withLock {
+        let inline: [SinkItem]? = condition.locked {
             if writesInline && !busy && !stopped && queue.isEmpty && fresh.count <= Self.batchLimit {
                 busy = true
                 return Array(fresh)
@@ -85,7 +88,7 @@ final class SinkRunner: @unchecked Sendable {
         // runner thread waits for readiness and reports what lasts).
         let (taken, problem) = deliver(batch)
         report(batch[0..<taken], key: key)
-        condition.withLock {
+        condition.locked {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
             if taken > 0 || problem == nil { currentProblem = problem }
             queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
@@ -102,10 +105,10 @@ final class SinkRunner: @unchecked Sendable {
         guard !items.isEmpty else { return }
         if let key {
             var bytes: UInt64 = 0
-            for item in items { bytes &+= UInt64(item.chunk.text.utf8.count) }
-            pipeline.sinkAdvanced(index, CollectionOfOne(DeliveryPipeline.Advance(
-                key: key, seq: items[items.endIndex - 1].chunk.seq,
-                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes))))
+            for item in items { bytes &+= UInt64(item.text.utf8.count) }
+            pipeline.sinkAdvanced(index, DeliveryPipeline.Advance(
+                key: key, seq: items[items.endIndex - 1].seq,
+                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes)))
             return
         }
         // By runs of one (device, session): one advance per run, in order (the last run of a session gives its
@@ -116,15 +119,15 @@ final class SinkRunner: @unchecked Sendable {
             let first = items[start]
             var end = start
             var bytes: UInt64 = 0
-            while end < items.endIndex, items[end].session == first.session, items[end].device == first.device {
-                bytes &+= UInt64(items[end].chunk.text.utf8.count)
+            while end < items.endIndex, items[end].isSameSession(as: first) {
+                bytes &+= UInt64(items[end].text.utf8.count)
                 end += 1
             }
             let advance = DeliveryPipeline.Advance(
-                key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].chunk.seq,
+                key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].seq,
                 taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes))
             if start == items.startIndex && end == items.endIndex {
-                pipeline.sinkAdvanced(index, CollectionOfOne(advance))
+                pipeline.sinkAdvanced(index, advance)
                 return
             }
             advances.append(advance)
@@ -134,13 +137,13 @@ final class SinkRunner: @unchecked Sendable {
     }
 
     func stop() {
-        condition.withLock {
+        condition.locked {
             stopped = true
             condition.signal()
         }
     }
 
-    func setProblem(_ p: String?) { condition.withLock { currentProblem = p } }
+    func setProblem(_ p: String?) { condition.locked { currentProblem = p } }
 
     func run() {
         while true {
@@ -154,7 +157,7 @@ final class SinkRunner: @unchecked Sendable {
             // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
             // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
             guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
-                                                   weight: { $0.chunk.text.utf8.count }) else {
+                                                   weight: { $0.text.utf8.count }) else {
                 condition.unlock()
                 continue
             }
@@ -164,12 +167,12 @@ final class SinkRunner: @unchecked Sendable {
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
                 setProblem(reason)
                 reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
-                condition.withLock { busy = false }
+                condition.locked { busy = false }
                 continue
             }
             let (taken, problem) = deliver(batch)
             setProblem(problem)
-            condition.withLock {
+            condition.locked {
                 busy = false
                 queue.consume(device, taken: taken, of: batch.count)
             }
@@ -192,7 +195,7 @@ final class SinkRunner: @unchecked Sendable {
     /// nil: with the sessions it held). A FIFO that is full for an instant is flow control, not a problem: only
     /// the runner thread reports, after a whole second of waiting or a failed tool run.
     func reportHeld(_ reason: String?) {
-        let report: (String?, [HeldChunk])? = condition.withLock {
+        let report: (String?, [HeldChunk])? = condition.locked {
             guard let reason else {
                 defer { reportedHold = nil }
                 return reportedHold.map { (nil, $0.held) }
@@ -202,7 +205,7 @@ final class SinkRunner: @unchecked Sendable {
             queue.forEach { _, item in
                 let key = SessionKey(device: item.device, session: item.session)
                 if first[key] == nil { order.append(key) }
-                first[key] = min(first[key] ?? .max, item.chunk.seq)
+                first[key] = min(first[key] ?? .max, item.seq)
             }
             let held = order.map { HeldChunk(device: $0.device, session: $0.session, firstHeldSeq: first[$0]!) }
             if let last = reportedHold, last.reason == reason,
@@ -246,7 +249,7 @@ final class SinkRunner: @unchecked Sendable {
                 Console.warning("sink \(label): \(message)")
                 return (batch.count, message)
             }
-            Trace.mark("sink", batch.last?.chunk.seq ?? 0)
+            Trace.mark("sink", batch.last?.seq ?? 0)
             Console.debug("\(label): wrote \(batch.count) text(s)")
             return (batch.count, nil)
         } catch {
@@ -268,7 +271,7 @@ final class SinkRunner: @unchecked Sendable {
                 }
                 for item in batch[0..<taken] {
                     let key = SessionKey(device: item.device, session: item.session)
-                    if restore[key] != nil { restore[key] = item.chunk.seq }
+                    if restore[key] != nil { restore[key] = item.seq }
                 }
                 for (key, seq) in restore {
                     try? progress.record(sink: label, device: key.device, session: key.session, seq: seq)

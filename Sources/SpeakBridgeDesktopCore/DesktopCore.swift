@@ -229,7 +229,7 @@ public struct DesktopCore {
 
     mutating func frame(_ id: ConnectionID, _ bytes: [UInt8]) -> [DesktopAction] {
         guard let index = connections.index(forKey: id) else { return [] }
-        let actions: [ResponderMachine.Action]
+        let received: ResponderMachine.Received
         do {
             // The context snapshots the ledgers: it must be gone before `perform` changes them (else each frame
             // copies the ledger's tables). In place in the dictionary: a copy of the connection taken out and
@@ -237,12 +237,22 @@ public struct DesktopCore {
             // Made only when the frame needs it (a handshake, a `resume`): not per chunk. The closure reads
             // local copies (its own references, gone with this scope), not `self`, which is being modified.
             let (configuration, secret, clients, ledgers) = (configuration, code.active?.secret, clients, ledgers)
-            actions = connections.values[index].machine.receive(bytes) {  // one hash per frame
+            received = connections.values[index].machine.receiveFrame(bytes) {  // one hash per frame
                 Self.context(configuration, secret: secret, clients, ledgers)
             }
         }
         // A chunk message (every paced line): `perform` would look the connection up again to see that it is
-        // still there, which it is (the machine cannot remove it). Same actions, one hash less.
+        // still there, which it is (the machine cannot remove it). Same actions, one hash less; and the machine
+        // hands it over as `.deliver` itself, not in an array of actions.
+        let actions: [ResponderMachine.Action]
+        switch received {
+        case let .deliver(device, session, chunks):
+            var out: [DesktopAction] = []
+            deliver(device: device, session: session, chunks: chunks, on: id, into: &out)
+            return out
+        case .actions(let list):
+            actions = list
+        }
         if actions.count == 1, case let .deliver(device, session, chunks) = actions[0] {
             var out: [DesktopAction] = []
             deliver(device: device, session: session, chunks: chunks, on: id, into: &out)

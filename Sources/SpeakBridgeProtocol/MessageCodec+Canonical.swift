@@ -12,10 +12,15 @@
 /// literal): each text is validated as UTF-8 once, when its `String` is made. A string with an escape goes
 /// through the general parser's own string routine, so escapes follow exactly one set of rules.
 extension MessageCodec {
-    static func decodeCanonical(_ bytes: [UInt8]) -> Message? {
+    /// - Parameter knownSession: a session ID a canonical decode returned (so a valid one), which the caller
+    ///   holds (its connection's last one): when the message's
+    ///   session has exactly its bytes, the message carries that `String` itself, not a new one (no allocation,
+    ///   and later comparisons with it, in the ledger's and the pipeline's tables, find the same storage at once).
+    static func decodeCanonical(_ bytes: [UInt8], knownSession: String? = nil) -> Message? {
         guard bytes.count <= SpeakBridgeProtocol.maxFrameSize else { return nil }
         return bytes.withUnsafeBufferPointer { buffer in
             var reader = CanonicalReader(bytes: buffer, array: bytes)
+            reader.knownSession = knownSession
             return reader.message()
         }
     }
@@ -29,6 +34,8 @@ struct CanonicalReader {
     /// The same bytes as an array, only for a string with escapes (the general parser's routine reads arrays).
     let array: [UInt8]
     var index = 0
+    /// A session ID to hand back instead of a new `String` when the message's has the same bytes.
+    var knownSession: String?
 
     init(bytes: UnsafeBufferPointer<UInt8>, array: [UInt8]) {
         self.bytes = bytes
@@ -53,14 +60,21 @@ struct CanonicalReader {
         }
         guard literal(#","chunks":["#) else { return nil }
         var chunks: [Chunk] = []
-        var lastSeq: UInt64 = 0
+        // Room for every chunk the rest of the frame can hold at the size of the first one (most batches are
+        // lines of about the same length): growing the array by doubling cost about 50 instructions a chunk.
+        // Bounded by the batch limit, so a hostile frame reserves no more than the limit allows anyway.
+        let firstStart = index
         while true {
+            // Each chunk is made right in the array (`appendChunk`): no `Chunk?` returned, copied and destroyed.
             guard chunks.count < SpeakBridgeProtocol.maxChunksPerBatch, literal("{"),
-                  let chunk = chunkMembers(), literal("}") else { return nil }
-            // seq ≤ 2^53 (checked in `chunkMembers`), so `lastSeq + 1` cannot overflow.
-            if !chunks.isEmpty, chunk.seq != lastSeq + 1 { return nil }
-            lastSeq = chunk.seq
-            chunks.append(chunk)
+                  appendChunk(to: &chunks), literal("}") else { return nil }
+            let count = chunks.count
+            // seq ≤ 2^53 (checked in `chunkMembers`), so `+ 1` cannot overflow.
+            if count > 1, chunks[count - 1].seq != chunks[count - 2].seq + 1 { return nil }
+            if count == 1 {
+                let each = max(index - firstStart, 1)
+                chunks.reserveCapacity(min(SpeakBridgeProtocol.maxChunksPerBatch, 1 + (bytes.count - index) / each))
+            }
             if literal(",") { continue }
             guard literal("]}"), atEnd else { return nil }
             return .chunks(session: session, chunks)
@@ -98,18 +112,51 @@ struct CanonicalReader {
     mutating func sessionID() -> String? {
         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
         let start = index + 1
+        // The connection's last session again (every line of a stream): its bytes and then the closing quote are
+        // exactly what the scan below would accept (`knownSession` is a session this reader returned, so its bytes
+        // are session bytes, 1-64 of them), and the message carries that same string.
+        if let known = knownSession, let base = bytes.baseAddress {
+            let same: Bool? = known.utf8.withContiguousStorageIfAvailable { k in
+                guard let kb = k.baseAddress, k.count > 0, k.count < bytes.count - start,  // the bytes, the quote
+                      base[start + k.count] == UInt8(ascii: "\"") else { return false }
+                return Self.equalBytes(base + start, kb, k.count)
+            }
+            if same == true {
+                index = start + known.utf8.count + 1
+                return known
+            }
+        }
         var end = start
         while end < bytes.count, end - start <= 64, Self.isSessionByte(bytes[end]) { end += 1 }
         guard end < bytes.count, bytes[end] == UInt8(ascii: "\""), end > start, end - start <= 64 else { return nil }
-        let session = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)  // ASCII
         index = end + 1
-        return session
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)  // ASCII
     }
 
+    /// `count` bytes at `a` and at `b` are equal (eight at a time; both ranges are inside their buffers).
+    static func equalBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+        let ra = UnsafeRawPointer(a), rb = UnsafeRawPointer(b)
+        var k = 0
+        while count - k >= 8 {
+            guard ra.loadUnaligned(fromByteOffset: k, as: UInt64.self) == rb.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            else { return false }
+            k += 8
+        }
+        while k < count {
+            guard a[k] == b[k] else { return false }
+            k += 1
+        }
+        return true
+    }
+
+    /// Whether `b` is one of A-Z a-z 0-9 . _ -, read from two 64-bit maps (bit `b` of the first for bytes below
+    /// 0x40: digits, "." and "-"; bit `b - 0x40` of the second: letters and "_"): one shift and mask per byte
+    /// instead of six range tests. Tested against the range tests for all 256 bytes.
     @inline(__always)
     static func isSessionByte(_ b: UInt8) -> Bool {
-        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
-            || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        // Bytes of 0x80 and above are never session bytes; below, one of the two words says.
+        b < 0x40 ? ((0x03FF_6000_0000_0000 as UInt64) >> UInt64(b)) & 1 != 0
+            : b < 0x80 && ((0x07FF_FFFE_87FF_FFFE as UInt64) >> UInt64(b - 0x40)) & 1 != 0
     }
 
     /// A JSON string at the cursor. Without escapes (the common case): its bytes up to the closing quote, no
@@ -131,8 +178,16 @@ struct CanonicalReader {
                 let w = UnsafeRawPointer(base + end).loadUnaligned(as: UInt64.self)
                 let quote = w ^ (ones &* 0x22)
                 let backslash = w ^ (ones &* 0x5C)
-                let stop = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w)
-                if stop & highs != 0 { break }
+                let stop = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w))
+                    & highs
+                if stop != 0 {
+                    // The lowest flagged byte is the first stop byte (a borrow only runs upwards from a byte that
+                    // is itself one); the bytes before it are text. The byte loop below starts at that byte.
+                    let before = stop.trailingZeroBitCount >> 3
+                    seen |= w & ((1 << (UInt64(before) << 3)) &- 1)
+                    end += before
+                    break
+                }
                 seen |= w
                 end += 8
             }
@@ -174,6 +229,21 @@ struct CanonicalReader {
     /// `"seq":N,"text":"…","final":true|false`, with the codec's rules: seq 1…2^53 written without leading zeros
     /// (at most 16 digits), text at most `maxChunkTextBytes` of UTF-8.
     mutating func chunkMembers() -> Chunk? {
+        guard let (seq, text, final) = members() else { return nil }
+        return Chunk(seq: seq, text: text, final: final)
+    }
+
+    /// `chunkMembers` appended to `chunks` (the chunk is made in the call that appends it); false (nothing
+    /// appended, nothing consumed) where `chunkMembers` returns nil.
+    mutating func appendChunk(to chunks: inout [Chunk]) -> Bool {
+        guard let (seq, text, final) = members() else { return false }
+        chunks.append(Chunk(seq: seq, text: text, final: final))
+        return true
+    }
+
+    /// The members of `chunkMembers`, as plain values (a tuple of a number, a string and a flag moves without
+    /// the value-witness copies a `Chunk?` took).
+    mutating func members() -> (UInt64, String, Bool)? {
         let mark = index
         guard literal(#""seq":"#) else { return nil }
         let start = index
@@ -195,6 +265,6 @@ struct CanonicalReader {
             index = mark
             return nil
         }
-        return Chunk(seq: seq, text: text, final: final)
+        return (seq, text, final)
     }
 }

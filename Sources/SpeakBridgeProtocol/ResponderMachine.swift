@@ -82,6 +82,9 @@ public struct ResponderMachine {
     var state: State
     /// The Noise cipher functions, chosen by the WebSocket subprotocol (AESGCM for browsers).
     public let cipher: NoiseCipher
+    /// The session ID of the last chunk message `receiveFrame` read: the next one with the same bytes reuses this
+    /// `String` (`MessageCodec.decodeCanonical(_:knownSession:)`), so a session's lines share one string.
+    var lastSession: String?
 
     public init(intent: ConnectionIntent, context: ResponderContext, cipher: NoiseCipher = .chaChaPoly) {
         self.intent = intent
@@ -116,6 +119,42 @@ public struct ResponderMachine {
             return receive(frame, with: make())
         }
         return receiveEstablished(frame, transport, device) { make().delivered($0, $1) }
+    }
+
+    /// What `receive(frame, context:)` asks for, with the common case apart: a chunk message on an established
+    /// connection (every line) is `.deliver` itself, not a one-element `[Action]` array (one allocation and its
+    /// release per line less). `.actions` is everything else, exactly as `receive` returns it.
+    public enum Received {
+        case deliver(DeviceID, session: String, [Chunk])
+        case actions([Action])
+    }
+
+    /// `receive(frame, context: make)`, with a chunk message as `.deliver` (see `Received`). The same state changes
+    /// and the same actions: `.deliver(d, s, c)` is exactly `.actions([.deliver(d, session: s, c)])`.
+    public mutating func receiveFrame(_ frame: [UInt8], context make: () -> ResponderContext) -> Received {
+        guard case .established(var transport, let device) = state,
+              frame.count <= SpeakBridgeProtocol.maxFrameSize else {
+            return .actions(receive(frame, context: make))
+        }
+        let plaintext: [UInt8]
+        do {
+            plaintext = try transport.decrypt(frame)
+        } catch {
+            return .actions(fail(.failed(.undecryptable(device))))
+        }
+        state = .established(transport, device)
+        // `MessageCodec.decode` tries the canonical form first too: a chunk message in that form decodes to the
+        // same message here; anything else goes the usual way (which reads it again, a rare message).
+        switch MessageCodec.decodeCanonical(plaintext, knownSession: lastSession) {
+        case let .chunk(session, chunk)?:
+            lastSession = session
+            return .deliver(device, session: session, [chunk])
+        case let .chunks(session, chunks)?:
+            lastSession = session
+            return .deliver(device, session: session, chunks)
+        default:
+            return .actions(handleSessionMessage(plaintext, from: device) { make().delivered($0, $1) })
+        }
     }
 
     public mutating func receive(_ frame: [UInt8]) -> [Action] {

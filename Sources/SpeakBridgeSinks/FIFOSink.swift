@@ -111,11 +111,11 @@ public final class FIFOSink: TextSink {
     /// `TextSink`'s `deliver` does: class (a), `willWrite` before the write that completes a text.
     public func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void,
                         didWrite: (Int) -> Void) throws(SinkError) {
-        if items.count == 1, try writeAlone(items[0].chunk.text, willWrite: willWrite) {
+        if items.count == 1, try writeAlone(items[0].text, willWrite: willWrite) {
             didWrite(1)
             return
         }
-        try write(LineFraming.plan(items.lazy.map(\.chunk.text), sanitize: sanitize, limit: Int(PIPE_BUF)),
+        try write(LineFraming.plan(items: items, sanitize: sanitize, limit: Int(PIPE_BUF)),
                   willWrite: willWrite, didWrite: { _ in })
         didWrite(items.count)
     }

@@ -106,27 +106,39 @@ enum LineFraming {
 
     /// Printable ASCII, tab and newline only. Eight bytes at a time: a word with no byte below 0x20, no 0x7F and
     /// none at or above 0x80 is plain (`hasLess` and `hasZero` are exact about whether such a byte exists); a
-    /// word that might not be is checked byte by byte (tab and newline are below 0x20 and still plain).
+    /// word that might not be is checked byte by byte (tab and newline are below 0x20 and still plain). The last
+    /// few bytes of a run of at least eight are read as the run's last word (overlapping the one before: a byte
+    /// checked twice gives the same answer), not one by one.
     static func isPlain(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         var i = bytes.startIndex
-        if let base = bytes.base.baseAddress {
-            while bytes.endIndex - i >= 8 {
+        let end = bytes.endIndex
+        if let base = bytes.base.baseAddress, end - i >= 8 {
+            while end - i >= 8 {
                 // Unaligned load from inside the buffer: i + 8 <= endIndex, checked just above.
-                let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                let below20 = (w &- ones &* 0x20) & ~w & highs
-                let x7F = w ^ (ones &* 0x7F)
-                let is7F = (x7F &- ones) & ~x7F & highs
-                if (below20 | is7F | (w & highs)) != 0 {
-                    for k in i..<(i + 8) where !isPlainByte(bytes[k]) { return false }
-                }
+                if !isPlainWord(base, i) { return false }
                 i += 8
             }
+            // The tail, as the word that ends at `end` (it starts at or after `startIndex`: the run has 8 bytes).
+            return i == end || isPlainWord(base, end - 8)
         }
-        while i < bytes.endIndex {
+        while i < end {
             if !isPlainByte(bytes[i]) { return false }
             i += 1
+        }
+        return true
+    }
+
+    /// The eight bytes at `base + i` (all inside the caller's buffer) are printable ASCII, tab or newline.
+    @inline(__always)
+    static func isPlainWord(_ base: UnsafePointer<UInt8>, _ i: Int) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+        let below20 = (w &- ones &* 0x20) & ~w & highs
+        let x7F = w ^ (ones &* 0x7F)
+        let is7F = (x7F &- ones) & ~x7F & highs
+        if (below20 | is7F | (w & highs)) != 0 {
+            for k in i..<(i + 8) where !isPlainByte(base[k]) { return false }
         }
         return true
     }

@@ -40,6 +40,9 @@ public struct MessageReassembler: Sendable {
         self.maxMessageSize = max(0, maxMessageSize)
     }
 
+    /// The most a frame's announcement reserves before its bytes arrive (a desktop frame is at most 64 KiB).
+    static let maxReservation = 1 << 17
+
     /// True once a refusal was returned.
     public var isRefused: Bool { refusal != nil }
 
@@ -58,6 +61,16 @@ public struct MessageReassembler: Sendable {
         // Compared as UInt64 so that no announced value can overflow or trap a conversion.
         guard announcedRemaining <= UInt64(room - bytes.count) else {
             return refuse(code: 1009, reason: "message too big")
+        }
+        if buffered.isEmpty {
+            // A whole message in one callback: its array, made at its size (no buffer grown and handed over).
+            if isFinalFragment && announcedRemaining == 0 { return .message(Array(bytes)) }
+            // The first part of a longer frame: room for what the frame announced, so the buffer is not grown
+            // (and copied) by doubling as the rest arrives; a burst's 64 KiB frames were copied about twice over.
+            // At most `room` (checked above, so neither the conversion nor the sum can trap): never more than
+            // `maxMessageSize`, the bound the buffer already had; and never more than `maxReservation` up front
+            // (a limit of `Int.max` must not turn a peer's announcement into an allocation of that size).
+            buffered.reserveCapacity(min(bytes.count + Int(announcedRemaining), Self.maxReservation))
         }
         buffered.append(contentsOf: bytes)
         guard isFinalFragment, announcedRemaining == 0 else {
