@@ -77,11 +77,6 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// Whether a sink may show the device's name (`submit(name:)`): false when every sink is a FIFO, which writes
     /// the text alone, so the caller need not look the name up per line. Any other sink counts as showing it.
     public let showsDeviceNames: Bool
-    // `@exclusivity(unchecked)` on the fields below that the per-line path touches: each is read and written only
-    // with `lock` held (see `@unchecked Sendable` above), and nothing done under the lock reaches the same field
-    // again (the lock is not recursive; `DeliveryLevels` and `BacklogMeter` are values that call nothing back), so
-    // two accesses never overlap. The runtime check could not see that: it cost about 65 instructions an access,
-    // five accesses per paced line here.
     var runners: [SinkRunner] = []
     let onDurable: DurableHandler
     let onDrained: DrainedHandler
@@ -89,10 +84,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
     let lock = ThreadLock()
     /// Where the committer sleeps (see `commitLoop`): posted only by whoever finds it waiting, under `lock`.
     let bell = DispatchSemaphore(value: 0)
-    @exclusivity(unchecked) var levels: DeliveryLevels
-    @exclusivity(unchecked) var stopped = false
-    @exclusivity(unchecked) var commitFailure: String?
-    @exclusivity(unchecked) var meter: BacklogMeter
+    var levels: DeliveryLevels
+    var stopped = false
+    var commitFailure: String?
+    var meter: BacklogMeter
     /// `meter.mayOverflow`, published after each change of the meter, so that `isOverflowing` answers the usual
     /// "no device is at the hard limit" without the lock. Only a submit raises a backlog, and submits come from
     /// the thread that asks (the daemon's queue), after its own store: a false read is never stale.
@@ -101,17 +96,17 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// What the committer does, so that an advance wakes it only when it would act on it: waiting for work
     /// (`idle`), or pacing and the chunks waiting just reached `pacing.flushAt`. Whoever rings the bell sets it
     /// `busy`, so a wait is rung at most once. Guarded by `lock`.
-    @exclusivity(unchecked) var committer = Committer.busy
+    var committer = Committer.busy
     enum Committer { case idle, pacing, busy }
     /// How many times the committer's waits returned (rung, timed out, or spuriously): tests count its wake-ups.
     /// Guarded by `lock`.
     var committerWakeups = 0
     /// Per session, the last chunk of an urgent submit (the first chunks of a connection: a one-shot `send --text`
     /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `lock`.
-    @exclusivity(unchecked) var urgent: [SessionKey: UInt64] = [:]
-    @exclusivity(unchecked) var flushNow = false
+    var urgent: [SessionKey: UInt64] = [:]
+    var flushNow = false
     /// The key of the last `submit`'s session (reused while the same session streams). Guarded by `lock`.
-    @exclusivity(unchecked) var lastSubmitKey: SessionKey?
+    var lastSubmitKey: SessionKey?
     /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
     var committedSinceTrim = 0
     var trims = 0

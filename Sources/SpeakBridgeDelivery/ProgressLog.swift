@@ -41,24 +41,21 @@ public final class ProgressLog: @unchecked Sendable {
     let path: String
     // `@unchecked Sendable` is sound: every mutable field below is read and written only with `lock` held.
     let lock = ThreadLock()
-    // `@exclusivity(unchecked)` on the fields a record touches: only with `lock` held, and nothing done under it
-    // reaches them again, so two accesses never overlap; the runtime check (about 65 instructions an access, two
-    // per paced line) could not see the lock.
-    @exclusivity(unchecked) var file: LogFile
-    @exclusivity(unchecked) var live: Live = [:]
+    var file: LogFile
+    var live: Live = [:]
     var retired: Retired = [:]
-    @exclusivity(unchecked) var appendedBytes = 0
+    var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
-    @exclusivity(unchecked) var tail: [UInt8]?
+    var tail: [UInt8]?
     /// The line being recorded (its capacity reused: no allocation per record).
-    @exclusivity(unchecked) var scratch: [UInt8] = []
+    var scratch: [UInt8] = []
     /// Serializes `sync` (and so `compact`, the only place `file` changes outside init).
     let syncGate = Locked(())
     /// Guarded by `lock`; a test lowers it.
     var compactAfterBytes = 8 << 20
     /// Lines appended since open, and how many of them the last successful `sync` covered, with the number of
     /// syncs: what the group-commit tests check acks against. Guarded by `lock`.
-    @exclusivity(unchecked) var appendedLines = 0
+    var appendedLines = 0
     var syncedLines = 0
     var syncs = 0
 

@@ -24,14 +24,11 @@ final class SinkRunner: @unchecked Sendable {
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
     let condition = ThreadCondition()
-    // `@exclusivity(unchecked)`: `queue`, `stopped`, `busy` and `currentProblem` are touched only with `condition`
-    // held, and nothing done under it reaches them again, so two accesses never overlap; the runtime check (about
-    // 65 instructions an access, two per paced line) could not see the lock.
-    @exclusivity(unchecked) var queue = FairQueue<DeviceID, SinkItem>()
-    @exclusivity(unchecked) var stopped = false
+    var queue = FairQueue<DeviceID, SinkItem>()
+    var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
-    @exclusivity(unchecked) var busy = false
-    @exclusivity(unchecked) var currentProblem: String?
+    var busy = false
+    var currentProblem: String?
     /// What `onHeld` last said (reason and held sessions); nil reason: nothing held was reported.
     var reportedHold: (reason: String, held: [HeldChunk])?
     /// The progress log's slot of the last session this sink recorded (see `ProgressSlot`): a session's next
