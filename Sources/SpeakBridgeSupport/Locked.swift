@@ -15,14 +15,17 @@ import Glibc
 /// a fixed heap address for the life of the object) is held; and `Value` is itself Sendable, so what leaves the
 /// lock may cross threads.
 public final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let mutex = ThreadLock()
-    private var value: Value
+    // `@usableFromInline` (not `private`) so that `withLock` can be inlined and specialized where it is called:
+    // a generic, unspecialized call from another module costs a closure context and generic metadata per call.
+    @usableFromInline let mutex = ThreadLock()
+    @usableFromInline var value: Value
 
     public init(_ value: Value) {
         self.value = value
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

@@ -13,7 +13,7 @@ import Glibc
 /// `@unchecked Sendable` is sound: the only stored state is the pthread mutex, at a fixed heap address (as pthread
 /// requires) for the life of the object, and it is only used through pthread calls, which are thread-safe.
 public final class ThreadLock: @unchecked Sendable {
-    let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init() {
         mutex = .allocate(capacity: 1)
@@ -28,11 +28,12 @@ public final class ThreadLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    public func lock() { pthread_mutex_lock(mutex) }
+    @inlinable public func lock() { pthread_mutex_lock(mutex) }
 
-    public func unlock() { pthread_mutex_unlock(mutex) }
+    @inlinable public func unlock() { pthread_mutex_unlock(mutex) }
 
-    /// Runs `body` with the lock held.
+    /// Runs `body` with the lock held (inlinable: specialized where it is called, no closure context).
+    @inlinable
     public func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
         lock()
         defer { unlock() }
