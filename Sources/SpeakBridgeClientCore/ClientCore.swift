@@ -155,7 +155,7 @@ public struct ClientCore {
             // Someone is dictating: a desktop that is away is looked for at the fast pace again.
             redial.active(now: now)
             if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-            let out = transmit(window.append(contentsOf: chunks))
+            let out = transmit(outgoing: window.appendOutgoing(contentsOf: chunks))
             let done = checkDone()
             return done.isEmpty ? out : out + done
         case .inputEnded:
@@ -297,12 +297,12 @@ public struct ClientCore {
 
     mutating func acknowledge(_ seq: UInt64, now: Double, resume: Bool) -> [Action] {
         let before = window.acked
-        let messages = resume ? window.resumed(delivered: seq, now: now) : window.ack(seq, now: now)
+        let outgoing = resume ? window.resumedOutgoing(delivered: seq, now: now) : window.ackOutgoing(seq, now: now)
         var out: [Action] = window.acked > before ? [.ackJournal(through: window.acked)] : []
         // Nothing waits any more: what the tick would drop goes now (a `send` whose every line is acknowledged
         // before its tick has no tick to prune this list).
         if window.isDrained { waitingSince.removeAll(keepingCapacity: true) }
-        out += transmit(messages)
+        out += transmit(outgoing: outgoing)
         return out
     }
 
@@ -315,6 +315,9 @@ public struct ClientCore {
     }
 
     mutating func transmit(_ messages: [Message]) -> [Action] { Self.io(link.send(messages)) }
+
+    /// `transmit` of what the window sends (its batches encoded: `OutboxWindow+Encoded.swift`).
+    mutating func transmit(outgoing: [OutboxWindow.Outgoing]) -> [Action] { Self.io(link.send(outgoing: outgoing)) }
 
     /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
     /// connection itself (a message it cannot seal).

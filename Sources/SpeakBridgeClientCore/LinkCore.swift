@@ -142,6 +142,26 @@ public struct LinkCore {
         return out
     }
 
+    /// `send(_:)` of what the window sends (`OutboxWindow.Outgoing`): its encoded batches sealed as they are.
+    public mutating func send(outgoing: [OutboxWindow.Outgoing]) -> [Action] {
+        guard !outgoing.isEmpty, let id = chosen, live?.isEstablished == true else { return [] }
+        var out: [Action] = []
+        out.reserveCapacity(outgoing.count)
+        for item in outgoing {
+            let sealed: InitiatorMachine.Sealed
+            switch item {
+            case .message(let message): sealed = live?.seal(message) ?? .notReady
+            case .encoded(let bytes): sealed = live?.seal(encoded: bytes) ?? .notReady
+            }
+            switch sealed {
+            case .frame(let frame): out.append(.send(id, frame))
+            case .closed(let reason): return out + [.machineClosed(reason, chosen: true)] + close(id)  // as `send`
+            case .notReady: continue
+            }
+        }
+        return out
+    }
+
     /// `send([message])` on the established session without its arrays: the chosen attempt and what sealing
     /// made of the message; nil (nothing changed) when no session is established.
     public mutating func seal(_ message: Message) -> (AttemptID, InitiatorMachine.Sealed)? {

@@ -26,6 +26,8 @@ public struct Chunk: Sendable, Equatable {
     /// chunk is copied several times on its way through each side, and two optional strings and two optional
     /// doubles made every copy larger and slower.
     private var extras: Extras? { didSet { encodedBuffer = nil } }
+    /// Whether any rare member (lang, speaker, start, end) is set: one test instead of four getters.
+    package var hasExtras: Bool { extras != nil }
 
     /// Immutable: a change makes a new one (`make`), so copies of a chunk never share a change.
     private final class Extras: Sendable {
@@ -68,6 +70,20 @@ public struct Chunk: Sendable, Equatable {
 
     package mutating func dropEncoded() {
         encodedBuffer = nil
+    }
+
+    /// Appends this chunk's JSON object to `out` (`MessageCodec.writeChunk`: its `encoded` bytes when it has them)
+    /// and drops the encoded bytes; returns how many it dropped (0 without them). For the window's encoded batches,
+    /// in place (`storage[i].moveObject(into:)`), so no copy of the chunk is made to read them.
+    package mutating func moveObject(into out: inout [UInt8]) -> Int {
+        guard let buffer = encodedBuffer else {
+            MessageCodec.writeChunk(self, into: &out)
+            return 0
+        }
+        let range = encodedRange
+        buffer.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[range])) }
+        encodedBuffer = nil
+        return range.count
     }
 
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,

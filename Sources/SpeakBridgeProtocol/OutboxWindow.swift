@@ -82,6 +82,12 @@ public struct OutboxWindow: Sendable {
 
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
+        hold(chunks)
+        return nextMessages()
+    }
+
+    /// Takes new chunks into `storage` (what `append(contentsOf:)` does before sending).
+    mutating func hold(_ chunks: [Chunk]) {
         // Checked by index, then appended at once (iterating copied every chunk once more).
         for i in chunks.indices {
             precondition(chunks[i].seq > lastSeq, "sequence numbers must increase")
@@ -98,7 +104,6 @@ public struct OutboxWindow: Sendable {
                 storage[first + i].dropEncoded()
             }
         }
-        return nextMessages()
     }
 
     /// Whether `appendAlone` applies: resumed, every chunk held already sent, room for one more in flight.

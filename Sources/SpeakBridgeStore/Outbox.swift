@@ -109,10 +109,7 @@ public final class Outbox: @unchecked Sendable {
         if withAck { Self.ackLine(ack, into: &out) }
         for text in texts {
             let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
-            out += Self.chunkPrefix
-            let start = out.count
-            Self.chunkLine(chunk, into: &out)
-            objects.append(start..<out.count - 2)  // without the record's "}\n"
+            objects.append(MessageCodec.writeChunkRecord(chunk, into: &out))  // `chunkLine`'s record
             chunks.append(consume chunk)  // its last use: moved, not copied
         }
         try log.append(out)
@@ -132,13 +129,11 @@ public final class Outbox: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity((withAck ? Self.ackRecordCapacity : 0) + 64 + text.utf8.count)
         if withAck { Self.ackLine(ack, into: &out) }
-        out += Self.chunkPrefix
-        let start = out.count
-        Self.chunkLine(chunk, into: &out)
+        let object = MessageCodec.writeChunkRecord(chunk, into: &out)  // `chunkLine`'s record
         try log.append(out)
         nextSeq += 1
         if withAck { acked = ack }
-        chunk.setEncoded(in: out, start..<out.count - 2)
+        chunk.setEncoded(in: out, object)
         return chunk
     }
 
