@@ -302,7 +302,7 @@ public struct ClientCore {
         // Nothing waits any more: what the tick would drop goes now (a `send` whose every line is acknowledged
         // before its tick has no tick to prune this list).
         if window.isDrained { waitingSince.removeAll(keepingCapacity: true) }
-        out += transmit(outgoing: outgoing)
+        out += transmit(outgoing: consume outgoing)
         return out
     }
 
@@ -317,7 +317,9 @@ public struct ClientCore {
     mutating func transmit(_ messages: [Message]) -> [Action] { Self.io(link.send(messages)) }
 
     /// `transmit` of what the window sends (its batches encoded: `OutboxWindow+Encoded.swift`).
-    mutating func transmit(outgoing: [OutboxWindow.Outgoing]) -> [Action] { Self.io(link.send(outgoing: outgoing)) }
+    mutating func transmit(outgoing: consuming [OutboxWindow.Outgoing]) -> [Action] {
+        Self.io(link.send(outgoing: consume outgoing))
+    }
 
     /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
     /// connection itself (a message it cannot seal).

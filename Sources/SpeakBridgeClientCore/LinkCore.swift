@@ -143,13 +143,16 @@ public struct LinkCore {
     }
 
     /// `send(_:)` of what the window sends (`OutboxWindow.Outgoing`): its encoded batches sealed as they are.
-    public mutating func send(outgoing: [OutboxWindow.Outgoing]) -> [Action] {
+    public mutating func send(outgoing: consuming [OutboxWindow.Outgoing]) -> [Action] {
         guard !outgoing.isEmpty, let id = chosen, live?.isEstablished == true else { return [] }
         var out: [Action] = []
         out.reserveCapacity(outgoing.count)
-        for item in outgoing {
+        // Taken out of the array one by one (reversed, then popped): a batch's bytes then have one owner, and are
+        // sealed in place. Read from the array, they were shared, and sealing copied each batch to append its tag.
+        outgoing.reverse()
+        while let item = outgoing.popLast() {
             let sealed: InitiatorMachine.Sealed
-            switch item {
+            switch consume item {
             case .message(let message): sealed = live?.seal(message) ?? .notReady
             case .encoded(let bytes): sealed = live?.seal(encoded: bytes) ?? .notReady
             }

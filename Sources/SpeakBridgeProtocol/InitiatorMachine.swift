@@ -169,7 +169,7 @@ public struct InitiatorMachine {
         switch state {
         case .established(var transport):
             state = .closed  // the transport's only copy while its nonce advances; put back below
-            var frame = plaintext
+            var frame = consume plaintext  // its only owner (`LinkCore.send(outgoing:)`): encrypted in place
             do {
                 try transport.encrypt(inPlace: &frame)  // the encoded bytes become the frame
             } catch {

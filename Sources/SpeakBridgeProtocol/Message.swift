@@ -72,6 +72,16 @@ public struct Chunk: Sendable, Equatable {
         encodedBuffer = nil
     }
 
+    /// `MessageCodec.encodedSizeBound(self)`, for a held chunk in place (`storage[i].sizeBound()`): its fields read
+    /// where they are. Reading a held chunk through `get`, or passing it on from here, copied it (three references
+    /// retained and released).
+    package mutating func sizeBound() -> Int {
+        if encodedBuffer != nil && !encodedRange.isEmpty && extras == nil {
+            return MessageCodec.sizeBound(encodedCount: encodedRange.count, final: final, seq: seq)
+        }
+        return MessageCodec.encodedSizeBound(self)
+    }
+
     /// Appends this chunk's JSON object to `out` (`MessageCodec.writeChunk`: its `encoded` bytes when it has them)
     /// and drops the encoded bytes; returns how many it dropped (0 without them). For the window's encoded batches,
     /// in place (`storage[i].moveObject(into:)`), so no copy of the chunk is made to read them.
@@ -92,6 +102,15 @@ public struct Chunk: Sendable, Equatable {
         self.text = text
         self.final = final
         self.extras = Extras.make(lang: lang, speaker: speaker, start: start, end: end)
+    }
+
+    /// `init(seq:text:)`: a final chunk without rare members (a line of `send`'s input, `Outbox.append`), its
+    /// stored properties set directly.
+    package init(seq: UInt64, line text: String) {
+        self.seq = seq
+        self.text = text
+        self.final = true
+        self.extras = nil
     }
 
     /// Equal fields (the cached encoding is a copy of what they say, or absent).

@@ -199,11 +199,7 @@ public enum MessageCodec {
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
         let encodedCount = c.encodedCount
-        if encodedCount > 0, c.lang == nil, c.speaker == nil, c.start == nil, c.end == nil {
-            // The escaped text's size read off the encoded object, `{"seq":` N `,"text":"` TEXT `","final":true}`
-            // (or `false}`), instead of scanning the text again: the same bound.
-            return 64 + encodedCount - (c.final ? 31 : 32) - decimalDigits(c.seq)
-        }
+        if encodedCount > 0, !c.hasExtras { return sizeBound(encodedCount: encodedCount, final: c.final, seq: c.seq) }
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
         // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
         size += JSONValue.escapedSize(c.text)
@@ -212,6 +208,13 @@ public enum MessageCodec {
         if c.start != nil { size += 34 }
         if c.end != nil { size += 32 }
         return size
+    }
+
+    /// `encodedSizeBound` of a chunk without rare members whose encoded object is `encodedCount` bytes: the escaped
+    /// text's size read off the object, `{"seq":` N `,"text":"` TEXT `","final":true}` (or `false}`), instead of
+    /// scanning the text again: the same bound.
+    static func sizeBound(encodedCount: Int, final: Bool, seq: UInt64) -> Int {
+        64 + encodedCount - (final ? 31 : 32) - decimalDigits(seq)
     }
 
     /// The JSON members of one chunk (as inside `chunks`), for journals and size estimates.

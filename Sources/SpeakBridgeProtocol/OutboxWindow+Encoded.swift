@@ -111,11 +111,3 @@ extension OutboxWindow {
         return messages
     }
 }
-
-extension Chunk {
-    /// `MessageCodec.encodedSizeBound(self)`, called in place (`storage[i].sizeBound()`: a held chunk's `get`
-    /// copied it, three references retained and released).
-    mutating func sizeBound() -> Int {
-        MessageCodec.encodedSizeBound(self)
-    }
-}
