@@ -25,53 +25,109 @@ extension MessageCodec {
             }
             let escaped = size >= 0 ? size : JSONValue.escapedSize(text)
             sizes.append(size >= 0 ? size : -escaped)
-            total += head.utf8CodeUnitCount + decimalDigits(firstSeq &+ UInt64(i)) + textKey.utf8CodeUnitCount
-                + escaped + end.count
+            total += escaped
         }
+        // Heads and ends: the same for every record but for the digits of its sequence number.
+        let fixed = head.utf8CodeUnitCount + textKey.utf8CodeUnitCount + end.count
+        total += texts.count * fixed + digitCount(from: firstSeq, count: texts.count)
         var objects: [Range<Int>] = []
         objects.reserveCapacity(texts.count)
         // (2) and (3): every byte of the `total` is written below before the count is set.
         let bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             let base = buffer.baseAddress!
+            // The cursor is a plain local, captured by no closure (one that is captured by a nested function or a
+            // closure is boxed and every access to it checked for exclusivity at run time: 130 instructions a line).
             var at = 0
-            func put(_ source: UnsafePointer<UInt8>, _ n: Int) {
-                (base + at).update(from: source, count: n)
-                at += n
-            }
-            lead.withUnsafeBufferPointer { if let p = $0.baseAddress { put(p, $0.count) } }
+            var number = DecimalCounter()
+            lead.withUnsafeBufferPointer { if let p = $0.baseAddress { base.update(from: p, count: $0.count) } }
+            at += lead.count
             for i in texts.indices {
                 let start = at
-                put(head.utf8Start, head.utf8CodeUnitCount)
-                let seq = firstSeq &+ UInt64(i)
-                let digits = decimalDigits(seq)
-                var rest = seq
-                var d = at + digits
-                repeat {
-                    d -= 1
-                    base[d] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-                    rest /= 10
-                } while rest > 0
-                at += digits
-                put(textKey.utf8Start, textKey.utf8CodeUnitCount)
-                var text = texts[i]
+                (base + at).update(from: head.utf8Start, count: head.utf8CodeUnitCount)
+                at += head.utf8CodeUnitCount
+                // The digits: the previous record's, counted up by one (a carry runs through the nines), made from
+                // the number only for the first record and when the count of digits grows.
+                if i == 0 || !number.increment() { number.set(firstSeq &+ UInt64(i)) }
+                number.write(to: base + at)
+                at += number.count
+                (base + at).update(from: textKey.utf8Start, count: textKey.utf8CodeUnitCount)
+                at += textKey.utf8CodeUnitCount
                 let size = sizes[i]
+                let target = base + at
+                var text = texts[i]
                 text.withUTF8 { utf8 in
                     if size >= 0 {
-                        if let p = utf8.baseAddress { put(p, size) }
+                        if let p = utf8.baseAddress { target.update(from: p, count: size) }
                     } else {
                         var escaped: [UInt8] = []
                         escaped.reserveCapacity(-size)
                         JSONValue.writeEscaped(utf8, into: &escaped)
                         precondition(escaped.count == -size, "escapedSize is exact")
-                        escaped.withUnsafeBufferPointer { put($0.baseAddress!, $0.count) }
+                        escaped.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: -size) }
                     }
                 }
-                end.withUnsafeBufferPointer { put($0.baseAddress!, $0.count) }
+                at += size >= 0 ? size : -size
+                end.withUnsafeBufferPointer { (base + at).update(from: $0.baseAddress!, count: $0.count) }
+                at += end.count
                 objects.append((start + Self.braceSkip)..<(at - 2))  // without `{"c":` and the record's `}\n`
             }
             precondition(at == total, "every record written in full")
             count = at
         }
         return (bytes, objects)
+    }
+
+    /// How many decimal digits the `count` numbers from `first` on have in all.
+    static func digitCount(from first: UInt64, count: Int) -> Int {
+        guard count > 0 else { return 0 }
+        var total = 0
+        var value = first
+        var left = UInt64(count)
+        var digits = decimalDigits(first)
+        while left > 0 {
+            // The numbers with `digits` digits from `value` on: up to 10^digits - 1 (or UInt64.max).
+            let top: UInt64 = digits >= 20 ? .max : (0..<digits).reduce(1) { r, _ in r &* 10 } &- 1
+            let run = min(left, top &- value &+ 1)
+            total += Int(run) * digits
+            left -= run
+            value &+= run
+            digits += 1
+        }
+        return total
+    }
+
+    /// A sequence number as ASCII digits, counted up in place (`lineRecords`): a digit or two touched a record
+    /// instead of a division per digit.
+    struct DecimalCounter {
+        /// The digits, most significant first (at most 20 for a UInt64).
+        var digits = [UInt8](repeating: UInt8(ascii: "0"), count: 20)
+        var count = 1
+
+        mutating func set(_ value: UInt64) {
+            count = MessageCodec.decimalDigits(value)
+            var rest = value
+            var i = count
+            repeat {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+        }
+
+        /// Adds one; false when that needs one more digit (every digit was a nine: `set` the number instead).
+        mutating func increment() -> Bool {
+            var i = count - 1
+            while digits[i] == UInt8(ascii: "9") {
+                digits[i] = UInt8(ascii: "0")
+                guard i > 0 else { return false }
+                i -= 1
+            }
+            digits[i] += 1
+            return true
+        }
+
+        func write(to target: UnsafeMutablePointer<UInt8>) {
+            digits.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: count) }
+        }
     }
 }
