@@ -180,7 +180,8 @@ public struct ClientCore {
         waitingSince.append((seq: chunk.seq, at: now))
         redial.active(now: now)
         if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-        guard let (id, sealed) = link.seal(window.appendAlone(chunk)) else { return [] }  // established: not nil
+        // Established: not nil.
+        guard let (id, sealed) = link.seal(encoded: window.appendAloneEncoded(chunk)) else { return [] }
         switch sealed {
         case .frame(let frame):
             return [.send(id, frame)]

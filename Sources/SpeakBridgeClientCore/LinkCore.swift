@@ -172,6 +172,14 @@ public struct LinkCore {
         return (id, sealed)
     }
 
+    /// `seal(_:)` of a message already encoded (`OutboxWindow.appendAloneEncoded`).
+    public mutating func seal(encoded plaintext: consuming [UInt8]) -> (AttemptID, InitiatorMachine.Sealed)? {
+        guard let id = chosen, live?.isEstablished == true, let sealed = live?.seal(encoded: plaintext) else {
+            return nil
+        }
+        return (id, sealed)
+    }
+
     /// Closes the chosen connection (its `closed` then reports `lost`; a new `connect` may follow).
     public mutating func drop() -> [Action] {
         guard let chosen else { return [] }

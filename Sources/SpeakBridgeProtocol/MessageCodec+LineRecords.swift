@@ -8,28 +8,21 @@
 /// a line (about 90 instructions each) and its digits twice.
 extension MessageCodec {
     /// `{"c":{"seq":` N `,"text":"` TEXT `","final":true}}` and a newline for each text, numbered from `firstSeq`,
-    /// after `lead`; with where each chunk's object (`{"seq":…}`) is in the bytes.
+    /// after the ack record `{"a":N}` and a newline when `ack` is given (`Outbox.ackLine`'s); with where each chunk's
+    /// object (`{"seq":…}`) is in the bytes.
     package static func lineRecords(_ texts: [String], firstSeq: UInt64,
-                                    lead: [UInt8]) -> (bytes: [UInt8], objects: [Range<Int>]) {
-        let textKey: StaticString = #","text":""#
-        let head = Self.recordHead
-        let end = Self.finalTrueRecord
+                                    ack: UInt64? = nil) -> (bytes: [UInt8], objects: [Range<Int>]) {
         // (1) Escaped sizes, negative for a text that is not plain (escaped below rather than copied).
         var sizes: [Int] = []
         sizes.reserveCapacity(texts.count)
-        var total = lead.count
+        var total = ackRecordSize(ack)
         for i in texts.indices {
-            var text = texts[i]
-            let size = text.withUTF8 { bytes in
-                JSONValue.skipPlainWords(bytes, from: 0) == bytes.count ? bytes.count : -1
-            }
-            let escaped = size >= 0 ? size : JSONValue.escapedSize(text)
-            sizes.append(size >= 0 ? size : -escaped)
-            total += escaped
+            let size = escapedLineSize(texts[i])
+            sizes.append(size)
+            total += size >= 0 ? size : -size
         }
         // Heads and ends: the same for every record but for the digits of its sequence number.
-        let fixed = head.utf8CodeUnitCount + textKey.utf8CodeUnitCount + end.count
-        total += texts.count * fixed + digitCount(from: firstSeq, count: texts.count)
+        total += texts.count * lineRecordFixedBytes + digitCount(from: firstSeq, count: texts.count)
         var objects: [Range<Int>] = []
         objects.reserveCapacity(texts.count)
         // (2) and (3): every byte of the `total` is written below before the count is set.
@@ -37,44 +30,108 @@ extension MessageCodec {
             let base = buffer.baseAddress!
             // The cursor is a plain local, captured by no closure (one that is captured by a nested function or a
             // closure is boxed and every access to it checked for exclusivity at run time: 130 instructions a line).
-            var at = 0
             var number = DecimalCounter()
-            lead.withUnsafeBufferPointer { if let p = $0.baseAddress { base.update(from: p, count: $0.count) } }
-            at += lead.count
+            var at = putAckRecord(ack, number: &number, base: base)
             for i in texts.indices {
-                let start = at
-                (base + at).update(from: head.utf8Start, count: head.utf8CodeUnitCount)
-                at += head.utf8CodeUnitCount
                 // The digits: the previous record's, counted up by one (a carry runs through the nines), made from
                 // the number only for the first record and when the count of digits grows.
                 if i == 0 || !number.increment() { number.set(firstSeq &+ UInt64(i)) }
-                number.write(to: base + at)
-                at += number.count
-                (base + at).update(from: textKey.utf8Start, count: textKey.utf8CodeUnitCount)
-                at += textKey.utf8CodeUnitCount
-                let size = sizes[i]
-                let target = base + at
-                var text = texts[i]
-                text.withUTF8 { utf8 in
-                    if size >= 0 {
-                        if let p = utf8.baseAddress { target.update(from: p, count: size) }
-                    } else {
-                        var escaped: [UInt8] = []
-                        escaped.reserveCapacity(-size)
-                        JSONValue.writeEscaped(utf8, into: &escaped)
-                        precondition(escaped.count == -size, "escapedSize is exact")
-                        escaped.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: -size) }
-                    }
-                }
-                at += size >= 0 ? size : -size
-                end.withUnsafeBufferPointer { (base + at).update(from: $0.baseAddress!, count: $0.count) }
-                at += end.count
+                let start = at
+                at = putLineRecord(texts[i], size: sizes[i], number: number, base: base, at: at)
                 objects.append((start + Self.braceSkip)..<(at - 2))  // without `{"c":` and the record's `}\n`
             }
             precondition(at == total, "every record written in full")
             count = at
         }
         return (bytes, objects)
+    }
+
+    /// `lineRecords([text], firstSeq: seq, ack:)` without its arrays (a paced line, `Outbox.append(text:)`).
+    package static func lineRecord(_ text: String, seq: UInt64, ack: UInt64? = nil) -> (bytes: [UInt8], object: Range<Int>) {
+        let size = escapedLineSize(text)
+        let lead = ackRecordSize(ack)
+        let total = lead + lineRecordFixedBytes + decimalDigits(seq) + (size >= 0 ? size : -size)
+        let bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+            let base = buffer.baseAddress!
+            var number = DecimalCounter()
+            var at = putAckRecord(ack, number: &number, base: base)
+            number.set(seq)
+            at = putLineRecord(text, size: size, number: number, base: base, at: at)
+            precondition(at == total, "the record written in full")
+            count = at
+        }
+        return (bytes, (lead + Self.braceSkip)..<(total - 2))
+    }
+
+    static let ackRecordHead: StaticString = #"{"a":"#
+
+    /// The size of the ack record `{"a":N}` and a newline, 0 without `ack`.
+    static func ackRecordSize(_ ack: UInt64?) -> Int {
+        guard let ack else { return 0 }
+        return ackRecordHead.utf8CodeUnitCount + decimalDigits(ack) + 2
+    }
+
+    /// Writes the ack record at `base` (its room reserved: `ackRecordSize`), if any; returns where it ends.
+    @inline(__always)
+    static func putAckRecord(_ ack: UInt64?, number: inout DecimalCounter, base: UnsafeMutablePointer<UInt8>) -> Int {
+        guard let ack else { return 0 }
+        let head = Self.ackRecordHead
+        base.update(from: head.utf8Start, count: head.utf8CodeUnitCount)
+        var at = head.utf8CodeUnitCount
+        number.set(ack)
+        number.write(to: base + at)
+        at += number.count
+        base[at] = UInt8(ascii: "}")
+        base[at + 1] = 0x0A
+        return at + 2
+    }
+
+    static let lineTextKey: StaticString = #","text":""#
+    /// A line record's bytes but for its digits and its text: `recordHead`, `lineTextKey`, `finalTrueRecord`.
+    static let lineRecordFixedBytes = recordHead.utf8CodeUnitCount + lineTextKey.utf8CodeUnitCount
+        + finalTrueRecord.count
+
+    /// The size of `text` written as a JSON string without quotes (`JSONValue.escapedSize`): its UTF-8 size when
+    /// every byte is written as itself (one word test per eight bytes), else the negated escaped size.
+    @inline(__always)
+    static func escapedLineSize(_ text: String) -> Int {
+        var text = text
+        let plain = text.withUTF8 { bytes in
+            JSONValue.skipPlainWords(bytes, from: 0) == bytes.count ? bytes.count : -1
+        }
+        return plain >= 0 ? plain : -JSONValue.escapedSize(text)
+    }
+
+    /// Writes one line record at `base + at` (its room reserved: `lineRecordFixedBytes`, the digits, the text's
+    /// `size` as `escapedLineSize` gave it) and returns where it ends.
+    @inline(__always)
+    static func putLineRecord(_ text: String, size: Int, number: DecimalCounter, base: UnsafeMutablePointer<UInt8>,
+                              at start: Int) -> Int {
+        let head = Self.recordHead
+        let textKey = Self.lineTextKey
+        var at = start
+        (base + at).update(from: head.utf8Start, count: head.utf8CodeUnitCount)
+        at += head.utf8CodeUnitCount
+        number.write(to: base + at)
+        at += number.count
+        (base + at).update(from: textKey.utf8Start, count: textKey.utf8CodeUnitCount)
+        at += textKey.utf8CodeUnitCount
+        let target = base + at
+        var text = text
+        text.withUTF8 { utf8 in
+            if size >= 0 {
+                if let p = utf8.baseAddress { target.update(from: p, count: size) }
+            } else {
+                var escaped: [UInt8] = []
+                escaped.reserveCapacity(-size)
+                JSONValue.writeEscaped(utf8, into: &escaped)
+                precondition(escaped.count == -size, "escapedSize is exact")
+                escaped.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: -size) }
+            }
+        }
+        at += size >= 0 ? size : -size
+        Self.finalTrueRecord.withUnsafeBufferPointer { (base + at).update(from: $0.baseAddress!, count: $0.count) }
+        return at + Self.finalTrueRecord.count
     }
 
     /// How many decimal digits the `count` numbers from `first` on have in all.

@@ -30,23 +30,36 @@ public enum MessageCodec {
             out += [UInt8(ascii: "]"), UInt8(ascii: "}")]
             return out
         case let .chunk(session, chunk):
-            var out: [UInt8] = []
-            out.reserveCapacity(96 + session.utf8.count + chunk.text.utf8.count + 16)  // + the tag (seal in place)
-            out += Self.chunkPrefix
-            JSONValue.writeString(session, into: &out)
-            out.append(UInt8(ascii: ","))
-            if let encoded = chunk.encoded {
-                // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
-                // builds an array element by element).
-                out += encoded[(encoded.startIndex + 1)..<(encoded.endIndex - 1)]
-            } else {
-                writeChunkMembers(chunk, into: &out)
-            }
-            out.append(UInt8(ascii: "}"))
-            return out
+            return encodeChunk(chunk, envelope: chunkEnvelope(session: session))
         default:
             return json(message).encoded()
         }
+    }
+
+    /// `{"type":"chunk","session":"…",`: a `chunk` message up to its chunk's members (`encodeChunk`).
+    package static func chunkEnvelope(session: String) -> [UInt8] {
+        var out = Self.chunkPrefix
+        JSONValue.writeString(session, into: &out)
+        out.append(UInt8(ascii: ","))
+        return out
+    }
+
+    /// A `chunk` message: `envelope` (`chunkEnvelope` of its session), the chunk's members, `}`; with room for the
+    /// tag sealing appends in place.
+    package static func encodeChunk(_ chunk: Chunk, envelope: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        let encodedCount = chunk.encodedCount
+        out.reserveCapacity(envelope.count + (encodedCount > 0 ? encodedCount : 96 + chunk.text.utf8.count) + 16)
+        out += envelope
+        if let encoded = chunk.encoded {
+            // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
+            // builds an array element by element).
+            out += encoded[(encoded.startIndex + 1)..<(encoded.endIndex - 1)]
+        } else {
+            writeChunkMembers(chunk, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static let chunksPrefix = Array(#"{"type":"chunks","session":"#.utf8)

@@ -1,5 +1,6 @@
-/// The window's sending rule with its batches already encoded: `appendOutgoing`, `ackOutgoing` and
-/// `resumedOutgoing` change the window exactly as `append(contentsOf:)`, `ack` and `resumed` do and send the same
+/// The window's sending rule with its batches already encoded: `appendOutgoing`, `ackOutgoing`, `resumedOutgoing`
+/// and `appendAloneEncoded` change the window exactly as `append(contentsOf:)`, `ack`, `resumed` and
+/// `appendAlone` do and send the same
 /// messages, but a `chunks` batch comes as its plaintext (`Outgoing.encoded`), byte for byte
 /// `MessageCodec.encode(.chunks(session:, batch))`, written straight from the held chunks into one buffer with room
 /// for the tag sealing appends in place. The `[Message]` path copied every chunk into a batch array (and destroyed
@@ -44,6 +45,21 @@ extension OutboxWindow {
         nextToSend = 0
         lastProgress = now
         return nextOutgoing()
+    }
+
+    /// `appendAlone`, its message encoded: byte for byte `MessageCodec.encode(appendAlone(chunk))`, with the
+    /// envelope written once (`chunkEnvelope`) and room for the tag; no `Message` made.
+    public mutating func appendAloneEncoded(_ chunk: consuming Chunk) -> [UInt8] {
+        precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
+        precondition(chunk.seq > lastSeq, "sequence numbers must increase")
+        let plaintext = MessageCodec.encodeChunk(chunk, envelope: chunkEnvelope)
+        lastSeq = chunk.seq
+        var held = consume chunk
+        held.dropEncoded()  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
+        storage.append(held)
+        nextToSend = storage.count
+        sentCount = storage.count
+        return plaintext
     }
 
     /// The messages that go out next, as `nextMessages` makes them (same batches, same state changes), each batch

@@ -99,13 +99,8 @@ public final class Outbox: @unchecked Sendable {
     /// skips: a chunk not sent yet, as before.
     public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
         let withAck = ack > acked
-        var lead: [UInt8] = []
-        if withAck {
-            lead.reserveCapacity(Self.ackRecordCapacity)
-            Self.ackLine(ack, into: &lead)
-        }
-        // The records in one buffer of their exact size (`chunkLine`'s, one after the other).
-        let (out, objects) = MessageCodec.lineRecords(texts, firstSeq: nextSeq, lead: lead)
+        // The records in one buffer of their exact size (`ackLine`'s, then `chunkLine`'s, one after the other).
+        let (out, objects) = MessageCodec.lineRecords(texts, firstSeq: nextSeq, ack: withAck ? ack : nil)
         try log.append(out)
         var chunks: [Chunk] = []
         chunks.reserveCapacity(texts.count)
@@ -124,13 +119,11 @@ public final class Outbox: @unchecked Sendable {
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
     public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
-        var chunk = Chunk(seq: nextSeq, line: text)
         let withAck = ack > acked
-        var out: [UInt8] = []
-        out.reserveCapacity((withAck ? Self.ackRecordCapacity : 0) + 64 + text.utf8.count)
-        if withAck { Self.ackLine(ack, into: &out) }
-        let object = MessageCodec.writeChunkRecord(chunk, into: &out)  // `chunkLine`'s record
+        // `ackLine`'s record if any, then `chunkLine`'s, in a buffer of their exact size.
+        let (out, object) = MessageCodec.lineRecord(text, seq: nextSeq, ack: withAck ? ack : nil)
         try log.append(out)
+        var chunk = Chunk(seq: nextSeq, line: text)
         nextSeq += 1
         if withAck { acked = ack }
         chunk.setEncoded(in: out, object)

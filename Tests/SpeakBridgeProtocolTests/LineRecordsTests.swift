@@ -4,7 +4,7 @@ import Testing
 /// `MessageCodec.lineRecords` (a burst's journal records in one buffer) writes byte for byte what
 /// `writeChunkRecord` writes line by line, and what the general encoder wrote before (`{"c":` + the chunk object
 /// + `}` and a newline), for plain, escaped and non-ASCII texts, across digit-count boundaries of the sequence
-/// numbers, with and without a lead (the ack record); and it names each chunk's object exactly.
+/// numbers, with and without an ack record first, a batch or one line alone; and it names each chunk's object exactly.
 @Suite("Journal records of a burst: one buffer, the same bytes")
 struct LineRecordsTests {
     static func texts() -> [String] {
@@ -17,8 +17,9 @@ struct LineRecordsTests {
     func sameAsOneByOne() {
         let texts = Self.texts()
         for firstSeq: UInt64 in [1, 7, 95, 990, 99_999, 1 << 53 - 200] {
-            for lead: [UInt8] in [[], Array(#"{"a":12}"#.utf8) + [0x0A]] {
-                let (bytes, objects) = MessageCodec.lineRecords(texts, firstSeq: firstSeq, lead: lead)
+            for ack: UInt64? in [nil, 12, 99_999, 1 << 53] {
+                let lead: [UInt8] = ack.map { Array("{\"a\":\($0)}\n".utf8) } ?? []
+                let (bytes, objects) = MessageCodec.lineRecords(texts, firstSeq: firstSeq, ack: ack)
                 var expected = lead
                 var general = lead
                 var expectedObjects: [Range<Int>] = []
@@ -35,8 +36,16 @@ struct LineRecordsTests {
                     let chunk = Chunk(seq: firstSeq + UInt64(i), text: texts[i])
                     #expect(Array(bytes[range]) == JSONValue.object(MessageCodec.chunkFields(chunk)).encoded())
                 }
+                // One line alone (a paced line's record): the same bytes as in a batch of one.
+                for (i, text) in texts.enumerated() where i % 5 == 0 {
+                    let seq = firstSeq + UInt64(i)
+                    let one = MessageCodec.lineRecord(text, seq: seq, ack: ack)
+                    let batch = MessageCodec.lineRecords([text], firstSeq: seq, ack: ack)
+                    #expect(one.bytes == batch.bytes && [one.object] == batch.objects)
+                }
             }
         }
-        #expect(MessageCodec.lineRecords([], firstSeq: 1, lead: []).bytes.isEmpty)
+        #expect(MessageCodec.lineRecords([], firstSeq: 1).bytes.isEmpty)
+        #expect(MessageCodec.lineRecords([], firstSeq: 1, ack: 7).bytes == Array(#"{"a":7}"#.utf8) + [0x0A])
     }
 }

@@ -117,4 +117,30 @@ struct OutboxWindowEncodedTests {
         #expect(outgoing.map(\.message) == messages.map { Optional($0) })
         #expect(Self.same(window, reference))
     }
+
+    @Test("a line alone: appendAloneEncoded is appendAlone's message, byte for byte, and the same window after")
+    func aloneEncodedIsTheMessage() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var generator = SystemRandomNumberGenerator()
+        let outbox = try Outbox(home: home, desktop: device)
+        var encoded = OutboxWindow(session: outbox.session, pending: [])
+        var reference = encoded
+        _ = encoded.resumedOutgoing(delivered: 0, now: 0)
+        _ = reference.resumed(delivered: 0, now: 0)
+        for i in 0..<300 {
+            var chunk = try outbox.append(text: ChunkEncodedOnceTests.randomText(&generator))
+            if i % 7 == 0 { chunk.speaker = "A \u{85}" }  // no encoded bytes, a rare member
+            if i % 11 == 0 { chunk.final = false }
+            #expect(encoded.sendsNextAlone && reference.sendsNextAlone)
+            let bytes = encoded.appendAloneEncoded(chunk)
+            let message = reference.appendAlone(chunk)
+            #expect(bytes == MessageCodec.encode(message))
+            #expect(bytes == MessageCodec.json(message).encoded())
+            #expect(Self.same(encoded, reference))
+            if i % 5 == 0 {
+                #expect(encoded.ackOutgoing(chunk.seq, now: 1).isEmpty && reference.ack(chunk.seq, now: 1).isEmpty)
+            }
+        }
+        #expect(encoded.storage.allSatisfy { $0.encoded == nil })
+    }
 }
