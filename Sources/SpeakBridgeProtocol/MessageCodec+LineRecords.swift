@@ -2,8 +2,8 @@
 ///
 /// Flow: (1) each text's escaped size (its bytes when plain, which one word test per eight bytes tells;
 /// `JSONValue.escapedSize` otherwise) and each record's size; (2) one buffer of the total, the lead (an ack record)
-/// first; (3) each record written with plain stores: the head with its sequence number, the text (copied, or
-/// escaped through `JSONValue.writeEscaped` when it is not plain), the end. Byte for byte what `writeChunkRecord`
+/// first; (3) each record written with plain stores: the head, its sequence number (the previous record's digits
+/// counted up by one), the text (copied, or escaped through `JSONValue.writeEscaped` when it is not plain), the end. Byte for byte what `writeChunkRecord`
 /// writes for each `Chunk(seq:line:)`, one after the other; writing them that way cost three `Array.append` calls
 /// a line (about 90 instructions each) and its digits twice.
 extension MessageCodec {
@@ -17,7 +17,8 @@ extension MessageCodec {
         sizes.reserveCapacity(texts.count)
         var total = ackRecordSize(ack)
         for i in texts.indices {
-            let size = escapedLineSize(texts[i])
+            var text = texts[i]  // one copy a pass: the helpers take it inout (a copy each cost a retain and release)
+            let size = escapedLineSize(&text)
             sizes.append(size)
             total += size >= 0 ? size : -size
         }
@@ -30,14 +31,13 @@ extension MessageCodec {
             let base = buffer.baseAddress!
             // The cursor is a plain local, captured by no closure (one that is captured by a nested function or a
             // closure is boxed and every access to it checked for exclusivity at run time: 130 instructions a line).
-            var number = DecimalCounter()
-            var at = putAckRecord(ack, number: &number, base: base)
+            var at = putAckRecord(ack, base: base)
+            var digits = 0..<0
             for i in texts.indices {
-                // The digits: the previous record's, counted up by one (a carry runs through the nines), made from
-                // the number only for the first record and when the count of digits grows.
-                if i == 0 || !number.increment() { number.set(firstSeq &+ UInt64(i)) }
                 let start = at
-                at = putLineRecord(texts[i], size: sizes[i], number: number, base: base, at: at)
+                var text = texts[i]
+                (at, digits) = putLineRecord(&text, size: sizes[i], seq: firstSeq &+ UInt64(i),
+                                             previousDigits: digits, base: base, at: at)
                 objects.append((start + Self.braceSkip)..<(at - 2))  // without `{"c":` and the record's `}\n`
             }
             precondition(at == total, "every record written in full")
@@ -47,55 +47,36 @@ extension MessageCodec {
     }
 
     /// `lineRecords([text], firstSeq: seq, ack:)` without its arrays (a paced line, `Outbox.append(text:)`).
-    package static func lineRecord(_ text: String, seq: UInt64, ack: UInt64? = nil) -> (bytes: [UInt8], object: Range<Int>) {
-        let size = escapedLineSize(text)
+    package static func lineRecord(_ text: String, seq: UInt64,
+                                   ack: UInt64? = nil) -> (bytes: [UInt8], object: Range<Int>) {
+        var text = text
+        let size = escapedLineSize(&text)
         let lead = ackRecordSize(ack)
         let total = lead + lineRecordFixedBytes + decimalDigits(seq) + (size >= 0 ? size : -size)
         let bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             let base = buffer.baseAddress!
-            var number = DecimalCounter()
-            var at = putAckRecord(ack, number: &number, base: base)
-            number.set(seq)
-            at = putLineRecord(text, size: size, number: number, base: base, at: at)
-            precondition(at == total, "the record written in full")
-            count = at
+            let start = putAckRecord(ack, base: base)
+            let (end, _) = putLineRecord(&text, size: size, seq: seq, previousDigits: 0..<0, base: base, at: start)
+            precondition(end == total, "the record written in full")
+            count = end
         }
         return (bytes, (lead + Self.braceSkip)..<(total - 2))
     }
 
+    // The constant parts, as static strings (no lazy global to check on each use).
+    static let lineRecordHead: StaticString = #"{"c":{"seq":"#
+    static let lineTextKey: StaticString = #","text":""#
+    static let lineRecordEnd: StaticString = "\",\"final\":true}}\n"
     static let ackRecordHead: StaticString = #"{"a":"#
 
-    /// The size of the ack record `{"a":N}` and a newline, 0 without `ack`.
-    static func ackRecordSize(_ ack: UInt64?) -> Int {
-        guard let ack else { return 0 }
-        return ackRecordHead.utf8CodeUnitCount + decimalDigits(ack) + 2
-    }
-
-    /// Writes the ack record at `base` (its room reserved: `ackRecordSize`), if any; returns where it ends.
-    @inline(__always)
-    static func putAckRecord(_ ack: UInt64?, number: inout DecimalCounter, base: UnsafeMutablePointer<UInt8>) -> Int {
-        guard let ack else { return 0 }
-        let head = Self.ackRecordHead
-        base.update(from: head.utf8Start, count: head.utf8CodeUnitCount)
-        var at = head.utf8CodeUnitCount
-        number.set(ack)
-        number.write(to: base + at)
-        at += number.count
-        base[at] = UInt8(ascii: "}")
-        base[at + 1] = 0x0A
-        return at + 2
-    }
-
-    static let lineTextKey: StaticString = #","text":""#
-    /// A line record's bytes but for its digits and its text: `recordHead`, `lineTextKey`, `finalTrueRecord`.
-    static let lineRecordFixedBytes = recordHead.utf8CodeUnitCount + lineTextKey.utf8CodeUnitCount
-        + finalTrueRecord.count
+    /// A line record's bytes but for its digits and its text.
+    static let lineRecordFixedBytes = lineRecordHead.utf8CodeUnitCount + lineTextKey.utf8CodeUnitCount
+        + lineRecordEnd.utf8CodeUnitCount
 
     /// The size of `text` written as a JSON string without quotes (`JSONValue.escapedSize`): its UTF-8 size when
     /// every byte is written as itself (one word test per eight bytes), else the negated escaped size.
     @inline(__always)
-    static func escapedLineSize(_ text: String) -> Int {
-        var text = text
+    static func escapedLineSize(_ text: inout String) -> Int {
         let plain = text.withUTF8 { bytes in
             JSONValue.skipPlainWords(bytes, from: 0) == bytes.count ? bytes.count : -1
         }
@@ -103,21 +84,23 @@ extension MessageCodec {
     }
 
     /// Writes one line record at `base + at` (its room reserved: `lineRecordFixedBytes`, the digits, the text's
-    /// `size` as `escapedLineSize` gave it) and returns where it ends.
+    /// `size` as `escapedLineSize` gave it); returns where it ends and where its digits are. `previousDigits`: where
+    /// the digits of `seq - 1` are in `base` (empty: none), counted up by one instead of dividing.
     @inline(__always)
-    static func putLineRecord(_ text: String, size: Int, number: DecimalCounter, base: UnsafeMutablePointer<UInt8>,
-                              at start: Int) -> Int {
-        let head = Self.recordHead
-        let textKey = Self.lineTextKey
+    static func putLineRecord(_ text: inout String, size: Int, seq: UInt64, previousDigits: Range<Int>,
+                              base: UnsafeMutablePointer<UInt8>, at start: Int) -> (end: Int, digits: Range<Int>) {
         var at = start
-        (base + at).update(from: head.utf8Start, count: head.utf8CodeUnitCount)
-        at += head.utf8CodeUnitCount
-        number.write(to: base + at)
-        at += number.count
-        (base + at).update(from: textKey.utf8Start, count: textKey.utf8CodeUnitCount)
-        at += textKey.utf8CodeUnitCount
+        at = put(Self.lineRecordHead, base, at)
+        let digitsStart = at
+        if previousDigits.isEmpty
+            || !putNextDigits(from: base + previousDigits.lowerBound, count: previousDigits.count, to: base + at) {
+            at += putDigits(seq, base + at)
+        } else {
+            at += previousDigits.count
+        }
+        let digits = digitsStart..<at
+        at = put(Self.lineTextKey, base, at)
         let target = base + at
-        var text = text
         text.withUTF8 { utf8 in
             if size >= 0 {
                 if let p = utf8.baseAddress { target.update(from: p, count: size) }
@@ -130,8 +113,60 @@ extension MessageCodec {
             }
         }
         at += size >= 0 ? size : -size
-        Self.finalTrueRecord.withUnsafeBufferPointer { (base + at).update(from: $0.baseAddress!, count: $0.count) }
-        return at + Self.finalTrueRecord.count
+        return (put(Self.lineRecordEnd, base, at), digits)
+    }
+
+    /// The size of the ack record `{"a":N}` and a newline, 0 without `ack`.
+    static func ackRecordSize(_ ack: UInt64?) -> Int {
+        guard let ack else { return 0 }
+        return ackRecordHead.utf8CodeUnitCount + decimalDigits(ack) + 2
+    }
+
+    /// Writes the ack record at `base` (its room reserved: `ackRecordSize`), if any; returns where it ends.
+    @inline(__always)
+    static func putAckRecord(_ ack: UInt64?, base: UnsafeMutablePointer<UInt8>) -> Int {
+        guard let ack else { return 0 }
+        var at = put(Self.ackRecordHead, base, 0)
+        at += putDigits(ack, base + at)
+        base[at] = UInt8(ascii: "}")
+        base[at + 1] = 0x0A
+        return at + 2
+    }
+
+    @inline(__always)
+    static func put(_ constant: StaticString, _ base: UnsafeMutablePointer<UInt8>, _ at: Int) -> Int {
+        (base + at).update(from: constant.utf8Start, count: constant.utf8CodeUnitCount)
+        return at + constant.utf8CodeUnitCount
+    }
+
+    /// Writes the decimal digits of `value` at `target`; returns how many.
+    @inline(__always)
+    static func putDigits(_ value: UInt64, _ target: UnsafeMutablePointer<UInt8>) -> Int {
+        let count = decimalDigits(value)
+        var rest = value
+        var i = count
+        repeat {
+            i -= 1
+            target[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+            rest /= 10
+        } while rest > 0
+        return count
+    }
+
+    /// Writes the `count` digits at `previous` plus one at `target`; false when they were all nines (the number has
+    /// one digit more: the caller writes it with `putDigits`).
+    @inline(__always)
+    static func putNextDigits(from previous: UnsafePointer<UInt8>, count: Int,
+                              to target: UnsafeMutablePointer<UInt8>) -> Bool {
+        target.update(from: previous, count: count)
+        var i = count - 1
+        while target[i] == UInt8(ascii: "9") {
+            target[i] = UInt8(ascii: "0")
+            guard i > 0 else { return false }
+            i -= 1
+        }
+        target[i] += 1
+        return true
     }
 
     /// How many decimal digits the `count` numbers from `first` on have in all.
@@ -151,40 +186,5 @@ extension MessageCodec {
             digits += 1
         }
         return total
-    }
-
-    /// A sequence number as ASCII digits, counted up in place (`lineRecords`): a digit or two touched a record
-    /// instead of a division per digit.
-    struct DecimalCounter {
-        /// The digits, most significant first (at most 20 for a UInt64).
-        var digits = [UInt8](repeating: UInt8(ascii: "0"), count: 20)
-        var count = 1
-
-        mutating func set(_ value: UInt64) {
-            count = MessageCodec.decimalDigits(value)
-            var rest = value
-            var i = count
-            repeat {
-                i -= 1
-                digits[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-                rest /= 10
-            } while rest > 0
-        }
-
-        /// Adds one; false when that needs one more digit (every digit was a nine: `set` the number instead).
-        mutating func increment() -> Bool {
-            var i = count - 1
-            while digits[i] == UInt8(ascii: "9") {
-                digits[i] = UInt8(ascii: "0")
-                guard i > 0 else { return false }
-                i -= 1
-            }
-            digits[i] += 1
-            return true
-        }
-
-        func write(to target: UnsafeMutablePointer<UInt8>) {
-            digits.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: count) }
-        }
     }
 }
