@@ -54,14 +54,15 @@ extension MessageCodec {
         let size = escapedLineSize(&text)
         let lead = ackRecordSize(ack)
         let total = lead + lineRecordFixedBytes + decimalDigits(seq) + (size >= 0 ? size : -size)
-        // Zeroed, then written: `init(unsafeUninitializedCapacity:)` allocated through the generic metadata lookup,
-        // about 500 instructions a call, more than the rest of the record (zeroing a paced line's is a few).
-        var bytes = [UInt8](repeating: 0, count: total)
-        bytes.withUnsafeMutableBufferPointer { buffer in
+        // Written on the stack, then copied into the array: both `init(unsafeUninitializedCapacity:)` and
+        // `init(repeating:count:)` allocated through a generic metadata lookup, about 500 instructions a call, more
+        // than the rest of a paced line's record; `init(_:)` of a buffer does not.
+        let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
             let base = buffer.baseAddress!
             let start = putAckRecord(ack, base: base)
             let (end, _) = putLineRecord(&text, size: size, seq: seq, previousDigits: 0..<0, base: base, at: start)
             precondition(end == total, "the record written in full")
+            return [UInt8](UnsafeBufferPointer(start: base, count: total))
         }
         return (bytes, (lead + Self.braceSkip)..<(total - 2))
     }
