@@ -1,11 +1,12 @@
-/// The journal records of a burst's lines, written into one buffer of their exact size (`Outbox.append(texts:)`).
+/// The journal records of a burst's lines, written into one buffer of their exact size (`Outbox.append(texts:)`),
+/// and of a paced line (`Outbox.append(text:)`).
 ///
 /// Flow: (1) each text's escaped size (its bytes when plain, which one word test per eight bytes tells;
 /// `JSONValue.escapedSize` otherwise) and each record's size; (2) one buffer of the total, an ack record first if
-/// one is given; (3) each record written with plain stores: the head, its sequence number (the previous record's digits
-/// counted up by one), the text (copied, or escaped through `JSONValue.writeEscaped` when it is not plain), the end. Byte for byte what `writeChunkRecord`
-/// writes for each `Chunk(seq:line:)`, one after the other; writing them that way cost three `Array.append` calls
-/// a line (about 90 instructions each) and its digits twice.
+/// one is given; (3) each record written with plain stores: the head, its sequence number (the previous record's
+/// digits counted up by one), the text (copied, or escaped through `JSONValue.writeEscaped` when it is not plain),
+/// the end. Byte for byte what `writeChunkRecord` writes for each `Chunk(seq:line:)`, one after the other; writing
+/// them that way cost three `Array.append` calls a line (about 90 instructions each) and its digits twice.
 extension MessageCodec {
     /// `{"c":{"seq":` N `,"text":"` TEXT `","final":true}}` and a newline for each text, numbered from `firstSeq`,
     /// after the ack record `{"a":N}` and a newline when `ack` is given (`Outbox.ackLine`'s); with where each chunk's

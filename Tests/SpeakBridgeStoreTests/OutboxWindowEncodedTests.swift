@@ -78,7 +78,8 @@ struct OutboxWindowEncodedTests {
                     batches += outgoing.filter { if case .encoded = $0 { true } else { false } }.count
                 case 5..<8:
                     let upTo = reference.lastSeq
-                    let seq = reference.acked + UInt64.random(in: 0...max(1, upTo - reference.acked + 2), using: &generator)
+                    let span = max(1, upTo - reference.acked + 2)
+                    let seq = reference.acked + UInt64.random(in: 0...span, using: &generator)
                     #expect(Self.check(encoded.ackOutgoing(seq, now: 1), reference.ack(seq, now: 1)))
                 case 8:
                     encoded.connectionLost()
