@@ -27,6 +27,10 @@ final class LinkDriver: @unchecked Sendable {
     var onEvent: (Event) -> Void = { _ in }
     var sockets: [AttemptID: WebSocketConnectionID] = [:]
     var attempts: [WebSocketConnectionID: AttemptID] = [:]
+    /// The pair of `sockets`/`attempts` used last (the chosen connection, once a session is up): a line's frame and
+    /// its ack find it without hashing (two dictionary lookups cost about 400 instructions a paced line). Always an
+    /// entry of both tables, or nil (cleared when its socket closes).
+    var recent: (id: AttemptID, socket: WebSocketConnectionID)?
     var finder: DesktopFinder?
     /// A `findDesktop` waiting for its grace period (see `mdnsGrace`); `findingStopped` after `stopFinding`.
     var pendingFind: DispatchWorkItem?
@@ -84,22 +88,38 @@ final class LinkDriver: @unchecked Sendable {
     }
 
     func send(_ frame: [UInt8], on id: AttemptID) {
-        if let socket = sockets[id] { client.send(frame, on: socket) }
+        if let socket = socket(of: id) { client.send(frame, on: socket) }
     }
 
     func close(_ id: AttemptID) {
-        if let socket = sockets[id] { client.close(socket) }
+        if let socket = socket(of: id) { client.close(socket) }
+    }
+
+    /// `sockets[id]`, through `recent`.
+    func socket(of id: AttemptID) -> WebSocketConnectionID? {
+        if let recent, recent.id == id { return recent.socket }
+        guard let socket = sockets[id] else { return nil }
+        recent = (id, socket)
+        return socket
+    }
+
+    /// `attempts[socket]`, through `recent`.
+    func attempt(of socket: WebSocketConnectionID) -> AttemptID? {
+        if let recent, recent.socket == socket { return recent.id }
+        guard let id = attempts[socket] else { return nil }
+        recent = (id, socket)
+        return id
     }
 
     /// Reads attempt `id`'s frames only when asked (`receivePending`) while `lazy`
     /// (`WebSocketClient.receiveLazily`). Must be called on `queue`.
     func receiveLazily(_ id: AttemptID, _ lazy: Bool) {
-        if let socket = sockets[id] { client.receiveLazily(socket, lazy) }
+        if let socket = socket(of: id) { client.receiveLazily(socket, lazy) }
     }
 
     /// Reads what attempt `id`'s socket holds now (`WebSocketClient.receivePending`). Must be called on `queue`.
     func receivePending(_ id: AttemptID) {
-        if let socket = sockets[id] { client.receivePending(socket) }
+        if let socket = socket(of: id) { client.receivePending(socket) }
     }
 
     /// Stops mDNS (the core's `hangUp` closes the connections). Must be called on `queue`.
@@ -152,10 +172,11 @@ final class LinkDriver: @unchecked Sendable {
             anyOpened = true
             if let id = attempts[socket] { onEvent(.opened(id)) }
         case .message(let socket, let bytes):
-            if let id = attempts[socket] { onEvent(.frame(id, bytes)) }
+            if let id = attempt(of: socket) { onEvent(.frame(id, bytes)) }
         case .closed(let socket, let reason):
             guard let id = attempts.removeValue(forKey: socket) else { return }
             sockets[id] = nil
+            if recent?.socket == socket { recent = nil }
             if let pendingFind, attempts.isEmpty, !anyOpened {   // every dial failed: look for the desktop now
                 pendingFind.perform()
                 pendingFind.cancel()

@@ -155,7 +155,7 @@ public struct ClientCore {
             // Someone is dictating: a desktop that is away is looked for at the fast pace again.
             redial.active(now: now)
             if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-            let out = transmit(window.append(contentsOf: chunks))
+            let out = transmit(outgoing: window.appendOutgoing(contentsOf: chunks))
             let done = checkDone()
             return done.isEmpty ? out : out + done
         case .inputEnded:
@@ -180,7 +180,8 @@ public struct ClientCore {
         waitingSince.append((seq: chunk.seq, at: now))
         redial.active(now: now)
         if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-        guard let (id, sealed) = link.seal(window.appendAlone(chunk)) else { return [] }  // established: not nil
+        // Established: not nil.
+        guard let (id, sealed) = link.seal(encoded: window.appendAloneEncoded(chunk)) else { return [] }
         switch sealed {
         case .frame(let frame):
             return [.send(id, frame)]
@@ -297,12 +298,12 @@ public struct ClientCore {
 
     mutating func acknowledge(_ seq: UInt64, now: Double, resume: Bool) -> [Action] {
         let before = window.acked
-        let messages = resume ? window.resumed(delivered: seq, now: now) : window.ack(seq, now: now)
+        let outgoing = resume ? window.resumedOutgoing(delivered: seq, now: now) : window.ackOutgoing(seq, now: now)
         var out: [Action] = window.acked > before ? [.ackJournal(through: window.acked)] : []
         // Nothing waits any more: what the tick would drop goes now (a `send` whose every line is acknowledged
         // before its tick has no tick to prune this list).
         if window.isDrained { waitingSince.removeAll(keepingCapacity: true) }
-        out += transmit(messages)
+        out += transmit(outgoing: consume outgoing)
         return out
     }
 
@@ -315,6 +316,11 @@ public struct ClientCore {
     }
 
     mutating func transmit(_ messages: [Message]) -> [Action] { Self.io(link.send(messages)) }
+
+    /// `transmit` of what the window sends (its batches encoded: `OutboxWindow+Encoded.swift`).
+    mutating func transmit(outgoing: consuming [OutboxWindow.Outgoing]) -> [Action] {
+        Self.io(link.send(outgoing: consume outgoing))
+    }
 
     /// The link's socket actions only (for commands whose outcomes come later as events), and why it closes a
     /// connection itself (a message it cannot seal).

@@ -25,6 +25,8 @@ public struct LineSplitter: Sendable {
             return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(hit))
         }
         var lines: [String] = []
+        // Room for lines of 32 bytes (a burst's read of 64 KiB grew the array eleven times, ~55 instructions a line).
+        lines.reserveCapacity(bytes.count >> 5)
         var start = 0
         if !partial.isEmpty {
             // A line begun in an earlier piece (a burst's reads end mid-line): only its rest, up to this piece's

@@ -142,10 +142,41 @@ public struct LinkCore {
         return out
     }
 
+    /// `send(_:)` of what the window sends (`OutboxWindow.Outgoing`): its encoded batches sealed as they are.
+    public mutating func send(outgoing: consuming [OutboxWindow.Outgoing]) -> [Action] {
+        guard !outgoing.isEmpty, let id = chosen, live?.isEstablished == true else { return [] }
+        var out: [Action] = []
+        out.reserveCapacity(outgoing.count)
+        // Taken out of the array one by one (reversed, then popped): a batch's bytes then have one owner, and are
+        // sealed in place. Read from the array, they were shared, and sealing copied each batch to append its tag.
+        outgoing.reverse()
+        while let item = outgoing.popLast() {
+            let sealed: InitiatorMachine.Sealed
+            switch consume item {
+            case .message(let message): sealed = live?.seal(message) ?? .notReady
+            case .encoded(let bytes): sealed = live?.seal(encoded: bytes) ?? .notReady
+            }
+            switch sealed {
+            case .frame(let frame): out.append(.send(id, frame))
+            case .closed(let reason): return out + [.machineClosed(reason, chosen: true)] + close(id)  // as `send`
+            case .notReady: continue
+            }
+        }
+        return out
+    }
+
     /// `send([message])` on the established session without its arrays: the chosen attempt and what sealing
     /// made of the message; nil (nothing changed) when no session is established.
     public mutating func seal(_ message: Message) -> (AttemptID, InitiatorMachine.Sealed)? {
         guard let id = chosen, live?.isEstablished == true, let sealed = live?.seal(message) else { return nil }
+        return (id, sealed)
+    }
+
+    /// `seal(_:)` of a message already encoded (`OutboxWindow.appendAloneEncoded`).
+    public mutating func seal(encoded plaintext: consuming [UInt8]) -> (AttemptID, InitiatorMachine.Sealed)? {
+        guard let id = chosen, live?.isEstablished == true, let sealed = live?.seal(encoded: plaintext) else {
+            return nil
+        }
         return (id, sealed)
     }
 

@@ -158,9 +158,18 @@ public struct InitiatorMachine {
     /// `encryptAndSend` without its array: the one frame (the per-line path of `LinkCore.send`).
     public mutating func seal(_ message: Message) -> Sealed {
         switch state {
+        case .established, .awaitingPaired: return seal(encoded: MessageCodec.encode(message))
+        default: return .notReady
+        }
+    }
+
+    /// `seal` of a message already encoded (`OutboxWindow.Outgoing.encoded`: `MessageCodec.encode`'s bytes); in
+    /// place on a session.
+    public mutating func seal(encoded plaintext: consuming [UInt8]) -> Sealed {
+        switch state {
         case .established(var transport):
             state = .closed  // the transport's only copy while its nonce advances; put back below
-            var frame = MessageCodec.encode(message)
+            var frame = consume plaintext  // its only owner (`LinkCore.send(outgoing:)`): encrypted in place
             do {
                 try transport.encrypt(inPlace: &frame)  // the encoded bytes become the frame
             } catch {
@@ -169,7 +178,7 @@ public struct InitiatorMachine {
             state = .established(transport)
             return .frame(frame)
         case .awaitingPaired(var transport, let result):
-            guard let frame = try? transport.encrypt(MessageCodec.encode(message)) else {
+            guard let frame = try? transport.encrypt(plaintext) else {
                 return .closed(reason: closedReason("encryption failed"))
             }
             state = .awaitingPaired(transport, result)

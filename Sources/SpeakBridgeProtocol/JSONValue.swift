@@ -167,10 +167,18 @@ extension JSONValue {
         // so the test stays exact): a plain tail is skipped at once instead of byte by byte by the caller.
         let rest = bytes.count - i
         if rest > 0 && rest < 8 {
-            var w: UInt64 = ones &* 0x20
-            for k in 0..<rest {
-                let shift = UInt64(8 * k)
-                w = (w & ~(0xFF << shift)) | UInt64(base[i + k]) << shift
+            var w: UInt64
+            if i - start >= 8 - rest {
+                // The buffer's last eight bytes, in one load (inside it: i >= 8 - rest). Those before `i` were found
+                // plain by this call's words, so the word test still says exactly whether the tail holds another
+                // byte. (The byte-by-byte padding below cost about 100 instructions a line, a third of escaping one.)
+                w = UnsafeRawPointer(base + (bytes.count - 8)).loadUnaligned(as: UInt64.self)
+            } else {
+                w = ones &* 0x20
+                for k in 0..<rest {
+                    let shift = UInt64(8 * k)
+                    w = (w & ~(0xFF << shift)) | UInt64(base[i + k]) << shift
+                }
             }
             let quote = w ^ (ones &* 0x22)
             let backslash = w ^ (ones &* 0x5C)

@@ -26,6 +26,8 @@ public struct Chunk: Sendable, Equatable {
     /// chunk is copied several times on its way through each side, and two optional strings and two optional
     /// doubles made every copy larger and slower.
     private var extras: Extras? { didSet { encodedBuffer = nil } }
+    /// Whether any rare member (lang, speaker, start, end) is set: one test instead of four getters.
+    package var hasExtras: Bool { extras != nil }
 
     /// Immutable: a change makes a new one (`make`), so copies of a chunk never share a change.
     private final class Extras: Sendable {
@@ -70,12 +72,45 @@ public struct Chunk: Sendable, Equatable {
         encodedBuffer = nil
     }
 
+    /// `MessageCodec.encodedSizeBound(self)`, for a held chunk in place (`storage[i].sizeBound()`): its fields read
+    /// where they are. Reading a held chunk through `get`, or passing it on from here, copied it (three references
+    /// retained and released).
+    package mutating func sizeBound() -> Int {
+        if encodedBuffer != nil && !encodedRange.isEmpty && extras == nil {
+            return MessageCodec.sizeBound(encodedCount: encodedRange.count, final: final, seq: seq)
+        }
+        return MessageCodec.encodedSizeBound(self)
+    }
+
+    /// Appends this chunk's JSON object to `out` (`MessageCodec.writeChunk`: its `encoded` bytes when it has them)
+    /// and drops the encoded bytes; returns how many it dropped (0 without them). For the window's encoded batches,
+    /// in place (`storage[i].moveObject(into:)`), so no copy of the chunk is made to read them.
+    package mutating func moveObject(into out: inout [UInt8]) -> Int {
+        guard let buffer = encodedBuffer else {
+            MessageCodec.writeChunk(self, into: &out)
+            return 0
+        }
+        let range = encodedRange
+        buffer.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[range])) }
+        encodedBuffer = nil
+        return range.count
+    }
+
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,
                 start: Double? = nil, end: Double? = nil) {
         self.seq = seq
         self.text = text
         self.final = final
         self.extras = Extras.make(lang: lang, speaker: speaker, start: start, end: end)
+    }
+
+    /// `init(seq:text:)`: a final chunk without rare members (a line of `send`'s input, `Outbox.append`), its
+    /// stored properties set directly.
+    package init(seq: UInt64, line text: String) {
+        self.seq = seq
+        self.text = text
+        self.final = true
+        self.extras = nil
     }
 
     /// Equal fields (the cached encoding is a copy of what they say, or absent).

@@ -30,23 +30,36 @@ public enum MessageCodec {
             out += [UInt8(ascii: "]"), UInt8(ascii: "}")]
             return out
         case let .chunk(session, chunk):
-            var out: [UInt8] = []
-            out.reserveCapacity(96 + session.utf8.count + chunk.text.utf8.count + 16)  // + the tag (seal in place)
-            out += Self.chunkPrefix
-            JSONValue.writeString(session, into: &out)
-            out.append(UInt8(ascii: ","))
-            if let encoded = chunk.encoded {
-                // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
-                // builds an array element by element).
-                out += encoded[(encoded.startIndex + 1)..<(encoded.endIndex - 1)]
-            } else {
-                writeChunkMembers(chunk, into: &out)
-            }
-            out.append(UInt8(ascii: "}"))
-            return out
+            return encodeChunk(chunk, envelope: chunkEnvelope(session: session))
         default:
             return json(message).encoded()
         }
+    }
+
+    /// `{"type":"chunk","session":"…",`: a `chunk` message up to its chunk's members (`encodeChunk`).
+    package static func chunkEnvelope(session: String) -> [UInt8] {
+        var out = Self.chunkPrefix
+        JSONValue.writeString(session, into: &out)
+        out.append(UInt8(ascii: ","))
+        return out
+    }
+
+    /// A `chunk` message: `envelope` (`chunkEnvelope` of its session), the chunk's members, `}`; with room for the
+    /// tag sealing appends in place.
+    package static func encodeChunk(_ chunk: Chunk, envelope: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        let encodedCount = chunk.encodedCount
+        out.reserveCapacity(envelope.count + (encodedCount > 0 ? encodedCount : 96 + chunk.text.utf8.count) + 16)
+        out += envelope
+        if let encoded = chunk.encoded {
+            // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
+            // builds an array element by element).
+            out += encoded[(encoded.startIndex + 1)..<(encoded.endIndex - 1)]
+        } else {
+            writeChunkMembers(chunk, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static let chunksPrefix = Array(#"{"type":"chunks","session":"#.utf8)
@@ -60,17 +73,41 @@ public enum MessageCodec {
             out += encoded
             return
         }
-        writeChunkMembers(c, brace: true, into: &out)
+        writeChunkMembers(c, headSkip: Self.braceSkip, into: &out)
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// A journal record of `c`, `{"c":` + `writeChunk(c)` + `}` and a newline (`Outbox`'s format), appended to `out`;
+    /// returns where the chunk's object is in `out`. The record's head comes with the chunk's (`writeHead`) and its
+    /// end with the `final` member: a burst line's record took five appends more.
+    package static func writeChunkRecord(_ c: Chunk, into out: inout [UInt8]) -> Range<Int> {
+        let start = out.count + Self.braceSkip
+        if c.encodedCount > 0 || c.hasExtras {
+            out += Self.recordPrefix
+            writeChunk(c, into: &out)
+            out.append(UInt8(ascii: "}"))
+            out.append(0x0A)
+            return start..<out.count - 2
+        }
+        writeHead(seq: c.seq, skip: Self.recordSkip, into: &out)
+        var text = c.text
+        text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
+        out += c.final ? Self.finalTrueRecord : Self.finalFalseRecord
+        return start..<out.count - 2
     }
 
     /// The members of one chunk, without braces (with `brace`, the opening one first).
     static func writeChunkMembers(_ c: Chunk, brace: Bool = false, into out: inout [UInt8]) {
-        writeHead(seq: c.seq, brace: brace, into: &out)
+        writeChunkMembers(c, headSkip: brace ? Self.braceSkip : Self.membersSkip, into: &out)
+    }
+
+    /// `writeChunkMembers`, led by `recordHead` from `headSkip` on (see `writeHead`).
+    static func writeChunkMembers(_ c: Chunk, headSkip: Int, into out: inout [UInt8]) {
+        writeHead(seq: c.seq, skip: headSkip, into: &out)
         var text = c.text
         text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
         out += c.final ? Self.finalTrue : Self.finalFalse
-        if c.lang != nil || c.speaker != nil || c.start != nil || c.end != nil {
+        if c.hasExtras {
             // Rare members: through the general writer, in `chunkMembers` order.
             for (key, value) in chunkMembers(c).dropFirst(3) {
                 out.append(UInt8(ascii: ","))
@@ -81,16 +118,24 @@ public enum MessageCodec {
         }
     }
 
-    /// `{"seq":N,"text":"` (the brace when asked) in one append: built on the stack, instead of three appends of
-    /// constant arrays and a digit writer's (about 450 instructions a chunk in a burst). The text's opening quote
-    /// rides on it (`JSONValue.writeString` without its two appends).
-    static func writeHead(seq: UInt64, brace: Bool, into out: inout [UInt8]) {
-        let head: StaticString = #"{"seq":"#
+    /// A journal record's head (`Outbox`): `{"c":` and the chunk object's opening `{"seq":`. `writeHead` writes it
+    /// from `recordSkip` (all of it), `braceSkip` (`{"seq":`) or `membersSkip` (`"seq":`) on.
+    static let recordHead: StaticString = #"{"c":{"seq":"#
+    static let recordSkip = 0
+    static let recordPrefix = Array(#"{"c":"#.utf8)
+    static let braceSkip = 5
+    static let membersSkip = 6
+
+    /// `{"seq":N,"text":"` (the brace, or a journal record's whole head, when asked: `recordHead` from `skip` on)
+    /// in one append: built on the stack, instead of three appends of constant arrays and a digit writer's (about
+    /// 450 instructions a chunk in a burst). The text's opening quote rides on it (`JSONValue.writeString` without
+    /// its two appends).
+    static func writeHead(seq: UInt64, skip: Int, into out: inout [UInt8]) {
+        let head = Self.recordHead
         let textKey: StaticString = #","text":""#
-        // 7 + at most 20 digits + 9.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { buffer in
+        // 12 + at most 20 digits + 9.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 48) { buffer in
             let base = buffer.baseAddress!
-            let skip = brace ? 0 : 1
             var end = head.utf8CodeUnitCount - skip
             base.update(from: head.utf8Start + skip, count: end)
             let digits = decimalDigits(seq)
@@ -121,6 +166,9 @@ public enum MessageCodec {
 
     static let finalTrue = Array(#"","final":true"#.utf8)
     static let finalFalse = Array(#"","final":false"#.utf8)
+    /// The same, with the chunk object's and the journal record's ends: `}}` and a newline.
+    static let finalTrueRecord = Array(#"","final":true}}"#.utf8) + [0x0A]
+    static let finalFalseRecord = Array(#"","final":false}}"#.utf8) + [0x0A]
 
     public static func json(_ message: Message) -> JSONValue {
         var m: [(String, JSONValue)] = [("type", .string(message.type))]
@@ -164,11 +212,7 @@ public enum MessageCodec {
     /// An upper bound of the encoded size of one chunk object, computed without encoding it.
     public static func encodedSizeBound(_ c: Chunk) -> Int {
         let encodedCount = c.encodedCount
-        if encodedCount > 0, c.lang == nil, c.speaker == nil, c.start == nil, c.end == nil {
-            // The escaped text's size read off the encoded object, `{"seq":` N `,"text":"` TEXT `","final":true}`
-            // (or `false}`), instead of scanning the text again: the same bound.
-            return 64 + encodedCount - (c.final ? 31 : 32) - decimalDigits(c.seq)
-        }
+        if encodedCount > 0, !c.hasExtras { return sizeBound(encodedCount: encodedCount, final: c.final, seq: c.seq) }
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
         // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
         size += JSONValue.escapedSize(c.text)
@@ -177,6 +221,13 @@ public enum MessageCodec {
         if c.start != nil { size += 34 }
         if c.end != nil { size += 32 }
         return size
+    }
+
+    /// `encodedSizeBound` of a chunk without rare members whose encoded object is `encodedCount` bytes: the escaped
+    /// text's size read off the object, `{"seq":` N `,"text":"` TEXT `","final":true}` (or `false}`), instead of
+    /// scanning the text again: the same bound.
+    static func sizeBound(encodedCount: Int, final: Bool, seq: UInt64) -> Int {
+        64 + encodedCount - (final ? 31 : 32) - decimalDigits(seq)
     }
 
     /// The JSON members of one chunk (as inside `chunks`), for journals and size estimates.

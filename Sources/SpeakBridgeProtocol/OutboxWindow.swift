@@ -18,7 +18,7 @@ public struct OutboxWindow: Sendable {
     public private(set) var acked: UInt64
     /// The highest sequence number the window ever held (or `acked`): an ack past it acknowledges
     /// something never sent, and is clamped to it.
-    public private(set) var lastSeq: UInt64
+    public internal(set) var lastSeq: UInt64
     var lastProgress: Double = 0
     /// How many chunks at the front of `storage` went out at least once (on any connection): only those after them
     /// can still hold `Chunk.encoded` bytes (sending drops them).
@@ -28,6 +28,9 @@ public struct OutboxWindow: Sendable {
     /// holds its texts and at most this much more.
     var encodedBytes = 0
     let maxEncodedBytes: Int
+    /// `MessageCodec.chunkEnvelope(session:)`, written once: a paced line's message starts with it
+    /// (`appendAloneEncoded`) instead of escaping the session again (about 360 instructions a line).
+    let chunkEnvelope: [UInt8]
 
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
     static let frameBudget = SpeakBridgeProtocol.maxFrameSize - 1_024
@@ -46,6 +49,7 @@ public struct OutboxWindow: Sendable {
                 maxEncodedBytes: Int = 16 << 20) {
         self.maxEncodedBytes = maxEncodedBytes
         self.session = session
+        self.chunkEnvelope = MessageCodec.chunkEnvelope(session: session)
         // Without encoded bytes: `encodedBytes` counts only what `append` adds.
         self.storage = Deque(pending.filter { $0.seq > acked }.map { chunk in
             var plain = chunk
@@ -82,6 +86,12 @@ public struct OutboxWindow: Sendable {
 
     /// New chunks from the producer, batched into as few messages as fit.
     public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
+        hold(chunks)
+        return nextMessages()
+    }
+
+    /// Takes new chunks into `storage` (what `append(contentsOf:)` does before sending).
+    mutating func hold(_ chunks: [Chunk]) {
         // Checked by index, then appended at once (iterating copied every chunk once more).
         for i in chunks.indices {
             precondition(chunks[i].seq > lastSeq, "sequence numbers must increase")
@@ -98,7 +108,6 @@ public struct OutboxWindow: Sendable {
                 storage[first + i].dropEncoded()
             }
         }
-        return nextMessages()
     }
 
     /// Whether `appendAlone` applies: resumed, every chunk held already sent, room for one more in flight.

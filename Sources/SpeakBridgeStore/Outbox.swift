@@ -98,28 +98,20 @@ public final class Outbox: @unchecked Sendable {
     /// raises `acked`; the new chunks are above it), and a kill mid-write can only tear the last line, which `load`
     /// skips: a chunk not sent yet, as before.
     public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
-        var chunks: [Chunk] = []
-        var out: [UInt8] = []
-        var objects: [Range<Int>] = []
-        chunks.reserveCapacity(texts.count)
-        objects.reserveCapacity(texts.count)
         let withAck = ack > acked
-        // One allocation for the usual line (escaping can add more; the array then grows as before).
-        out.reserveCapacity(texts.reduce(withAck ? Self.ackRecordCapacity : 0) { $0 + 64 + $1.utf8.count })
-        if withAck { Self.ackLine(ack, into: &out) }
-        for text in texts {
-            let chunk = Chunk(seq: nextSeq + UInt64(chunks.count), text: text)
-            out += Self.chunkPrefix
-            let start = out.count
-            Self.chunkLine(chunk, into: &out)
-            objects.append(start..<out.count - 2)  // without the record's "}\n"
+        // The records in one buffer of their exact size (`ackLine`'s, then `chunkLine`'s, one after the other).
+        let (out, objects) = MessageCodec.lineRecords(texts, firstSeq: nextSeq, ack: withAck ? ack : nil)
+        try log.append(out)
+        var chunks: [Chunk] = []
+        chunks.reserveCapacity(texts.count)
+        for i in texts.indices {
+            // Made once `out` is complete, the chunks share its buffer (given earlier, the next write would copy it).
+            var chunk = Chunk(seq: nextSeq &+ UInt64(i), line: texts[i])
+            chunk.setEncoded(in: out, objects[i])
             chunks.append(consume chunk)  // its last use: moved, not copied
         }
-        try log.append(out)
         nextSeq += UInt64(chunks.count)
         if withAck { acked = ack }
-        // Given once `out` is complete, the chunks share its buffer (given earlier, the next append would copy it).
-        for i in chunks.indices { chunks[i].setEncoded(in: out, objects[i]) }
         return chunks
     }
 
@@ -127,18 +119,14 @@ public final class Outbox: @unchecked Sendable {
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
     public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
-        var chunk = Chunk(seq: nextSeq, text: text)
         let withAck = ack > acked
-        var out: [UInt8] = []
-        out.reserveCapacity((withAck ? Self.ackRecordCapacity : 0) + 64 + text.utf8.count)
-        if withAck { Self.ackLine(ack, into: &out) }
-        out += Self.chunkPrefix
-        let start = out.count
-        Self.chunkLine(chunk, into: &out)
+        // `ackLine`'s record if any, then `chunkLine`'s, in a buffer of their exact size.
+        let (out, object) = MessageCodec.lineRecord(text, seq: nextSeq, ack: withAck ? ack : nil)
         try log.append(out)
+        var chunk = Chunk(seq: nextSeq, line: text)
         nextSeq += 1
         if withAck { acked = ack }
-        chunk.setEncoded(in: out, start..<out.count - 2)
+        chunk.setEncoded(in: out, object)
         return chunk
     }
 
