@@ -69,15 +69,7 @@ extension OutboxWindow {
         let available = storage.count
         if next + 1 == available, next < maxInFlight {
             // One chunk to send (a paced line): its `chunk` message (as `nextMessages`).
-            nextToSend = available
-            let chunk = storage[next]
-            let bytes = chunk.encodedCount
-            if bytes > 0 {
-                storage[next].dropEncoded()  // the message has it (see `Chunk.encoded`)
-                encodedBytes -= bytes
-            }
-            sentCount = max(sentCount, available)
-            return [.message(.chunk(session: session, chunk))]
+            return [.message(.chunk(session: session, takeLast(next)))]
         }
         let limit = min(available, maxInFlight)
         let envelope = Self.envelopeSize(sessionBytes: session.utf8.count)

@@ -168,21 +168,27 @@ public struct OutboxWindow: Sendable {
         if let next = nextToSend { nextToSend = max(0, next - count) }
     }
 
+    /// Marks the last stored chunk, at `index`, sent alone and returns it; its encoded bytes go with it (the
+    /// message has them, see `Chunk.encoded`). Shared by `nextMessages` and `nextOutgoing`.
+    mutating func takeLast(_ index: Int) -> Chunk {
+        nextToSend = storage.count
+        let chunk = storage[index]
+        let bytes = chunk.encodedCount
+        if bytes > 0 {
+            storage[index].dropEncoded()
+            encodedBytes -= bytes
+        }
+        sentCount = max(sentCount, storage.count)
+        return chunk
+    }
+
     mutating func nextMessages() -> [Message] {
         guard var next = nextToSend else { return [] }
         let available = storage.count
         if next + 1 == available, next < maxInFlight {
             // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
             // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
-            nextToSend = available
-            let chunk = storage[next]
-            let bytes = chunk.encodedCount
-            if bytes > 0 {
-                storage[next].dropEncoded()  // the message has it (see `Chunk.encoded`)
-                encodedBytes -= bytes
-            }
-            sentCount = max(sentCount, available)
-            return [.chunk(session: session, chunk)]
+            return [.chunk(session: session, takeLast(next))]
         }
         var messages: [Message] = []
         while next < available, next < maxInFlight {

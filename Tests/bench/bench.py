@@ -194,6 +194,16 @@ def stop(p):
             p.wait()
 
 
+def end_sender(sender, reader, timeout):
+    """Ends a streaming sender's input, waits for it (stops it after `timeout` s) and closes the FIFO reader."""
+    sender.stdin.close()
+    try:
+        sender.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(sender)
+    reader.close()
+
+
 class Tool:
     """One way of carrying lines; subclasses start the desktop side and a streaming sender."""
     name = "?"
@@ -242,24 +252,14 @@ class Tool:
         reader.count_lines(args.burst)
         feeder.join()
         r["burst_lines_per_s"] = args.burst / (time.perf_counter() - t0)
-        sender.stdin.close()
-        try:
-            sender.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            stop(sender)
-        reader.close()
+        end_sender(sender, reader, 60)
         walls = []
         for _ in range(args.oneshots):
             walls.append(self.oneshot())
         r["oneshot_ms"] = statistics.median(walls)
         reader = FifoLines(self.fifo)
         sender, r["first_line_warm_ms"] = self.first_line(reader)
-        sender.stdin.close()
-        try:
-            sender.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            stop(sender)
-        reader.close()
+        end_sender(sender, reader, 30)
         return r
 
     def strace(self, args, base):
