@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import Dispatch
 import SpeakBridgeStore
 import SpeakBridgeSupport
 
@@ -79,7 +75,8 @@ extension Sender {
         needsSync = false
     }
 
-    /// Step 4, in `complete`, once the syncer has drained. Returns whether the journal is trusted now.
+    /// Step 4, in `complete`, once the syncer has drained: rewrites a journal still untrusted; sets `exitOverride`
+    /// (74) when that fails with lines left unacknowledged.
     func settleJournalAtEnd() {
         if journalFailure == nil, let error = syncer.failure(of: outbox.log) {
             journalSyncFailed(outbox.log, error)  // a sync handed over before the end failed

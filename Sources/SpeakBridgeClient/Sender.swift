@@ -146,7 +146,8 @@ public final class Sender: @unchecked Sendable {
     }
 
     /// Runs until everything is acknowledged (0), the timeout passes (75), the desktop refuses this device (77),
-    /// or a fatal error (1).
+    /// or a fatal error (1); 74 instead when lines are left unacknowledged in a journal that could not be synced
+    /// (Sender+JournalFailure.swift).
     public func run() -> Int32 {
         do {
             driver = try launched.get()
