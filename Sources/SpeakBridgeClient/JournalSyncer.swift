@@ -24,7 +24,10 @@ import SpeakBridgeSupport
 /// variable woken by broadcast cost a third futex call a line (glibc's group switch), and a `drain` waiting on the
 /// same condition could take a signal meant for the thread; `drain` waits on a semaphore of its own.
 ///
-/// `@unchecked Sendable`: `log`, `requested`, `busy`, `started` and `drainers` are read and written only with `lock`
+/// A failed sync goes back to the owner (`onFailure`), which rewrites the journal: this thread never retries it.
+///
+/// `@unchecked Sendable`: `log`, `requested`, `busy`, `started`, `drainers`, `failureReport`, `failedLog` and
+/// `lastFailure` are read and written only with `lock`
 /// held; the semaphores are thread-safe, and `LogFile` is `Sendable`.
 final class JournalSyncer: @unchecked Sendable {
     private let lock = ThreadLock()
@@ -34,6 +37,9 @@ final class JournalSyncer: @unchecked Sendable {
     private var busy = false
     private var started = false
     private var drainers: [DispatchSemaphore] = []
+    private var failureReport: (@Sendable (LogFile, StoreError) -> Void)?
+    private var failedLog: LogFile?
+    private var lastFailure: StoreError?
 
     /// Has `journal` synced on the syncer's thread (inline, if that thread cannot be created).
     func submit(_ journal: LogFile) {
@@ -91,10 +97,33 @@ final class JournalSyncer: @unchecked Sendable {
         if let journal { sync(journal) }
     }
 
-    /// A failed sync is left for the next one (as a failed fsync always was here): the journal keeps the lines, and
-    /// the desktop's ack, not this sync, is what lets them go.
+    /// A failed sync is reported (`onFailure`), never left for the next one: on Linux a failed writeback marks its
+    /// pages clean and reports the error once per descriptor, so the next fsync of the same file would return 0
+    /// with the lines not on disk. The owner rewrites the journal on its own queue (where appends cannot race the
+    /// rewrite) and hands the new file to the next `submit`. The failure is kept too (`failure(of:)`), for the end
+    /// of the run, which waits here (`drain`) and cannot take a report meanwhile. Nothing extra on success.
     private func sync(_ journal: LogFile) {
-        _ = try? journal.sync()
+        do {
+            try journal.sync()
+        } catch {
+            let report: (@Sendable (LogFile, StoreError) -> Void)? = lock.withLock {
+                failedLog = journal
+                lastFailure = error
+                return failureReport  // the field: `onFailure` takes `lock` itself
+            }
+            report?(journal, error)
+        }
         Trace.mark("jsync")
+    }
+
+    /// Set once by the owner before its first `submit`; called on the syncer's thread when a sync fails.
+    var onFailure: (@Sendable (LogFile, StoreError) -> Void)? {
+        get { lock.withLock { failureReport } }
+        set { lock.withLock { failureReport = newValue } }
+    }
+
+    /// The error of the last failed sync, if it was of `journal` (a later sync of the same file proves nothing).
+    func failure(of journal: LogFile) -> StoreError? {
+        lock.withLock { failedLog === journal ? lastFailure : nil }
     }
 }

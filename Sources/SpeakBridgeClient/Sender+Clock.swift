@@ -94,6 +94,7 @@ extension Sender {
     func startSync(at: Double) {
         needsSync = false
         lastSyncAt = at
+        guard journalFailure == nil else { return rewriteJournal(at: at) }  // an earlier sync failed: not trusted
         syncer.submit(outbox.log)
     }
 

@@ -67,7 +67,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `lastSyncAt`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `lastSyncAt`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver`, `tickWork` and `syncWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -109,6 +109,11 @@ public final class Sender: @unchecked Sendable {
     var lastFrameFrom: AttemptID?
     var finishing = false
     var completed = false
+    /// A journal sync failed and no rewrite has succeeded since (Sender+JournalFailure.swift): nil on the fast path.
+    var journalFailure: StoreError?
+    var lastJournalRewriteAt = -Double.infinity
+    /// Replaces the core's exit code (74: unacknowledged lines in a journal that could not be synced).
+    var exitOverride: Int32?
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
@@ -141,12 +146,18 @@ public final class Sender: @unchecked Sendable {
     }
 
     /// Runs until everything is acknowledged (0), the timeout passes (75), the desktop refuses this device (77),
-    /// or a fatal error (1).
+    /// or a fatal error (1); 74 instead when lines are left unacknowledged in a journal that could not be synced
+    /// (Sender+JournalFailure.swift).
     public func run() -> Int32 {
         do {
             driver = try launched.get()
             tickWork = driver.onQueue { [weak self] in self?.tick() }
             syncWork = driver.onQueue { [weak self] in self?.syncAfterSending() }
+            // A failed journal sync comes back to `queue`, which rewrites the journal (Sender+JournalFailure.swift).
+            syncer.onFailure = { [weak self] log, error in
+                guard let sender = self else { return }
+                sender.queue.async { sender.journalSyncFailed(log, error) }
+            }
             try driver.ready()
         } catch {
             Console.error("cannot start the WebSocket client: \(error)")
@@ -190,7 +201,7 @@ public final class Sender: @unchecked Sendable {
         }
         finished.wait()
         driver.shutdown()
-        return queue.sync { core.exitCode ?? 1 }
+        return queue.sync { exitOverride ?? core.exitCode ?? 1 }
     }
 
     // MARK: - Input
@@ -342,8 +353,7 @@ public final class Sender: @unchecked Sendable {
             case .report(let report): show(report)
             case .syncJournal:
                 journalAck()
-                try? outbox.sync()
-                needsSync = false
+                syncJournalAtEnd()  // a failure is reported, not dropped (Sender+JournalFailure.swift)
             case .exit(let code): finish(code)
             }
         }
@@ -378,7 +388,12 @@ public final class Sender: @unchecked Sendable {
         guard !completed else { return }
         completed = true
         journalAck()
-        if core.exitCode == 0 {
+        driver.stopFinding()
+        perform(core.hangUp())
+        syncQueue.sync {}  // the address just remembered is on disk before `run` returns
+        syncer.drain()  // and any journal fsync under way
+        settleJournalAtEnd()  // a journal whose sync failed: rewritten, or exit 74 if lines are left in it
+        if core.exitCode == 0 && journalFailure == nil {
             // Everything acknowledged: the next start reads the journal's header only, not every line of this run.
             do {
                 try outbox.resetIfDrained()
@@ -386,10 +401,6 @@ public final class Sender: @unchecked Sendable {
                 status.warning("cannot shorten the journal: \(error.description)")  // it is read whole next time
             }
         }
-        driver.stopFinding()
-        perform(core.hangUp())
-        syncQueue.sync {}  // the address just remembered is on disk before `run` returns
-        syncer.drain()  // and any journal fsync under way
         finished.signal()
     }
 }

@@ -123,7 +123,14 @@ public final class Daemon: @unchecked Sendable {
         server.shutdown()
         driver.stopTicking()
         pipeline.stop()
-        try? progress.sync()
+        do {
+            try progress.sync()  // a rewrite if an earlier sync failed (`ProgressLog.sync`)
+        } catch {
+            // Said, not dropped: what was delivered since the last good sync may be delivered again after a crash.
+            Console.error("cannot make delivery progress durable at exit: \(PeerText.escape(error.description)); "
+                          + "chunks delivered since the last sync may be delivered again after a crash of this machine",
+                          hint: error.hint ?? "check the disk (dmesg)")
+        }
         control.stop()
         discovery?.stop()
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import SpeakBridgeStore
 import SpeakBridgeSupport
 
 /// The committer: the pipeline's one thread (`sb-commit`) that fsyncs the progress log for every advance and only
@@ -8,7 +9,10 @@ import SpeakBridgeSupport
 /// 1. Pacing (`CommitPacing`): after an fsync, while advances keep coming, wait until `interval` after that fsync
 ///    started, gathering advances — unless enough chunks wait, an urgent advance came, or the pipeline stops.
 /// 2. Idle: wait, untimed, for the next advance (after a burst, first a quiet spell that trims the heap).
-/// 3. fsync what is pending, commit it in the levels, call `onDurable`.
+/// 3. fsync what is pending, commit it in the levels, call `onDurable`. When the fsync fails: nothing is
+///    committed, the batch goes back to pending, an error on stderr (once a streak), and one second later the next
+///    turn tries again — a rewrite of the progress log from memory, not a second fsync (`ProgressLog.sync`). The
+///    first success after a streak is logged.
 ///
 /// Human pace (a phone dictating, lines seconds apart): the pacing wait of step 1 would run out with nothing
 /// pending after every line — one sleep and wake-up of this thread a line for nothing. So after a pacing wait that
@@ -79,22 +83,42 @@ extension DeliveryPipeline {
             do {
                 try progress.sync()
             } catch {
-                // Disk full or I/O error: nothing is acknowledged; retry until it works.
-                lock.locked {
-                    commitFailure = error.description
+                // Disk full or I/O error: nothing of the batch is acknowledged; retry every second. The retry is
+                // not an fsync of the same file (Linux reports a failed writeback once and then returns 0 for
+                // pages that never reached the disk) but a rewrite of the log from memory (`ProgressLog.sync`), so
+                // its success is real. Said at once on stderr, once a streak; `status` shows it while it lasts.
+                let first = lock.locked {
+                    defer { commitFailure = error.description }
                     levels.requeue(batch)
+                    return commitFailure == nil
                 }
+                if first { Self.reportCommitFailure(error) }
                 Threads.sleep(seconds: 1)
                 continue
             }
-            let advanced = lock.locked {
-                commitFailure = nil
+            let (advanced, recovered) = lock.locked {
+                defer { commitFailure = nil }
                 committedSinceTrim &+= Int(clamping: batchChunks)
-                return levels.commit(batch)
+                return (levels.commit(batch), commitFailure != nil)
             }
+            if recovered { Self.reportCommitRecovery(progress) }
             Trace.mark("fsync", advanced.reduce(0) { max($0, $1.1) })  // no array per fsync
             if !advanced.isEmpty { onDurable.call(advanced) }
         }
+    }
+
+    /// The first failure of a streak, on stderr: what failed (the log's path and errno text: ours, but escaped as
+    /// anything printed) and what it means.
+    static func reportCommitFailure(_ error: StoreError) {
+        Console.error("cannot make delivery progress durable: \(PeerText.escape(error.description)); no chunk is "
+                      + "acknowledged until the progress log is rewritten and synced (retrying every second)",
+                      hint: error.hint ?? "check the disk (dmesg); the daemon keeps delivering, clients keep their lines")
+    }
+
+    /// The end of a streak: the log was rewritten from memory, synced, renamed, its directory synced.
+    static func reportCommitRecovery(_ progress: ProgressLog) {
+        Console.info("delivery progress is durable again (\(PeerText.escape(progress.path)) rewritten and synced); "
+                     + "acknowledging again")
     }
 
     /// The pacing wait: until `due` (CLOCK_MONOTONIC), unless enough chunks wait, an urgent advance is in, or the

@@ -58,6 +58,8 @@ public final class ProgressLog: @unchecked Sendable {
     var appendedLines = 0
     var syncedLines = 0
     var syncs = 0
+    /// A sync of `file` failed: it is not synced again but rewritten (`sync`). Guarded by `lock`.
+    var mustRewrite = false
 
     public init(path: String) throws(StoreError) {
         self.path = path
@@ -188,21 +190,36 @@ public final class ProgressLog: @unchecked Sendable {
     /// catches up; so does growing the file ahead of the records when little room is left (`LogFile.growAhead`:
     /// the grow's zeros go out with this sync, and a record rarely waits for a grow). Calls are serialized by
     /// `syncGate` (one compaction at a time; a non-nil `tail` marks it).
+    ///
+    /// A failed sync is never retried on the same file: on Linux a failed writeback marks its pages clean and
+    /// reports the error once per descriptor, so a second fsync returns 0 although the records never reached the
+    /// disk. It marks the file untrusted (`mustRewrite`) and throws; every later `sync` is then a compaction — the
+    /// in-memory state written to a new file, fsynced, renamed over the log, the directory fsynced (`compact`) —
+    /// until one succeeds. Only that success (a return from here) lets the caller acknowledge anything.
     public func sync() throws(StoreError) {
         try syncGate.withLock { _ throws(StoreError) in
             lock.lock()
-            if appendedBytes > compactAfterBytes && tail == nil {
+            let rewrite = mustRewrite
+            if (rewrite || appendedBytes > compactAfterBytes) && tail == nil {
                 let state = (values(), retired)
                 tail = []
                 let covered = appendedLines
                 lock.unlock()
-                if compact(state) {
+                switch compact(state) {
+                case .durable:
                     // Everything appended before the snapshot is in the new file (fsynced); the tail too.
                     lock.withLock {
+                        mustRewrite = false
                         syncedLines = max(syncedLines, covered)
                         syncs += 1
                     }
                     return
+                case .replacedUnsynced(let error):
+                    lock.withLock { mustRewrite = true }
+                    throw error
+                case .kept(let error):
+                    // The old log is in place, untouched. After a failed sync it cannot be trusted: fail again.
+                    if rewrite { throw error }
                 }
                 lock.lock()
             }
@@ -212,7 +229,12 @@ public final class ProgressLog: @unchecked Sendable {
             let covered = appendedLines
             lock.unlock()
             try handle.growAhead()
-            try handle.sync()
+            do throws(StoreError) {
+                try handle.sync()
+            } catch {
+                lock.withLock { mustRewrite = true }
+                throw error
+            }
             lock.withLock {
                 syncedLines = covered
                 syncs += 1
@@ -220,48 +242,61 @@ public final class ProgressLog: @unchecked Sendable {
         }
     }
 
+    /// How a compaction ended.
+    enum Compaction {
+        /// The new file replaced the log, and it and its directory are fsynced.
+        case durable
+        /// The log is as it was (the new file could not be written or synced, or not renamed).
+        case kept(StoreError)
+        /// The new file replaced the log, but its last sync (the tail) or the directory's failed.
+        case replacedUnsynced(StoreError)
+    }
+
     /// Writes `state` and a zero extent to a new file (outside the lock), then under the lock writes what was
     /// recorded meanwhile after the snapshot and renames it over the log. The new file is fsynced before the
-    /// rename (a power cut leaves the old log or a complete new one) and again after (the tail). False when it
-    /// failed: the old log stays, nothing lost.
-    func compact(_ state: (Values, Retired)) -> Bool {
+    /// rename (a power cut leaves the old log or a complete new one) and again after (the tail), then the directory
+    /// (the rename). `.kept` when it failed before the rename: the old log stays, nothing lost.
+    func compact(_ state: (Values, Retired)) -> Compaction {
         let temp = path + ".compact"
         let bytes = Self.snapshot(state.0, state.1)
         let padding = LogFile.progressExtents.minimum
         unlink(temp)
         // O_EXCL|O_NOFOLLOW: never write through a planted file or link.
         let newFD = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        var written = newFD >= 0
-        if written {
+        var failure: StoreError? = newFD >= 0 ? nil : .io("create", temp, errno: errno)
+        if newFD >= 0 {
             do throws(StoreError) {
                 try FileIO.writeAll(newFD, bytes, at: 0, path: temp)
                 try FileIO.writeZeros(newFD, from: bytes.count, to: bytes.count + padding, path: temp)
-            } catch { written = false }
-            written = written && fsync(newFD) == 0
-            if !written { close(newFD) }
+                guard fsync(newFD) == 0 else { throw StoreError.io("sync", temp, errno: errno) }
+            } catch { failure = error }
+            if failure != nil { close(newFD) }
         }
         // Takes the descriptor over (closes it when dropped), at its size now: records, then the zeros.
-        let newFile = written ? LogFile.adopt(newFD, path: path, end: bytes.count, extents: LogFile.progressExtents) : nil
-        var ok = newFile != nil
+        let newFile = failure == nil ? LogFile.adopt(newFD, path: path, end: bytes.count, extents: LogFile.progressExtents) : nil
         lock.lock()
         let pending = tail ?? []
         tail = nil
-        if let newFile, ok {
-            do throws(StoreError) { try newFile.append(pending) } catch { ok = false }
-            ok = ok && rename(temp, path) == 0
+        if let newFile, failure == nil {
+            do throws(StoreError) { try newFile.append(pending) } catch { failure = error }
+            if failure == nil && rename(temp, path) != 0 { failure = .io("replace", path, errno: errno) }
         }
-        guard ok, let newFile else {
+        guard failure == nil, let newFile else {
             appendedBytes = 0  // try again after as many bytes more, not on every sync
             lock.unlock()
             unlink(temp)
-            return false
+            return .kept(failure ?? .io("create", temp, errno: EIO))
         }
         file = newFile  // the old file's descriptor closes with its last reference (`sync` runs only under `syncGate`)
         appendedBytes = pending.count
         lock.unlock()
-        let synced = (try? newFile.sync()) != nil
-        FileIO.syncDirectory(of: path)
-        return synced
+        do throws(StoreError) {
+            try newFile.sync()
+            guard FileIO.syncDirectory(of: path) else { throw StoreError.io("sync", path, errno: errno) }
+        } catch {
+            return .replacedUnsynced(error)
+        }
+        return .durable
     }
 
     static func line(_ sink: String, _ device: DeviceID, _ session: String, _ seq: UInt64) -> [UInt8] {

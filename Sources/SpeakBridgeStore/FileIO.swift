@@ -128,7 +128,10 @@ public enum FileIO {
     /// The temp file is created next to the target under a fresh random name with O_CREAT|O_EXCL|O_NOFOLLOW, so
     /// nothing planted in the directory (a symlink at a guessable `X.tmp`) can redirect the write; rename(2)
     /// replaces a symlink at `path` itself rather than following it.
-    public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0) throws(StoreError) {
+    /// `checkDirectory`: a failed fsync of the directory throws (after the rename: the file is in place, its name
+    /// may not be durable); otherwise it is ignored, as it always was.
+    public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0,
+                                   checkDirectory: Bool = false) throws(StoreError) {
         var temp = ""
         var fd: Int32 = -1
         for _ in 0..<8 {
@@ -152,16 +155,20 @@ public enum FileIO {
             unlink(temp)
             throw .io("replace", path, errno: code)
         }
-        syncDirectory(of: path)
+        if !syncDirectory(of: path) && checkDirectory { throw .io("sync", path, errno: errno) }
     }
 
-    public static func syncDirectory(of path: String) {
+    /// fsyncs the directory holding `path`; false (errno set) when it could not be opened or synced.
+    @discardableResult
+    public static func syncDirectory(of path: String) -> Bool {
         let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let fd = open(dir.isEmpty ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
-        }
+        guard fd >= 0 else { return false }
+        let synced = fsync(fd) == 0
+        let code = errno
+        close(fd)
+        errno = code
+        return synced
     }
 
     /// Opens `path` for appending (created 0600). O_NOFOLLOW, and the descriptor must pass `PrivatePath.checkFile`.

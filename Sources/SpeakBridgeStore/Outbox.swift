@@ -28,8 +28,9 @@ public final class Outbox: @unchecked Sendable {
     public let pending: [Chunk]
     public private(set) var nextSeq: UInt64
     let path: String
-    /// The journal's file; another thread may `sync()` it while the owner appends (`send`'s `JournalSyncer`).
-    public let log: LogFile
+    /// The journal's file; another thread may `sync()` it while the owner appends (`send`'s `JournalSyncer`, handed
+    /// the current one with each request). Replaced only by `rewrite`, on the owner's context.
+    public private(set) var log: LogFile
     /// Held for the life of this object: a separate file, because compaction replaces the journal's inode.
     let lockFD: Int32
 
@@ -56,9 +57,8 @@ public final class Outbox: @unchecked Sendable {
                 // Compact: header + unacknowledged chunks, atomically. Also when the last line is torn (killed
                 // mid-write): writing after it would glue the next record onto the torn one; and when the file is
                 // far larger than its records (its padding is cut back to one extent).
-                var out = Self.header(session: session, acked: acked)
-                for chunk in pending { out += Self.chunkLine(chunk) }
-                log = try LogFile.create(path, records: out, extents: LogFile.journalExtents)
+                log = try LogFile.create(path, records: Self.records(session: session, acked: acked, pending),
+                                         extents: LogFile.journalExtents)
             }
         } catch {
             close(lockFD)
@@ -172,6 +172,27 @@ public final class Outbox: @unchecked Sendable {
 
     /// A drained journal larger than this is cut back to its header at a clean exit (`resetIfDrained`).
     public static let resetAbove = 4 * 1024
+
+    /// Replaces the journal with a new file written from memory — the header (with `ack`, if above `acked`) and the
+    /// chunks of `unacknowledged` above that level — as `init` compacts it: written and fsynced under a temporary
+    /// name, renamed over the journal, the directory fsynced (a failure of that fsync throws too). For a journal
+    /// whose sync failed: on Linux a failed writeback marks its pages clean and a second fsync of the same file
+    /// returns 0 though they never reached the disk, so only a new file, synced, makes the lines durable again.
+    /// On failure the journal is as it was (the old file, still appended to). Sequence numbers go on.
+    public func rewrite(unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
+        let level = max(acked, ack)
+        let chunks = unacknowledged.filter { $0.seq > level }
+        log = try LogFile.create(path, records: Self.records(session: session, acked: level, chunks),
+                                 extents: LogFile.journalExtents, checkDirectory: true)
+        acked = level
+    }
+
+    /// A whole journal's records: the header, then a record for each of `chunks`.
+    static func records(session: String, acked: UInt64, _ chunks: [Chunk]) -> [UInt8] {
+        var out = header(session: session, acked: acked)
+        for chunk in chunks { out += chunkLine(chunk) }
+        return out
+    }
 
     /// fdatasync, or fsync when the file grew since the last `sync` (`LogFile.sync`; `log.syncCounts` tells which).
     public func sync() throws(StoreError) {

@@ -18,7 +18,9 @@ struct Send: ParsableCommand {
         Otherwise plain lines, and `still waiting for the desktop` every 30 s while it is unreachable.
 
         Exit status: 0 every chunk acknowledged; 1 error; 75 timeout (the chunks stay in the outbox); \
-        77 the desktop refused this device (revoked?): pair again with `speakbridge join CODE`.
+        77 the desktop refused this device (revoked?): pair again with `speakbridge join CODE`; \
+        74 lines were left unacknowledged in a journal that could not be synced to disk (a crash of this \
+        machine could lose them; the next `send` sends them).
         """)
 
     @OptionGroup var homeOptions: HomeOptions
