@@ -202,7 +202,9 @@ final class FifoReader: @unchecked Sendable {
     func start(stopAfter: Int? = nil) {
         stopRequested = false
         let t = Thread { [self] in
-            let fd = open(path, O_RDONLY)
+            // Non-blocking: a blocking open waits for a writer, and `stop` would then wait forever for a daemon
+            // that never opened the FIFO. With no writer yet, poll times out and the loop checks `stopRequested`.
+            let fd = open(path, O_RDONLY | O_NONBLOCK)
             guard fd >= 0 else { return }
             lock.withLock { self.fd = fd }
             var buffer = [UInt8](repeating: 0, count: 512)
