@@ -8,18 +8,23 @@ import Testing
 /// directory on a disk whose fsyncs fail (`FailingDisk`: FUSE). Real daemon, real `send`, real FIFO.
 @Suite("End to end: fsync failures", .serialized)
 struct FsyncFailureTests {
-    /// Stops `reader`, first letting its thread out of an open(2) of the FIFO that no writer came to (a test that
-    /// failed before any line was delivered would otherwise hang there).
     /// The inode of `path` (0 if it is missing): a rewrite replaces the file, a sync of the same file does not.
     static func inode(_ path: String) -> UInt64 {
         var info = stat()
         return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
     }
 
-    static func stop(_ reader: FifoReader, _ fifo: String) {
-        let fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-        if fd >= 0 { close(fd) }
-        reader.stop()
+    /// A pair whose `side` home's state directory is on a failing disk; `body` runs, then the daemon stops, the
+    /// disk is unmounted and the homes go (in that order, whatever `body` threw).
+    static func withFailingDisk(under side: (Pair) -> String, _ body: (Pair, FailingDisk) throws -> Void) throws {
+        let pair = Pair()
+        let disk = try FailingDisk(over: side(pair) + "/state")
+        defer {
+            pair.daemon?.terminate()
+            disk.unmount()
+            pair.stop()
+        }
+        try body(pair, disk)
     }
 
     /// The daemon's progress log on the failing disk: while its fsyncs fail nothing is acknowledged (the phone's
@@ -27,134 +32,122 @@ struct FsyncFailureTests {
     /// are acknowledged, the FIFO holds each line once, in order, and the daemon says it recovered.
     @Test("desktop: a failed progress-log fsync acknowledges nothing, is logged, and recovers by a rewrite")
     func daemonProgressLogOnFailingDisk() throws {
-        let pair = Pair()
-        let disk = try FailingDisk(over: pair.desktopHome + "/state")
-        defer {
-            pair.daemon?.terminate()
-            disk.unmount()
-            pair.stop()
-        }
-        let (fifo, reader) = try pair.startWithFIFO()
-        defer { Self.stop(reader, fifo) }
-        let first = try pair.send(["before"])
-        #expect(first.status == 0, "send failed: \(first.stderr)")
-        let progressLog = pair.desktopHome + "/state/progress.log"
-        let before = Self.inode(progressLog)
+        try Self.withFailingDisk(under: \.desktopHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            let first = try pair.send(["before"])
+            #expect(first.status == 0, "send failed: \(first.stderr)")
+            let progressLog = pair.desktopHome + "/state/progress.log"
+            let before = Self.inode(progressLog)
 
-        disk.failing = true
-        // Not acknowledged while the progress log cannot be synced: `send` gives up (75), the lines stay queued.
-        let failed = try run(["send", "--text", "one", "--text", "two", "--text", "three", "--timeout", "3"],
-                             home: pair.phoneHome)
-        #expect(failed.status == 75, "send should not have been acknowledged: \(failed.status) \(failed.stderr)")
-        #expect(JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts == ["one", "two", "three"])
-        #expect(disk.failedSyncs >= 2, "the daemon kept trying")
-        let daemonErr = pair.daemon?.stderr ?? ""
-        #expect(daemonErr.contains("speakbridge: error: cannot make delivery progress durable"), "\(daemonErr)")
-        #expect(daemonErr.contains("progress.log") && daemonErr.contains("Input/output error"), "\(daemonErr)")
-        #expect(daemonErr.components(separatedBy: "cannot make delivery progress durable").count == 2,
-                "once per failure streak: \(daemonErr)")
-        let status = try run(["status"], home: pair.desktopHome)
-        #expect(status.stdout.contains("Input/output error") || status.stderr.contains("Input/output error"),
-                "status shows the failure: \(status.stdout) \(status.stderr)")
+            disk.failing = true
+            // Not acknowledged while the progress log cannot be synced: `send` gives up (75), the lines stay queued.
+            let failed = try run(["send", "--text", "one", "--text", "two", "--text", "three", "--timeout", "3"],
+                                 home: pair.phoneHome)
+            #expect(failed.status == 75, "send should not have been acknowledged: \(failed.status) \(failed.stderr)")
+            let queued = JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts
+            #expect(queued == ["one", "two", "three"])
+            #expect(disk.failedSyncs >= 2, "the daemon kept trying")
+            let daemonErr = pair.daemon?.stderr ?? ""
+            #expect(daemonErr.contains("speakbridge: error: cannot make delivery progress durable"), "\(daemonErr)")
+            #expect(daemonErr.contains("progress.log") && daemonErr.contains("Input/output error"), "\(daemonErr)")
+            #expect(daemonErr.components(separatedBy: "cannot make delivery progress durable").count == 2,
+                    "once per failure streak: \(daemonErr)")
+            let status = try run(["status"], home: pair.desktopHome)
+            #expect(status.stdout.contains("Input/output error") || status.stderr.contains("Input/output error"),
+                    "status shows the failure: \(status.stdout) \(status.stderr)")
 
-        disk.failing = false
-        try Harness.wait("the daemon's recovery", timeout: 10) {
-            (pair.daemon?.stderr ?? "").contains("delivery progress is durable again")
+            disk.failing = false
+            try Harness.wait("the daemon's recovery", timeout: 10) {
+                (pair.daemon?.stderr ?? "").contains("delivery progress is durable again")
+            }
+            // Recovered by a rewrite (a new file renamed over the log), not by syncing the file whose sync failed.
+            #expect(Self.inode(progressLog) != before, "the progress log was rewritten")
+            let again = try pair.send(["four"])
+            #expect(again.status == 0, "send failed: \(again.stderr)")
+            #expect(again.stderr.contains("resending 3 unacknowledged chunk(s)"), "\(again.stderr)")
+            try Harness.wait("five lines on the FIFO") { reader.count >= 5 }
+            usleep(200_000)  // a duplicate would come now
+            #expect(reader.snapshot == ["before", "one", "two", "three", "four"])
+            #expect(JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts == [])
         }
-        // Recovered by a rewrite (a new file renamed over the log), not by syncing the file whose sync failed.
-        #expect(Self.inode(progressLog) != before, "the progress log was rewritten")
-        let again = try pair.send(["four"])
-        #expect(again.status == 0, "send failed: \(again.stderr)")
-        #expect(again.stderr.contains("resending 3 unacknowledged chunk(s)"), "\(again.stderr)")
-        try Harness.wait("five lines on the FIFO") { reader.count >= 5 }
-        usleep(200_000)  // a duplicate would come now
-        #expect(reader.snapshot == ["before", "one", "two", "three", "four"])
-        #expect(JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts == [])
     }
 
     /// `send`'s journal on the failing disk: a warning (once), every line still arrives once, in order; the
     /// journal is rewritten once the disk works again (said once), and the next run finds nothing to resend.
     @Test("send: a failed journal fsync warns, lines still arrive once, the journal is rewritten")
     func sendJournalOnFailingDisk() throws {
-        let pair = Pair()
-        let disk = try FailingDisk(over: pair.phoneHome + "/state")
-        defer {
-            pair.daemon?.terminate()
-            disk.unmount()
-            pair.stop()
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            let (sender, input) = try pair.pipedSend()
+            defer { sender.terminate() }
+            try input.write(contentsOf: Data("a0\n".utf8))  // the journal is open (and synced) before the disk fails
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            let outbox = pair.phoneHome + "/state/outbox"
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: outbox)) ?? []
+            let journal = outbox + "/" + (names.first { $0.hasSuffix(".journal") } ?? "missing")
+            let before = Self.inode(journal)
+            disk.failing = true
+            try input.write(contentsOf: Data("a1\n".utf8))
+            try Harness.wait("the journal warning") { sender.stderr.contains("cannot sync the journal") }
+            try input.write(contentsOf: Data("a2\na3\n".utf8))
+            try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
+            usleep(1_300_000)  // at least one rewrite tried (and failed) meanwhile
+            disk.failing = false
+            try Harness.wait("the journal's recovery", timeout: 10) {
+                sender.stderr.contains("journal is durable again")
+            }
+            #expect(Self.inode(journal) != before, "the journal was rewritten (a new file), not synced again")
+            try input.write(contentsOf: Data("a4\n".utf8))
+            try input.close()
+            let outcome = try sender.wait(timeout: 30)
+            #expect(outcome.status == 0, "all acknowledged: exit 0 (\(outcome.stderr))")
+            #expect(outcome.stderr.contains("speakbridge: warning: cannot sync the journal"), "\(outcome.stderr)")
+            #expect(outcome.stderr.contains("Input/output error"), "\(outcome.stderr)")
+            #expect(outcome.stderr.contains("would not survive a crash of this machine"), "\(outcome.stderr)")
+            #expect(outcome.stderr.components(separatedBy: "cannot sync the journal").count == 2,
+                    "once per failure streak: \(outcome.stderr)")
+            #expect(outcome.stderr.components(separatedBy: "journal is durable again").count == 2, "\(outcome.stderr)")
+            // A sane journal: nothing pending, and the next run resends nothing.
+            #expect(JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts == [])
+            let next = try pair.send(["a5"])
+            #expect(next.status == 0, "send failed: \(next.stderr)")
+            #expect(!next.stderr.contains("resending"), "\(next.stderr)")
+            try Harness.wait("six lines on the FIFO") { reader.count >= 6 }
+            usleep(200_000)
+            #expect(reader.snapshot == ["a0", "a1", "a2", "a3", "a4", "a5"])
         }
-        let (fifo, reader) = try pair.startWithFIFO()
-        defer { Self.stop(reader, fifo) }
-        let (sender, input) = try pair.pipedSend()
-        defer { sender.terminate() }
-        try input.write(contentsOf: Data("a0\n".utf8))  // the journal is open (and synced) before the disk fails
-        try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
-        let outbox = pair.phoneHome + "/state/outbox"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: outbox)) ?? []
-        let journal = outbox + "/" + (names.first { $0.hasSuffix(".journal") } ?? "missing")
-        let before = Self.inode(journal)
-        disk.failing = true
-        try input.write(contentsOf: Data("a1\n".utf8))
-        try Harness.wait("the journal warning") { sender.stderr.contains("cannot sync the journal") }
-        try input.write(contentsOf: Data("a2\na3\n".utf8))
-        try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
-        usleep(1_300_000)  // at least one rewrite tried (and failed) meanwhile
-        disk.failing = false
-        try Harness.wait("the journal's recovery", timeout: 10) { sender.stderr.contains("journal is durable again") }
-        #expect(Self.inode(journal) != before, "the journal was rewritten (a new file), not synced again")
-        try input.write(contentsOf: Data("a4\n".utf8))
-        try input.close()
-        let outcome = try sender.wait(timeout: 30)
-        #expect(outcome.status == 0, "all acknowledged: exit 0 (\(outcome.stderr))")
-        #expect(outcome.stderr.contains("speakbridge: warning: cannot sync the journal"), "\(outcome.stderr)")
-        #expect(outcome.stderr.contains("Input/output error"), "\(outcome.stderr)")
-        #expect(outcome.stderr.contains("would not survive a crash of this machine"), "\(outcome.stderr)")
-        #expect(outcome.stderr.components(separatedBy: "cannot sync the journal").count == 2,
-                "once per failure streak: \(outcome.stderr)")
-        #expect(outcome.stderr.components(separatedBy: "journal is durable again").count == 2, "\(outcome.stderr)")
-        // A sane journal: nothing pending, and the next run resends nothing.
-        #expect(JournalContents(directory: pair.phoneHome + "/state/outbox").pendingTexts == [])
-        let next = try pair.send(["a5"])
-        #expect(next.status == 0, "send failed: \(next.stderr)")
-        #expect(!next.stderr.contains("resending"), "\(next.stderr)")
-        try Harness.wait("six lines on the FIFO") { reader.count >= 6 }
-        usleep(200_000)
-        #expect(reader.snapshot == ["a0", "a1", "a2", "a3", "a4", "a5"])
     }
 
     /// A run that ends with unacknowledged lines in a journal that could not be synced exits 74 (EX_IOERR) with an
     /// error saying what is at stake; the lines are still in the journal and the next `send` delivers them.
     @Test("send: unacknowledged lines in an unsynced journal at exit: exit 74, delivered by the next run")
     func sendEndsWithUnsyncedJournal() throws {
-        let pair = Pair()
-        let disk = try FailingDisk(over: pair.phoneHome + "/state")
-        defer {
-            pair.daemon?.terminate()
-            disk.unmount()
-            pair.stop()
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let fifo = pair.desktopHome + "/out"
+            try pair.startDaemon(sinks: ["fifo:" + fifo])
+            let reader = FifoReader(path: fifo)
+            reader.start()
+            defer { reader.stop() }
+            try pair.join()
+            let first = try pair.send(["b0"])  // the journal exists (created while the disk works)
+            #expect(first.status == 0, "send failed: \(first.stderr)")
+            pair.daemon?.terminate()  // no desktop: nothing is acknowledged
+
+            disk.failing = true
+            let failed = try run(["send", "--text", "b1", "--text", "b2", "--timeout", "1"], home: pair.phoneHome)
+            #expect(failed.status == 74, "EX_IOERR: \(failed.status) \(failed.stderr)")
+            #expect(failed.stderr.contains("speakbridge: error: cannot sync the journal"), "\(failed.stderr)")
+            #expect(failed.stderr.contains("2 line(s) not acknowledged"), "\(failed.stderr)")
+
+            disk.failing = false
+            try pair.startDaemon(sinks: ["fifo:" + fifo])
+            let next = try pair.send(["b3"])
+            #expect(next.status == 0, "send failed: \(next.stderr)")
+            try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
+            usleep(200_000)
+            #expect(reader.snapshot == ["b0", "b1", "b2", "b3"])
         }
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
-        defer { Self.stop(reader, fifo) }
-        try pair.join()
-        let first = try pair.send(["b0"])  // the journal exists (created while the disk works)
-        #expect(first.status == 0, "send failed: \(first.stderr)")
-        pair.daemon?.terminate()  // no desktop: nothing is acknowledged
-
-        disk.failing = true
-        let failed = try run(["send", "--text", "b1", "--text", "b2", "--timeout", "1"], home: pair.phoneHome)
-        #expect(failed.status == 74, "EX_IOERR: \(failed.status) \(failed.stderr)")
-        #expect(failed.stderr.contains("speakbridge: error: cannot sync the journal"), "\(failed.stderr)")
-        #expect(failed.stderr.contains("2 line(s) not acknowledged"), "\(failed.stderr)")
-
-        disk.failing = false
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let next = try pair.send(["b3"])
-        #expect(next.status == 0, "send failed: \(next.stderr)")
-        try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
-        usleep(200_000)
-        #expect(reader.snapshot == ["b0", "b1", "b2", "b3"])
     }
 }
