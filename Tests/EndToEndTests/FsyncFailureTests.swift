@@ -125,12 +125,8 @@ struct FsyncFailureTests {
     @Test("send: unacknowledged lines in an unsynced journal at exit: exit 74, delivered by the next run")
     func sendEndsWithUnsyncedJournal() throws {
         try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
-            let fifo = pair.desktopHome + "/out"
-            try pair.startDaemon(sinks: ["fifo:" + fifo])
-            let reader = FifoReader(path: fifo)
-            reader.start()
+            let (fifo, reader) = try pair.startWithFIFO()
             defer { reader.stop() }
-            try pair.join()
             let first = try pair.send(["b0"])  // the journal exists (created while the disk works)
             #expect(first.status == 0, "send failed: \(first.stderr)")
             pair.daemon?.terminate()  // no desktop: nothing is acknowledged
