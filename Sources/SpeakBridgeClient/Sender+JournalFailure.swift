@@ -27,6 +27,7 @@ extension Sender {
     static let journalRetrySeconds = 1.0
 
     /// A sync of `log` failed (step 1). On `queue`.
+    @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
     func journalSyncFailed(_ log: LogFile, _ error: StoreError) {
         guard !completed, log === outbox.log else { return }  // a journal replaced since, or the run is over
         if journalFailure == nil {
@@ -41,6 +42,7 @@ extension Sender {
     }
 
     /// Instead of a sync while the journal is untrusted (step 2): a rewrite, at most once a second.
+    @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
     func rewriteJournal(at: Double, force: Bool = false) {
         guard force || at - lastJournalRewriteAt >= Self.journalRetrySeconds else {
             needsSync = true  // the tick comes back for it
@@ -61,6 +63,7 @@ extension Sender {
 
     /// The core's final sync (`.syncJournal`, before an exit): inline; a failure starts a streak and the rewrite
     /// is tried at once.
+    @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
     func syncJournalAtEnd() {
         needsSync = false
         if journalFailure == nil {
@@ -77,6 +80,7 @@ extension Sender {
 
     /// Step 4, in `complete`, once the syncer has drained: rewrites a journal still untrusted; sets `exitOverride`
     /// (74) when that fails with lines left unacknowledged.
+    @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
     func settleJournalAtEnd() {
         if journalFailure == nil, let error = syncer.failure(of: outbox.log) {
             journalSyncFailed(outbox.log, error)  // a sync handed over before the end failed
