@@ -128,10 +128,9 @@ public enum FileIO {
     /// The temp file is created next to the target under a fresh random name with O_CREAT|O_EXCL|O_NOFOLLOW, so
     /// nothing planted in the directory (a symlink at a guessable `X.tmp`) can redirect the write; rename(2)
     /// replaces a symlink at `path` itself rather than following it.
-    /// `checkDirectory`: a failed fsync of the directory throws (after the rename: the file is in place, its name
-    /// may not be durable); otherwise it is ignored, as it always was.
-    public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0,
-                                   checkDirectory: Bool = false) throws(StoreError) {
+    /// A failed fsync of the directory throws too (after the rename: the file is in place, but its name may not be
+    /// durable; a write that may not survive a crash is not reported as done).
+    public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0) throws(StoreError) {
         var temp = ""
         var fd: Int32 = -1
         for _ in 0..<8 {
@@ -155,7 +154,7 @@ public enum FileIO {
             unlink(temp)
             throw .io("replace", path, errno: code)
         }
-        if !syncDirectory(of: path) && checkDirectory { throw .io("sync", path, errno: errno) }
+        guard syncDirectory(of: path) else { throw .io("sync", path, errno: errno) }
     }
 
     /// fsyncs the directory holding `path`; false (errno set) when it could not be opened or synced.

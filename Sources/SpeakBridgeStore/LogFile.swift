@@ -83,10 +83,9 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// Replaces the file at `path` atomically with `records` and a zero extent (`FileIO.atomicWrite`, fsynced) and
-    /// opens it. `checkDirectory`: a failed fsync of the directory (after the rename) throws too.
-    public static func create(_ path: String, records: [UInt8], extents: (minimum: Int, maximum: Int),
-                              checkDirectory: Bool = false) throws(StoreError) -> LogFile {
-        try FileIO.atomicWrite(path, records, padding: extents.minimum, checkDirectory: checkDirectory)
+    /// opens it.
+    public static func create(_ path: String, records: [UInt8], extents: (minimum: Int, maximum: Int)) throws(StoreError) -> LogFile {
+        try FileIO.atomicWrite(path, records, padding: extents.minimum)
         return LogFile(fd: try FileIO.openLog(path), path: path, end: records.count, extents: extents, synced: true)
     }
 

@@ -175,15 +175,17 @@ public final class Outbox: @unchecked Sendable {
 
     /// Replaces the journal with a new file written from memory — the header (with `ack`, if above `acked`) and the
     /// chunks of `unacknowledged` above that level — as `init` compacts it: written and fsynced under a temporary
-    /// name, renamed over the journal, the directory fsynced (a failure of that fsync throws too). For a journal
-    /// whose sync failed: on Linux a failed writeback marks its pages clean and a second fsync of the same file
-    /// returns 0 though they never reached the disk, so only a new file, synced, makes the lines durable again.
-    /// On failure the journal is as it was (the old file, still appended to). Sequence numbers go on.
+    /// name, renamed over the journal, the directory fsynced (`FileIO.atomicWrite`: each failure throws). For a
+    /// journal whose sync failed: on Linux a failed writeback marks its pages clean and a second fsync of the same
+    /// file returns 0 though they never reached the disk, so only a new file, synced, makes the lines durable again.
+    /// On failure `log` stays the old file; when only the directory's fsync failed, the new file already holds the
+    /// name, so appends to the old one are not in the journal any more: the caller must rewrite again before
+    /// trusting it (`send` does, every second, until one succeeds). Sequence numbers go on.
     public func rewrite(unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
         let level = max(acked, ack)
         let chunks = unacknowledged.filter { $0.seq > level }
         log = try LogFile.create(path, records: Self.records(session: session, acked: level, chunks),
-                                 extents: LogFile.journalExtents, checkDirectory: true)
+                                 extents: LogFile.journalExtents)
         acked = level
     }
 
