@@ -328,6 +328,7 @@ public final class Sender: @unchecked Sendable {
 
     func perform(_ actions: [ClientCore.Action]) {
         var dialed = false
+        var renumberFailed = false  // then nothing renumbered goes out (Sender+Renumber.swift)
         defer {
             // Message 1 is sealed while the connections are made (its DH needs nothing from the desktop).
             if dialed { core.prepareHandshakes() }
@@ -340,6 +341,7 @@ public final class Sender: @unchecked Sendable {
                 dialed = true
             case .send(let id, let frame):
                 Trace.mark("encrypt")
+                guard !renumberFailed else { continue }
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
@@ -351,6 +353,8 @@ public final class Sender: @unchecked Sendable {
                     syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
                 }
             case .report(let report): show(report)
+            case .renumbered(let after, let shift):
+                renumberFailed = !renumberJournal(after: after, by: shift)
             case .syncJournal:
                 journalAck()
                 syncJournalAtEnd()  // a failure is reported, not dropped (Sender+JournalFailure.swift)

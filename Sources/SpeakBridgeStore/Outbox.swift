@@ -189,6 +189,16 @@ public final class Outbox: @unchecked Sendable {
         acked = level
     }
 
+    /// After the desktop answered `resume` with more of the session than this journal holds (a crash of the machine
+    /// lost acknowledged records: `OutboxWindow+Renumber.swift`): `unacknowledged` carries the chunks read since
+    /// with their new numbers, `shift` above the old ones. The journal is rewritten with them (`rewrite`: a new
+    /// file, fsynced, renamed, the directory fsynced), so none goes out under a number the journal does not hold,
+    /// and new lines are numbered after them. On failure nothing changed but what `rewrite` says.
+    public func renumber(by shift: UInt64, unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
+        try rewrite(unacknowledged: unacknowledged, ack: ack)
+        nextSeq += shift
+    }
+
     /// A whole journal's records: the header, then a record for each of `chunks`.
     static func records(session: String, acked: UInt64, _ chunks: [Chunk]) -> [UInt8] {
         var out = header(session: session, acked: acked)
