@@ -4,32 +4,48 @@ import Glibc
 import Dispatch
 import SpeakBridgeSupport
 
-/// `Sender`'s clock and journal durability, on `queue`: the 50 ms tick, the ack record and the journal fsync.
+/// `Sender`'s clock and journal durability, on `queue`: the tick, the ack record and the journal fsync.
 ///
-/// Flow (a line at human pace, a phrase every 0.1–2 s):
-/// 1. The line's wake-up (stdin) journals it with the previous line's ack record in the same write(2)
-///    (`Outbox.append(…, ack:)`), sends its frame, arms the tick (`scheduleTick`) and then, once the frame is
-///    written (`LinkDriver.afterSends`, same loop turn), hands the fsync to its thread (`syncSoon`,
-///    `syncAfterSending`, `JournalSyncer`).
-/// 2. Its ack: read in the next line's wake-up while lines keep coming (Sender+LazyAcks.swift: the tick then waits
-///    0.5 s, for a pause in the input); otherwise its own wake-up, where, with nothing left in flight and nothing
-///    left to fsync, `settleAfterFrame` cancels the tick. So one or two wake-ups of the socket thread per line, not
-///    three (the tick's), and an ack does no journal work and wakes no thread.
-/// 3. Otherwise (lines in flight, not connected, a live status line, or a fsync handed over less than a tick ago,
-///    as at a fast pace) the tick does the journal work 50 ms after it was armed, so every journal write is still
-///    fsynced within 50 ms and fsyncs stay batched (about one a tick); it stops while there is nothing to time
-///    (`isQuiet`).
+/// The durability rule: every journal write is durable within `durableWithin` (50 ms) of being made — fsynced, or
+/// acknowledged by the desktop, whose copy is then durable (it acks only after its own fsync: `Pairing/PROTOCOL.md`).
+/// A line the desktop acknowledged needs no fsync here: a crash of this machine can lose its record, and the
+/// desktop still has it (a journal that lost acknowledged records is renumbered after them at the next `resume`:
+/// OutboxWindow+Renumber.swift). So while the desktop answers within 50 ms — it acks at most 25 ms after a line,
+/// and `send` reads acks at least every 10 ms while lines come — `send` makes no fsync at all; it makes them when
+/// the desktop is away or slow, exactly as before, at most one per tick.
+///
+/// Flow (`owed`: the writes neither fsynced nor acknowledged, oldest first):
+/// 1. A line's wake-up journals it (with the previous ack's record in the same write(2): `Outbox.append(…, ack:)`),
+///    sends its frame and notes the write (`owe`): the tick then comes at the oldest owed write's deadline at the
+///    latest.
+/// 2. Acks: read in a later line's wake-up while lines keep coming (Sender+LazyAcks.swift), which also drops the
+///    writes they cover from `owed` and moves the tick to the next deadline (`settleOwed`); otherwise as they come.
+/// 3. The tick (at a deadline, or 50 ms after an event for the core's timers) reads waiting acks, drops what they
+///    cover, and hands the fsync to its thread (`startSync`, `JournalSyncer`) only if an owed write's deadline has
+///    come; one fsync covers every write before it. With nothing owed, every line acknowledged and nothing to redraw,
+///    it stops (`isQuiet`).
+/// 4. At the end (`.syncJournal`) an fsync only if something is still owed (`syncJournalAtEnd`): a one-shot
+///    `send --text` whose line was acknowledged makes none.
 /// The ack record of a line acknowledged before its tick waits for the next line (riding in its journal write),
 /// tick or exit: a lost or late ack record only means a resend that the desktop drops.
 extension Sender {
     static let tickInterval: Duration = .milliseconds(50)
     static let tickSeconds = 0.05
+    /// Every journal write is fsynced or acknowledged within this many seconds (see above).
+    static let durableWithin = 0.05
+    /// A tick this close to a deadline fsyncs rather than coming back for it.
+    static let deadlineSlack = 0.001
+    /// How long before an owed write's deadline the tick reads the acks waiting for it.
+    static let lookAhead = 0.005
 
-    func scheduleTick() {
-        tickAt = now + Self.tickSeconds
+    /// Arms the tick `tickSeconds` from now, or at `deadline` if that is sooner (an owed write's).
+    func scheduleTick(by deadline: Double? = nil) {
+        let at = now
+        let delay = min(Self.tickSeconds, max(0, (deadline ?? .infinity) - at))
+        tickAt = at + delay
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
         // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
-        driver.schedule(after: Self.tickInterval, tickWork)
+        driver.schedule(after: delay == Self.tickSeconds ? Self.tickInterval : .nanoseconds(Int64(delay * 1e9)), tickWork)
     }
 
     /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
@@ -43,43 +59,71 @@ extension Sender {
     func tick() {
         guard core.exitCode == nil else { return }
         Trace.mark("sendtick")
+        if needsSync { settleOwed(at: now, looking: true) }
         journalAck()
-        if needsSync { startSync(at: now) }
         apply(.tick)
         guard core.exitCode == nil else { return }
-        if lazyOn != nil && now - lastLineAt >= Self.lazyAckSeconds { readAcksNow() }  // input paused
+        if lazyOn != nil && (now - lastLineAt >= Self.lazyAckSeconds || (!needsSync && core.window.isDrained)) {
+            readAcksNow()  // input paused, or every line acknowledged: acks (and a close) are read as they come
+        }
         if isQuiet {
             tickAt = nil  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
         } else if !scheduleLazyTick() {
-            scheduleTick()
+            scheduleTick(by: needsSync ? nextDurabilityCheck : nil)
         }
     }
 
-    /// After a line's journal write: unless a fsync was handed over less than a tick ago (then the tick, at most
-    /// 50 ms after the write, does it: at a fast pace fsyncs stay batched), `syncAfterSending` runs once the line's
-    /// frame is written, in the same loop turn.
-    func syncSoon(at: Double) {
-        guard needsSync, core.exitCode == nil else { return }
-        guard at - lastSyncAt >= Self.tickSeconds else {
-            // The tick does it, within 50 ms of this write: a later (lazy) tick is brought forward.
-            if let tickAt, tickAt > at + Self.tickSeconds { scheduleTick() }
+    /// A journal write of chunks through `seq`, made at `at`, is owed durability (step 1): the tick comes before its
+    /// deadline.
+    func owe(_ seq: UInt64, at: Double) {
+        if !needsSync { owed.removeAll(keepingCapacity: true) }  // what an earlier sync or rewrite covered
+        needsSync = true
+        owed.append((seq: seq, at: at))
+        guard core.exitCode == nil else { return }
+        let check = nextDurabilityCheck
+        if let tickAt, tickAt <= check + 0.001 { return }  // armed soon enough already (by an earlier write)
+        scheduleTick(by: check)
+    }
+
+    /// When the oldest owed write must be durable (now + `durableWithin` when none is listed: a rewrite is owed).
+    var syncDeadline: Double { (owed.first?.at ?? now) + Self.durableWithin }
+
+    /// When the tick looks at the owed writes next: `lookAhead` before the oldest one's deadline, so that acks
+    /// waiting unread can still come in (`settleOwed`); at the deadline once that look is past.
+    var nextDurabilityCheck: Double {
+        let deadline = syncDeadline
+        return deadline - Self.lookAhead > now + Self.deadlineSlack ? deadline - Self.lookAhead : deadline
+    }
+
+    /// Drops the owed writes the desktop has acknowledged, and hands over the fsync when the oldest left is due
+    /// (steps 2 and 3). `looking` (the tick, before the deadline): acks left unread in the kernel
+    /// (Sender+LazyAcks.swift) are read as they come from now on — they come in this wake-up, and drop what they
+    /// cover (`settleAfterFrame`) before the deadline's tick.
+    func settleOwed(at: Double, looking: Bool = false) {
+        guard journalFailure == nil else {
+            startSync(at: at)  // a rewrite, at most once a second (Sender+JournalFailure.swift)
             return
         }
-        driver.afterSends(syncWork)
+        let acked = core.window.acked
+        if let first = owed.firstIndex(where: { $0.seq > acked }) {
+            if first > 0 { owed.removeFirst(first) }
+        } else {
+            owed.removeAll(keepingCapacity: true)
+            needsSync = false  // every write acknowledged: nothing to fsync
+            return
+        }
+        if syncDeadline <= at + Self.deadlineSlack {
+            startSync(at: at)
+        } else if looking {
+            readAcksNow()
+        }
     }
 
-    /// Hands the fsync to `syncer`, with the last ack's record: after the frame went out, so neither the
-    /// write(2), the dup nor the worker's wake-up delays the line.
-    func syncAfterSending() {
-        guard needsSync, core.exitCode == nil else { return }  // the tick or the end was first
-        journalAck()
-        startSync(at: now)
-        if ticking { _ = scheduleLazyTick() }  // the fsync is handed over: the clock can wait for the next line
-    }
-
-    /// After a desktop frame (an ack, usually): when nothing is left to time — connected, nothing in flight, the
-    /// journal's fsync handed over, no live status line — the tick is cancelled; the next event arms it again.
+    /// After a desktop frame (an ack, usually): drops the owed writes it acknowledged; when nothing is left to time
+    /// — connected, nothing in flight or owed, no live status line — the tick is cancelled; the next event arms it
+    /// again.
     func settleAfterFrame() {
+        if needsSync && journalFailure == nil { settleOwed(at: now) }
         guard ticking, !needsSync, core.exitCode == nil, core.window.isDrained, core.link.isEstablished,
               !status.isTerminal else { return }
         // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
@@ -93,7 +137,7 @@ extension Sender {
     /// (`LogFile.sync`).
     func startSync(at: Double) {
         needsSync = false
-        lastSyncAt = at
+        owed.removeAll(keepingCapacity: true)  // this fsync covers every write so far
         guard journalFailure == nil else { return rewriteJournal(at: at) }  // an earlier sync failed: not trusted
         syncer.submit(outbox.log)
     }

@@ -61,12 +61,17 @@ extension Sender {
                     + "lines not yet acknowledged survive a crash of this machine again")
     }
 
-    /// The core's final sync (`.syncJournal`, before an exit): inline; a failure starts a streak and the rewrite
-    /// is tried at once.
+    /// The core's final sync (`.syncJournal`, before an exit): inline, when a write since the last fsync is not
+    /// acknowledged; a failure starts a streak and the rewrite is tried at once.
     @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
     func syncJournalAtEnd() {
         needsSync = false
         if journalFailure == nil {
+            let acked = core.window.acked
+            let unacknowledged = owed.last.map { $0.seq > acked } ?? false
+            owed.removeAll(keepingCapacity: true)
+            // Every write since the last fsync acknowledged: durable on the desktop, nothing to sync (Sender+Clock.swift).
+            guard unacknowledged else { return }
             do throws(StoreError) {
                 try outbox.sync()
                 return

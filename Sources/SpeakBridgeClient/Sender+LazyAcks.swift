@@ -7,9 +7,9 @@
 /// 1. After a line is sent (`lineSent`) on a resumed connection with room in the window, the connection is read
 ///    lazily (`LinkDriver.receiveLazily`): acks wait in the kernel's buffer, and what has come since the last line
 ///    is read right now, in this wake-up (`receivePending`: no sleep) — at most every `ackLookSeconds`.
-/// 2. The tick is not needed every 50 ms meanwhile: once the line's fsync is handed over, it is armed for
-///    `lazyAckSeconds` after the last line (`scheduleLazyTick`); a journal write that still needs an fsync brings it
-///    back to 50 ms (`syncSoon`), so every write is still fsynced within 50 ms.
+/// 2. The tick is not needed every 50 ms meanwhile: once no journal write is owed durability, it is armed for
+///    `lazyAckSeconds` after the last line (`scheduleLazyTick`); an owed write brings it to that write's deadline
+///    (`owe`, Sender+Clock.swift), so every write is still fsynced or acknowledged within 50 ms.
 /// 3. When no line came for `lazyAckSeconds` (that tick), at the end of input, with a status line on a terminal,
 ///    with an explicit `--timeout` (its check must see every ack that came) or with the window half full, acks are
 ///    read as they come again (`readAcksNow`); a closed connection ends it too.

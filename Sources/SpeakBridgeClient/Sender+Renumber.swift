@@ -23,6 +23,7 @@ extension Sender {
         // sync's file is gone.
         journalFailure = nil
         needsSync = false
+        owed.removeAll(keepingCapacity: true)
         return true
     }
 }

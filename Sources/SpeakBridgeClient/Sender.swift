@@ -57,8 +57,8 @@ public struct SendOptions: Sendable {
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick or with the next line's record (`ackJournal`,
-///    latest only); syncs on a thread of their own (`JournalSyncer`) on the tick, or at human pace as soon as the
-///    line's frame is out (Sender+Clock.swift). While lines keep coming, acks are read with the next line, not as
+///    latest only); a journal write is fsynced (on a thread of its own, `JournalSyncer`) only when the desktop has
+///    not acknowledged it within 50 ms (Sender+Clock.swift). While lines keep coming, acks are read with the next line, not as
 ///    they come (Sender+LazyAcks.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
@@ -67,9 +67,9 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `lastSyncAt`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
-/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver`, `tickWork` and `syncWork` are set in `run` before anything is queued;
+/// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` and `tickWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
 public final class Sender: @unchecked Sendable {
     let options: SendOptions
@@ -83,18 +83,20 @@ public final class Sender: @unchecked Sendable {
     let syncer = JournalSyncer()
     let finished = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
-    /// The tick and the fsync hand-over as the socket thread runs them (`LinkDriver.onQueue`), made once in `run`:
-    /// arming them for each line allocates nothing.
+    /// The tick as the socket thread runs it (`LinkDriver.onQueue`), made once in `run`: arming it for each line
+    /// allocates nothing.
     var tickWork: (@Sendable () -> Void)!
-    var syncWork: (@Sendable () -> Void)!
     /// The driver, started in `init` (its context is being created meanwhile); `run` makes it `driver`.
     let launched: Result<LinkDriver, any Error>
     // Owned by `queue`.
     var core: ClientCore
     let status: SendStatus
+    /// A journal write is owed durability: neither fsynced nor acknowledged yet (Sender+Clock.swift), or the
+    /// journal must be rewritten (Sender+JournalFailure.swift).
     var needsSync = false
-    /// When the last journal fsync was handed to `syncer` (`now`; see `syncSoon`).
-    var lastSyncAt = -Double.infinity
+    /// Journal writes neither fsynced nor acknowledged: (last sequence number written, when), ascending; each must
+    /// be one or the other within `durableWithin` of its time (Sender+Clock.swift).
+    var owed: [(seq: UInt64, at: Double)] = []
     /// When the scheduled tick fires (`now`; `scheduleTick`, `scheduleLazyTick`); nil while quiet (`isQuiet`).
     var tickAt: Double?
     var ticking: Bool { tickAt != nil }
@@ -152,7 +154,6 @@ public final class Sender: @unchecked Sendable {
         do {
             driver = try launched.get()
             tickWork = driver.onQueue { [weak self] in self?.tick() }
-            syncWork = driver.onQueue { [weak self] in self?.syncAfterSending() }
             // A failed journal sync comes back to `queue`, which rewrites the journal (Sender+JournalFailure.swift).
             syncer.onFailure = { [weak self] log, error in
                 guard let sender = self else { return }
@@ -263,10 +264,9 @@ public final class Sender: @unchecked Sendable {
         do {
             let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
             Trace.mark("journal", chunks.last?.seq ?? 0)
-            needsSync = true
             let at = now
             apply(.appended(chunks))
-            syncSoon(at: at)
+            owe(chunks.last?.seq ?? 0, at: at)  // after the frame is queued
             lineSent(at: at)
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
@@ -286,17 +286,15 @@ public final class Sender: @unchecked Sendable {
             return
         }
         Trace.mark("journal", chunk.seq)
-        needsSync = true
         let at = now
         guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))
-            syncSoon(at: at)
+            owe(chunk.seq, at: at)
             lineSent(at: at)
             return
         }
         perform(actions)
-        if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
-        syncSoon(at: at)
+        owe(chunk.seq, at: at)  // after the frame is queued; arms the tick (by the write's deadline)
         lineSent(at: at)
     }
 

@@ -73,8 +73,9 @@ struct FsyncFailureTests {
         }
     }
 
-    /// `send`'s journal on the failing disk: a warning (once), every line still arrives once, in order; the
-    /// journal is rewritten once the disk works again (said once), and the next run finds nothing to resend.
+    /// `send`'s journal on the failing disk, while the desktop does not answer (so the journal must be synced): a
+    /// warning (once), every line still arrives once, in order; the journal is rewritten once the disk works again
+    /// (said once), and the next run finds nothing to resend.
     @Test("send: a failed journal fsync warns, lines still arrive once, the journal is rewritten")
     func sendJournalOnFailingDisk() throws {
         try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
@@ -89,8 +90,16 @@ struct FsyncFailureTests {
             let journal = outbox + "/" + (names.first { $0.hasSuffix(".journal") } ?? "missing")
             let before = Self.inode(journal)
             disk.failing = true
+            // A line the desktop acknowledges within 50 ms needs no fsync of the journal (Sender+Clock.swift): the
+            // desktop is stopped, so a1's write is fsynced at its deadline, and that fails.
+            let daemon = try #require(pair.daemon)
+            kill(daemon.pid, SIGSTOP)
+            var stopped = true
+            defer { if stopped { kill(daemon.pid, SIGCONT) } }
             try input.write(contentsOf: Data("a1\n".utf8))
             try Harness.wait("the journal warning") { sender.stderr.contains("cannot sync the journal") }
+            kill(daemon.pid, SIGCONT)
+            stopped = false
             try input.write(contentsOf: Data("a2\na3\n".utf8))
             try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
             usleep(1_300_000)  // at least one rewrite tried (and failed) meanwhile
