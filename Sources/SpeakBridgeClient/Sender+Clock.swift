@@ -16,14 +16,16 @@ import SpeakBridgeSupport
 ///
 /// Flow (`owed`: the writes neither fsynced nor acknowledged, oldest first):
 /// 1. A line's wake-up journals it (with the previous ack's record in the same write(2): `Outbox.append(…, ack:)`),
-///    sends its frame and notes the write (`owe`): the tick then comes at the oldest owed write's deadline at the
-///    latest.
-/// 2. Acks: read in a later line's wake-up while lines keep coming (Sender+LazyAcks.swift), which also drops the
-///    writes they cover from `owed` and moves the tick to the next deadline (`settleOwed`); otherwise as they come.
-/// 3. The tick (at a deadline, or 50 ms after an event for the core's timers) reads waiting acks, drops what they
-///    cover, and hands the fsync to its thread (`startSync`, `JournalSyncer`) only if an owed write's deadline has
-///    come; one fsync covers every write before it. With nothing owed, every line acknowledged and nothing to redraw,
-///    it stops (`isQuiet`).
+///    sends its frame and notes the write (`owe`): the tick then comes before the oldest owed write's deadline
+///    (step 3).
+/// 2. Acks: read in a later line's wake-up while lines keep coming (Sender+LazyAcks.swift), otherwise as they come;
+///    each drops the writes it covers from `owed` (`settleAfterFrame`, `settleOwed`).
+/// 3. The tick, `lookAhead` (5 ms) before the oldest owed write's deadline, has the acks left unread in the kernel
+///    read (they come in the same wake-up, step 2) and comes back at the deadline; an owed write still unacknowledged
+///    then gets the fsync, handed to its thread (`startSync`, `JournalSyncer`), which covers every write before it.
+///    With nothing owed, every line acknowledged and nothing to redraw, the tick stops (`isQuiet`). At a human pace
+///    that is two wake-ups a line (the line; the look, which reads its ack) and no fsync; at a fast pace the look
+///    comes every 15–25 ms (the desktop acks every 25 ms) and finds the old writes acknowledged.
 /// 4. At the end (`.syncJournal`) an fsync only if something is still owed (`syncJournalAtEnd`): a one-shot
 ///    `send --text` whose line was acknowledged makes none.
 /// The ack record of a line acknowledged before its tick waits for the next line (riding in its journal write),

@@ -2,7 +2,8 @@
 """CPU per PACED line split into user and system time, for each tool of bench.py (socat, ssh, speakbridge).
 
 usage: python3 Tests/bench/cpu_split.py BIN LINES socat,ssh,speakbridge
-       (PERF_DIR=DIR also records `perf record -e cpu-clock -g` of both sides into DIR/<tool>-<side>.data)
+       (PERF_DIR=DIR also records `perf record -e cpu-clock -g` of both sides into DIR/<tool>-<side>.data;
+        PACE=SECONDS paces the lines otherwise than 2 ms apart, e.g. 0.1 for a human pace)
 
 Per tool: the sender is started, warmed with one line, then LINES lines are written 2 ms apart (bench.py's
 measure_latency); schedstat gives the exact CPU time (bench.CpuMeter), /proc/<pid>/task/*/stat the user/system split
@@ -40,6 +41,7 @@ def main():
         tools.append(bench.SSH(base))
     if "speakbridge" in which:
         tools.append(bench.SpeakBridge(base, binary))
+    pace = float(os.environ.get("PACE", "0.002"))
     hz = os.sysconf("SC_CLK_TCK")
     per_line = lambda t: t * 1e6 / hz / n  # noqa: E731
     try:
@@ -61,7 +63,7 @@ def main():
             d0, s0 = ticks(desk), ticks(send)
             dm, sm = bench.CpuMeter(desk), bench.CpuMeter(send)
             a0, b0 = dm.total(), sm.total()
-            lat = bench.measure_latency(sender.stdin, reader, n, 0.002, warm=0, meters=(dm, sm))
+            lat = bench.measure_latency(sender.stdin, reader, n, pace, warm=0, meters=(dm, sm))
             a1, b1 = dm.total(), sm.total()
             d1, s1 = ticks(desk), ticks(send)
             for p in perfs:
