@@ -40,9 +40,10 @@ extension Sender {
     /// How long before an owed write's deadline the tick reads the acks waiting for it.
     static let lookAhead = 0.005
 
-    /// Arms the tick `tickSeconds` from now, or at `deadline` if that is sooner (an owed write's).
-    func scheduleTick(by deadline: Double? = nil) {
-        let at = now
+    /// Arms the tick `tickSeconds` from now (`at`, when the caller has it), or at `deadline` if that is sooner (an owed
+    /// write's check).
+    func scheduleTick(by deadline: Double? = nil, from at: Double? = nil) {
+        let at = at ?? now
         let delay = min(Self.tickSeconds, max(0, (deadline ?? .infinity) - at))
         tickAt = at + delay
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
@@ -76,25 +77,29 @@ extension Sender {
     }
 
     /// A journal write of chunks through `seq`, made at `at`, is owed durability (step 1): the tick comes before its
-    /// deadline.
+    /// deadline. Only a write that starts the list arms it: while writes are owed the tick is armed at the oldest's
+    /// check or sooner (`settleOwed` moves it later as acks come).
     func owe(_ seq: UInt64, at: Double) {
         if !needsSync { owed.removeAll(keepingCapacity: true) }  // what an earlier sync or rewrite covered
         needsSync = true
+        let first = owed.isEmpty
         owed.append((seq: seq, at: at))
-        guard core.exitCode == nil else { return }
-        let check = nextDurabilityCheck
-        if let tickAt, tickAt <= check + 0.001 { return }  // armed soon enough already (by an earlier write)
-        scheduleTick(by: check)
+        guard first, core.exitCode == nil else { return }
+        let check = at + Self.durableWithin - Self.lookAhead
+        if let tickAt, tickAt <= check + 0.001 { return }  // armed soon enough already
+        scheduleTick(by: check, from: at)
     }
 
     /// When the oldest owed write must be durable (now + `durableWithin` when none is listed: a rewrite is owed).
-    var syncDeadline: Double { (owed.first?.at ?? now) + Self.durableWithin }
+    var syncDeadline: Double { (owed.first?.at ?? now) + Self.durableWithin }  // `now` only after a failure
 
     /// When the tick looks at the owed writes next: `lookAhead` before the oldest one's deadline, so that acks
     /// waiting unread can still come in (`settleOwed`); at the deadline once that look is past.
-    var nextDurabilityCheck: Double {
+    var nextDurabilityCheck: Double { durabilityCheck(after: now) }
+
+    func durabilityCheck(after at: Double) -> Double {
         let deadline = syncDeadline
-        return deadline - Self.lookAhead > now + Self.deadlineSlack ? deadline - Self.lookAhead : deadline
+        return deadline - Self.lookAhead > at + Self.deadlineSlack ? deadline - Self.lookAhead : deadline
     }
 
     /// Drops the owed writes the desktop has acknowledged, and hands over the fsync when the oldest left is due
@@ -107,17 +112,20 @@ extension Sender {
             return
         }
         let acked = core.window.acked
-        if let first = owed.firstIndex(where: { $0.seq > acked }) {
-            if first > 0 { owed.removeFirst(first) }
-        } else {
+        guard let first = owed.firstIndex(where: { $0.seq > acked }) else {
             owed.removeAll(keepingCapacity: true)
             needsSync = false  // every write acknowledged: nothing to fsync
             return
         }
+        if first > 0 { owed.removeFirst(first) }
         if syncDeadline <= at + Self.deadlineSlack {
             startSync(at: at)
         } else if looking {
             readAcksNow()
+        } else if first > 0 && ticking {
+            // Acks read between lines moved the oldest owed write: the tick moves with it, so at a fast pace it
+            // does not wake the thread to find them already read.
+            scheduleTick(by: durabilityCheck(after: at), from: at)
         }
     }
 
