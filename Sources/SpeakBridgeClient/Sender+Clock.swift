@@ -9,8 +9,8 @@ import SpeakBridgeSupport
 /// The durability rule: every journal write is durable within `durableWithin` (50 ms) of being made — fsynced, or
 /// acknowledged by the desktop, whose copy is then durable (it acks only after its own fsync: `Pairing/PROTOCOL.md`).
 /// A line the desktop acknowledged needs no fsync here: a crash of this machine can lose its record, and the
-/// desktop still has it (a journal that lost acknowledged records is renumbered after them at the next `resume`:
-/// OutboxWindow+Renumber.swift). So while the desktop answers within 50 ms — it acks at most 25 ms after a line,
+/// desktop still has it (no number is given twice after such a crash: `Outbox` reserves sequence numbers ahead,
+/// durably, and after a reboot numbers new chunks past its last reservation). So while the desktop answers within 50 ms — it acks at most 25 ms after a line,
 /// and `send` reads acks at least every 10 ms while lines come — `send` makes no fsync at all; it makes them when
 /// the desktop is away or slow, exactly as before, at most one per tick.
 ///
@@ -26,8 +26,8 @@ import SpeakBridgeSupport
 ///    With nothing owed, every line acknowledged and nothing to redraw, the tick stops (`isQuiet`). At a human pace
 ///    that is two wake-ups a line (the line; the look, which reads its ack) and no fsync; at a fast pace the look
 ///    comes every 15–25 ms (the desktop acks every 25 ms) and finds the old writes acknowledged.
-/// 4. At the end (`.syncJournal`) an fsync only if something is still owed (`syncJournalAtEnd`): a one-shot
-///    `send --text` whose line was acknowledged makes none.
+/// 4. At the end one fsync of what the run wrote since the last (`syncJournalAtEnd`): the journal is then as the
+///    run left it, acknowledged lines included.
 /// The ack record of a line acknowledged before its tick waits for the next line (riding in its journal write),
 /// tick or exit: a lost or late ack record only means a resend that the desktop drops.
 extension Sender {
@@ -147,6 +147,7 @@ extension Sender {
     /// (`LogFile.sync`).
     func startSync(at: Double) {
         needsSync = false
+        journalDirty = false  // the fsync handed over covers every write so far
         owed.removeAll(keepingCapacity: true)  // this fsync covers every write so far
         guard journalFailure == nil else { return rewriteJournal(at: at) }  // an earlier sync failed: not trusted
         syncer.submit(outbox.log)
@@ -159,6 +160,7 @@ extension Sender {
         guard ackToJournal > outbox.acked else { return }
         do {
             try outbox.markAcked(ackToJournal)
+            journalDirty = true
         } catch {
             // Not fatal: a lost ack record only means a resend that the desktop drops.
             status.warning("cannot journal an ack: \(error.description)")

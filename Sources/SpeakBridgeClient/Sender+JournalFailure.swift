@@ -61,19 +61,21 @@ extension Sender {
                     + "lines not yet acknowledged survive a crash of this machine again")
     }
 
-    /// The core's final sync (`.syncJournal`, before an exit): inline, when a write since the last fsync is not
-    /// acknowledged; a failure starts a streak and the rewrite is tried at once.
-    @inline(never)  // a failure path: kept out of the per-line callers (`perform`, `startSync`)
+    /// The final sync (the core's `.syncJournal` before an exit, or `complete` for any other end): inline, when this
+    /// run wrote anything since the last fsync — owed chunk records, and the ack records that say which lines are
+    /// done, so that a crash after the run finds the journal as the run left it (no acknowledged line shown as
+    /// pending by `outbox`, nor moved aside as held at a new pairing). A failure starts a streak and the rewrite is
+    /// tried at once.
+    @inline(never)  // an end path: kept out of the per-line callers (`perform`, `startSync`)
     func syncJournalAtEnd() {
+        let owedSync = needsSync
         needsSync = false
+        owed.removeAll(keepingCapacity: true)
         if journalFailure == nil {
-            let acked = core.window.acked
-            let unacknowledged = owed.last.map { $0.seq > acked } ?? false
-            owed.removeAll(keepingCapacity: true)
-            // Every write since the last fsync acknowledged: durable on the desktop, nothing to sync (Sender+Clock.swift).
-            guard unacknowledged else { return }
+            guard owedSync || journalDirty else { return }
             do throws(StoreError) {
                 try outbox.sync()
+                journalDirty = false
                 return
             } catch {
                 journalSyncFailed(outbox.log, error)

@@ -67,7 +67,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalDirty`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` and `tickWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -97,6 +97,9 @@ public final class Sender: @unchecked Sendable {
     /// Journal writes neither fsynced nor acknowledged: (last sequence number written, when), ascending; each must
     /// be one or the other within `durableWithin` of its time (Sender+Clock.swift).
     var owed: [(seq: UInt64, at: Double)] = []
+    /// The journal was written (a chunk or an ack record) since the last fsync was handed over or made: the end of the
+    /// run syncs it (`syncJournalAtEnd`).
+    var journalDirty = false
     /// When the scheduled tick fires (`now`; `scheduleTick`, `scheduleLazyTick`); nil while quiet (`isQuiet`).
     var tickAt: Double?
     var ticking: Bool { tickAt != nil }
@@ -264,6 +267,7 @@ public final class Sender: @unchecked Sendable {
         do {
             let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
             Trace.mark("journal", chunks.last?.seq ?? 0)
+            journalDirty = true
             let at = now
             apply(.appended(chunks))
             owe(chunks.last?.seq ?? 0, at: at)  // after the frame is queued
@@ -286,6 +290,7 @@ public final class Sender: @unchecked Sendable {
             return
         }
         Trace.mark("journal", chunk.seq)
+        journalDirty = true
         let at = now
         guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))
@@ -326,7 +331,6 @@ public final class Sender: @unchecked Sendable {
 
     func perform(_ actions: [ClientCore.Action]) {
         var dialed = false
-        var renumberFailed = false  // then nothing renumbered goes out (Sender+Renumber.swift)
         defer {
             // Message 1 is sealed while the connections are made (its DH needs nothing from the desktop).
             if dialed { core.prepareHandshakes() }
@@ -339,7 +343,6 @@ public final class Sender: @unchecked Sendable {
                 dialed = true
             case .send(let id, let frame):
                 Trace.mark("encrypt")
-                guard !renumberFailed else { continue }
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
@@ -351,8 +354,6 @@ public final class Sender: @unchecked Sendable {
                     syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
                 }
             case .report(let report): show(report)
-            case .renumbered(let after, let shift):
-                renumberFailed = !renumberJournal(after: after, by: shift)
             case .syncJournal:
                 journalAck()
                 syncJournalAtEnd()  // a failure is reported, not dropped (Sender+JournalFailure.swift)
@@ -394,6 +395,9 @@ public final class Sender: @unchecked Sendable {
         perform(core.hangUp())
         syncQueue.sync {}  // the address just remembered is on disk before `run` returns
         syncer.drain()  // and any journal fsync under way
+        // Ends that did not come through `.syncJournal` (a failed journal write, an exit before the last lines'
+        // deadline): what this run wrote is made durable here too.
+        if journalFailure == nil && (needsSync || journalDirty) { syncJournalAtEnd() }
         settleJournalAtEnd()  // a journal whose sync failed: rewritten, or exit 74 if lines are left in it
         if core.exitCode == 0 && journalFailure == nil {
             // Everything acknowledged: the next start reads the journal's header only, not every line of this run.

@@ -81,10 +81,6 @@ public struct ClientCore {
         case ackJournal(through: UInt64)
         case rememberAddress(Candidate)
         case report(Report)
-        /// Every chunk above `after` (read in this run, never sent) moved up by `by` (OutboxWindow+Renumber.swift): the
-        /// journal must hold the new numbers durably before any of them goes out, and number new lines after them.
-        /// It comes before the `send`s that carry them.
-        case renumbered(after: UInt64, by: UInt64)
         /// Make the journal durable (before an exit).
         case syncJournal
         case exit(Int32)
@@ -100,10 +96,8 @@ public struct ClientCore {
     public let settings: Settings
     public private(set) var link: LinkCore
     public private(set) var window: OutboxWindow
-    /// Acknowledged before this run (for "acknowledged N line(s)"); moved up with a renumbering.
-    public private(set) var startAcked: UInt64
-    /// The highest sequence number the journal held at start: chunks up to it may have gone out in an earlier run.
-    let carriedSeq: UInt64
+    /// Acknowledged before this run (for "acknowledged N line(s)").
+    public let startAcked: UInt64
     public private(set) var exitCode: Int32?
     var inputDone = false
     var inputEndedAt: Double = 0
@@ -132,7 +126,6 @@ public struct ClientCore {
         window = OutboxWindow(session: session, pending: pending, acked: acked, maxInFlight: settings.maxInFlight,
                               ackTimeout: settings.ackTimeout)
         startAcked = acked
-        carriedSeq = window.lastSeq
         redial = RedialSchedule(seed: settings.jitterSeed, now: now)
         startedAt = now
         lastNow = now
@@ -287,9 +280,7 @@ public struct ClientCore {
         switch message {
         case let .resume(session, delivered) where session == window.session:
             Trace.mark("resumed")
-            var out = renumberIfBehind(delivered ?? 0)
-            guard exitCode == nil else { return out }
-            out += acknowledge(delivered ?? 0, now: now, resume: true)
+            var out = acknowledge(delivered ?? 0, now: now, resume: true)
             out += checkDone()
             return out
         case let .ack(session, seq) where session == window.session:
@@ -303,30 +294,6 @@ public struct ClientCore {
         default:
             return []
         }
-    }
-
-    /// A `resume` answer above every number this client may have sent: its journal lost chunks the desktop has
-    /// (OutboxWindow+Renumber.swift). The chunks read since (never sent) are renumbered to follow `delivered`,
-    /// before `acknowledge` drops what the desktop has. An answer no renumbering can follow (the numbers would pass
-    /// 2^53) is a desktop that lies: an error and exit 1, nothing dropped.
-    mutating func renumberIfBehind(_ delivered: UInt64) -> [Action] {
-        let sent = max(carriedSeq, window.sentThrough)
-        guard delivered > sent else { return [] }
-        let shift = delivered - sent
-        guard window.canRenumber(by: shift) else {
-            return [.report(.error("the desktop \"\(settings.desktopName)\" says it has line \(delivered) of this session, "
-                                   + "more than this device could have sent", hint: nil)),
-                    .syncJournal] + finish(1)
-        }
-        let unsent = window.lastSeq - sent
-        window.renumber(after: sent, by: shift)
-        for i in waitingSince.indices where waitingSince[i].seq > sent { waitingSince[i].seq += shift }
-        startAcked += shift  // those were acknowledged in an earlier run; the journal lost their record
-        let lost = shift == 1 ? "line" : "lines"
-        return [.report(.warning("the desktop \"\(settings.desktopName)\" has \(shift) more \(lost) of this session than "
-                                 + "this device's journal (lost in a crash of this machine?)"
-                                 + (unsent > 0 ? "; the \(unsent) line(s) read since are numbered after them" : ""))),
-                .renumbered(after: sent, by: shift)]
     }
 
     mutating func acknowledge(_ seq: UInt64, now: Double, resume: Bool) -> [Action] {

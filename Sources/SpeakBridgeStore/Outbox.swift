@@ -8,13 +8,24 @@ import SpeakBridgeSupport
 
 /// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
 ///
-/// JSON lines: a header `{"session":"…","acked":N}`, then `{"c":{chunk}}` for every chunk and `{"a":N}` for
-/// every cumulative ack, then zero padding: a `LogFile` (records written in place with pwrite(2), synced with
+/// JSON lines: a header `{"session":"…","acked":N,"reserved":R,"boot":"…"}`, then `{"c":{chunk}}` for every chunk,
+/// `{"a":N}` for every cumulative ack and `{"r":R,"b":"…"}` for every reservation (below), then zero padding: a `LogFile` (records written in place with pwrite(2), synced with
 /// fdatasync(2) while the size stays). A chunk is written (one pwrite(2)) before it is sent, so killing `send` at
 /// any point loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the
 /// desktop drops what it already has. `sync` is batched by the caller. The file is compacted on open when it is
 /// large or its last line torn (`compactAbove`), and an exclusive flock keeps two `send` processes from interleaving.
 /// An old journal without padding loads the same and gets its padding on open.
+///
+/// Reservations: `send` does not fsync the record of a chunk the desktop acknowledged in time (its copy is durable:
+/// Sender+Clock.swift), so a crash of this machine can take such records with it, and the journal's highest
+/// sequence number can then be below what the desktop has; numbering new chunks after it would reuse numbers the
+/// desktop drops as duplicates. So sequence numbers are reserved ahead, durably: before a chunk above `reserved` is
+/// journaled, a record `{"r":R,"b":BOOT}` (R = its number + `reservationStep`, BOOT this boot's ID) is written and
+/// fsynced. Every number ever journaled (so ever sent) is ≤ the last reservation on disk. A journal whose last
+/// reservation was made in an earlier boot may have lost records in a crash since, so its next chunk is numbered
+/// after the reservation (a forward jump, which the desktop accepts: PROTOCOL.md); in the same boot nothing was lost
+/// (a killed process loses no written record) and numbering goes on after the last chunk. One fsync per
+/// `reservationStep` chunks, and one at the first chunk after a reboot.
 ///
 /// `@unchecked Sendable` is sound: an Outbox has one owner that calls it from one serial context at a time (`send`'s
 /// queue; the main thread of the `outbox` commands), never concurrently; the sync that runs elsewhere calls only
@@ -27,6 +38,13 @@ public final class Outbox: @unchecked Sendable {
     /// ack, quadratic in a burst).
     public let pending: [Chunk]
     public private(set) var nextSeq: UInt64
+    /// Every sequence number journaled so far is ≤ this, durably (see Reservations), as reserved in `reservedBoot`.
+    public private(set) var reserved: UInt64
+    private(set) var reservedBoot: String
+    /// This boot's ID (`currentBoot`), and whether `reserved` was made in it (so no crash since could have taken a
+    /// record: numbering goes on after the last chunk).
+    let boot: String
+    private var reservedThisBoot: Bool
     let path: String
     /// The journal's file; another thread may `sync()` it while the owner appends (`send`'s `JournalSyncer`, handed
     /// the current one with each request). Replaced only by `rewrite`, on the owner's context.
@@ -36,7 +54,9 @@ public final class Outbox: @unchecked Sendable {
 
     /// Opens (creating if needed) the journal for `desktop`; blocks while another process holds it,
     /// calling `waiting` once.
-    public init(home: Home, desktop: DeviceID, waiting: () -> Void = {}) throws(StoreError) {
+    /// `boot`: this boot's ID (tests give another to stand for a reboot).
+    public init(home: Home, desktop: DeviceID, boot: String = Outbox.currentBoot(),
+                waiting: () -> Void = {}) throws(StoreError) {
         try home.prepare()
         path = home.outboxDirectory + "/" + desktop.compact + ".journal"
         lockFD = try Self.lock(path, wait: true, waiting: waiting)
@@ -45,7 +65,14 @@ public final class Outbox: @unchecked Sendable {
         session = loaded.session ?? Self.newSessionID()
         acked = loaded.acked
         pending = loaded.chunks.filter { $0.seq > loaded.acked }
-        nextSeq = max(acked, pending.last?.seq ?? 0) + 1
+        self.boot = boot
+        reserved = loaded.reserved
+        reservedBoot = loaded.reservedBoot
+        reservedThisBoot = !boot.isEmpty && reservedBoot == boot
+        let last = max(acked, pending.last?.seq ?? 0)
+        // After a reboot the journal may have lost records a crash took (see Reservations): go on after the
+        // reservation, which no number ever journaled passed.
+        nextSeq = (reservedThisBoot ? last : max(last, reserved)) + 1
         do {
             if loaded.session != nil && loaded.records <= Self.compactAbove && loaded.endsWithNewline
                 && loaded.size <= Self.compactAbove + LogFile.journalExtents.maximum {
@@ -57,7 +84,8 @@ public final class Outbox: @unchecked Sendable {
                 // Compact: header + unacknowledged chunks, atomically. Also when the last line is torn (killed
                 // mid-write): writing after it would glue the next record onto the torn one; and when the file is
                 // far larger than its records (its padding is cut back to one extent).
-                log = try LogFile.create(path, records: Self.records(session: session, acked: acked, pending),
+                log = try LogFile.create(path, records: Self.records(session: session, acked: acked,
+                                                                     reserved: (reserved, reservedBoot), pending),
                                          extents: LogFile.journalExtents)
             }
         } catch {
@@ -98,6 +126,7 @@ public final class Outbox: @unchecked Sendable {
     /// raises `acked`; the new chunks are above it), and a kill mid-write can only tear the last line, which `load`
     /// skips: a chunk not sent yet, as before.
     public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
+        try reserveIfNeeded(through: nextSeq &+ UInt64(texts.count) &- 1)
         let withAck = ack > acked
         // The records in one buffer of their exact size (`ackLine`'s, then `chunkLine`'s, one after the other).
         let (out, objects) = MessageCodec.lineRecords(texts, firstSeq: nextSeq, ack: withAck ? ack : nil)
@@ -119,6 +148,7 @@ public final class Outbox: @unchecked Sendable {
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
     public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
+        try reserveIfNeeded(through: nextSeq)
         let withAck = ack > acked
         // `ackLine`'s record if any, then `chunkLine`'s, in a buffer of their exact size.
         let (out, object) = MessageCodec.lineRecord(text, seq: nextSeq, ack: withAck ? ack : nil)
@@ -128,6 +158,45 @@ public final class Outbox: @unchecked Sendable {
         if withAck { acked = ack }
         chunk.setEncoded(in: out, object)
         return chunk
+    }
+
+    /// Sequence numbers reserved at a time (see Reservations): the most a crash can make the numbering jump.
+    public static let reservationStep: UInt64 = 1 << 16
+
+    /// Before journaling chunks through `seq`: a reservation record, fsynced, unless one made in this boot covers
+    /// them. One branch on the usual path.
+    @inline(__always)
+    func reserveIfNeeded(through seq: UInt64) throws(StoreError) {
+        if seq > reserved || !reservedThisBoot { try reserve(through: seq) }
+    }
+
+    @inline(never)  // rare: once per `reservationStep` chunks and once after a reboot
+    func reserve(through seq: UInt64) throws(StoreError) {
+        let target = seq &+ Self.reservationStep
+        try log.append(Self.reservationLine(target, boot))
+        try log.sync()
+        reserved = target
+        reservedBoot = boot
+        reservedThisBoot = true
+    }
+
+    static func reservationLine(_ reserved: UInt64, _ boot: String) -> [UInt8] {
+        JSONValue.object([("r", .integer(Int64(clamping: reserved))), ("b", .string(boot))]).encoded() + [0x0A]
+    }
+
+    /// This boot's ID (`/proc/sys/kernel/random/boot_id`, random at every boot). `SPEAKBRIDGE_BOOT_ID` replaces it
+    /// for tests, which cannot reboot the machine. Empty if neither can be read: then every start counts as a new
+    /// boot (a jump of the numbering and one reservation per run, never a reuse).
+    public static func currentBoot() -> String {
+        if let forced = getenv("SPEAKBRIDGE_BOOT_ID") { return String(cString: forced) }
+        // procfs reports a size of 0: read(2) into a buffer, not a read of the file's size.
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return "" }
+        return String(decoding: buffer[..<n].prefix { $0 != 0x0A }, as: UTF8.self)
     }
 
     public func markAcked(_ seq: UInt64) throws(StoreError) {
@@ -166,7 +235,7 @@ public final class Outbox: @unchecked Sendable {
     @discardableResult
     public func resetIfDrained() throws(StoreError) -> Bool {
         guard acked &+ 1 >= nextSeq, log.end > Self.resetAbove else { return false }
-        try log.rewind(to: Self.header(session: session, acked: acked))
+        try log.rewind(to: Self.header(session: session, acked: acked, reserved: (reserved, reservedBoot)))
         return true
     }
 
@@ -184,24 +253,15 @@ public final class Outbox: @unchecked Sendable {
     public func rewrite(unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
         let level = max(acked, ack)
         let chunks = unacknowledged.filter { $0.seq > level }
-        log = try LogFile.create(path, records: Self.records(session: session, acked: level, chunks),
+        log = try LogFile.create(path, records: Self.records(session: session, acked: level,
+                                                             reserved: (reserved, reservedBoot), chunks),
                                  extents: LogFile.journalExtents)
         acked = level
     }
 
-    /// After the desktop answered `resume` with more of the session than this journal holds (a crash of the machine
-    /// lost acknowledged records: `OutboxWindow+Renumber.swift`): `unacknowledged` carries the chunks read since
-    /// with their new numbers, `shift` above the old ones. The journal is rewritten with them (`rewrite`: a new
-    /// file, fsynced, renamed, the directory fsynced), so none goes out under a number the journal does not hold,
-    /// and new lines are numbered after them. On failure nothing changed but what `rewrite` says.
-    public func renumber(by shift: UInt64, unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
-        try rewrite(unacknowledged: unacknowledged, ack: ack)
-        nextSeq += shift
-    }
-
     /// A whole journal's records: the header, then a record for each of `chunks`.
-    static func records(session: String, acked: UInt64, _ chunks: [Chunk]) -> [UInt8] {
-        var out = header(session: session, acked: acked)
+    static func records(session: String, acked: UInt64, reserved: (UInt64, String), _ chunks: [Chunk]) -> [UInt8] {
+        var out = header(session: session, acked: acked, reserved: reserved)
         for chunk in chunks { out += chunkLine(chunk) }
         return out
     }
@@ -215,8 +275,10 @@ public final class Outbox: @unchecked Sendable {
         "s-" + Hex.encode(SecureRandom.bytes(8))
     }
 
-    static func header(session: String, acked: UInt64) -> [UInt8] {
-        JSONValue.object([("session", .string(session)), ("acked", .integer(Int64(acked)))]).encoded() + [0x0A]
+    static func header(session: String, acked: UInt64, reserved: (UInt64, String)) -> [UInt8] {
+        JSONValue.object([("session", .string(session)), ("acked", .integer(Int64(acked))),
+                          ("reserved", .integer(Int64(clamping: reserved.0))), ("boot", .string(reserved.1))])
+            .encoded() + [0x0A]
     }
 
     static let chunkPrefix = Array(#"{"c":"#.utf8)
@@ -246,6 +308,9 @@ public final class Outbox: @unchecked Sendable {
         var session: String?
         var acked: UInt64 = 0
         var chunks: [Chunk] = []
+        /// The highest reservation, and the boot of the last one (header or record).
+        var reserved: UInt64 = 0
+        var reservedBoot = ""
     }
 
     static func load(_ path: String) throws(StoreError) -> Loaded {
@@ -261,6 +326,11 @@ public final class Outbox: @unchecked Sendable {
             if let s = v["session"]?.stringValue, result.session == nil {
                 result.session = s
                 result.acked = UInt64(max(0, v["acked"]?.int64Value ?? 0))
+                result.reserved = UInt64(max(0, v["reserved"]?.int64Value ?? 0))
+                result.reservedBoot = v["boot"]?.stringValue ?? ""
+            } else if let r = v["r"]?.int64Value, r > 0, let b = v["b"]?.stringValue {
+                result.reserved = max(result.reserved, UInt64(r))
+                result.reservedBoot = b
             } else if let c = v["c"], let chunk = try? MessageCodec.decodeChunk(c) {
                 if chunk.seq > (result.chunks.last?.seq ?? result.acked) { result.chunks.append(chunk) }
             } else if let a = v["a"]?.int64Value, a > 0 {

@@ -41,7 +41,6 @@ final class Bench {
     var journalAcked: UInt64 = 0
     var exitCode: Int32?
     var syncs = 0
-    var renumbers: [(after: UInt64, by: UInt64)] = []
     var remembered: [Candidate] = []
     var dialed: [Candidate] = []
 
@@ -147,7 +146,6 @@ final class Bench {
             case .rememberAddress(let c): remembered.append(c)
             case .report(let r): reports.append(r)
             case .syncJournal: syncs += 1
-            case .renumbered(let after, let shift): renumbers.append((after, shift))
             case .exit(let code):
                 precondition(exitCode == nil, "exit twice")
                 exitCode = code

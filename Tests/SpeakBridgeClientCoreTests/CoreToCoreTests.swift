@@ -174,7 +174,7 @@ struct CoreToCoreTests {
                 case .ackJournal(let seq): journalAcked = seq
                 case .exit(let code): exitCode = code
                 case .report(.info(let text)): infos.append(text)
-                case .rememberAddress, .report, .syncJournal, .renumbered: break
+                case .rememberAddress, .report, .syncJournal: break
                 }
             }
         }

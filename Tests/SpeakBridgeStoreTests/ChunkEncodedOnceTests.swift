@@ -57,6 +57,7 @@ struct ChunkEncodedOnceTests {
         defer { cleanup() }
         var generator = SystemRandomNumberGenerator()
         let outbox = try Outbox(home: home, desktop: device)
+        try outbox.reserve(through: 1)  // its record first: every chunk below is covered (`Outbox`: Reservations)
         let headerSize = (try LogFile.readRecords(path) ?? []).count
         var expectedJournal: [UInt8] = []
         var cached: [Chunk] = []
@@ -96,6 +97,7 @@ struct ChunkEncodedOnceTests {
         defer { cleanup() }
         var generator = SystemRandomNumberGenerator()
         let outbox = try Outbox(home: home, desktop: device)
+        try outbox.reserve(through: 1)  // its record first: every chunk below is covered (`Outbox`: Reservations)
         var window = OutboxWindow(session: outbox.session, pending: [])
         _ = window.resumed(delivered: 0, now: 0)
         var expectedJournal = try #require(try LogFile.readRecords(path))
