@@ -11,8 +11,9 @@ import SpeakBridgeSupport
 /// A line the desktop acknowledged needs no fsync here: a crash of this machine can lose its record, and the
 /// desktop still has it (no number is given twice after such a crash: `Outbox` reserves sequence numbers ahead,
 /// durably, and after a reboot numbers new chunks past its last reservation). So while the desktop answers within 50 ms — it acks at most 25 ms after a line,
-/// and `send` reads acks at least every 10 ms while lines come — `send` makes no fsync at all; it makes them when
-/// the desktop is away or slow, exactly as before, at most one per tick.
+/// and `send` reads the acks waiting for a write 5 ms before its deadline if no line read them first — `send`
+/// makes no fsync while lines come (one at the end of the run); it makes them when the desktop is away or slow, at
+/// the deadline (the fsync starts then), at most one per tick.
 ///
 /// Flow (`owed`: the writes neither fsynced nor acknowledged, oldest first):
 /// 1. A line's wake-up journals it (with the previous ack's record in the same write(2): `Outbox.append(…, ack:)`),

@@ -229,13 +229,18 @@ public final class Outbox: @unchecked Sendable {
     /// instead of every record of this run (loading costs about 10 K instructions a line: after a 50,000-line run,
     /// 0.5 G, over 100 ms before the first dial). The file is truncated and gets the header at offset 0 and one
     /// minimum extent of zeros (`LogFile.rewind`: a burst's padding is given back). The session and its sequence
-    /// numbers go on. No fsync is needed: whatever a crash leaves — the old records (all acknowledged), an empty
-    /// file (the next run starts a new session, with nothing pending), the header with or without (some of) its
-    /// zeros — loses and repeats nothing. Returns whether it cut.
+    /// numbers go on. It is fsynced (one full fsync: the size changed); until then a crash leaves the old
+    /// records (all acknowledged: the run's end synced them), an empty file (the next run starts a new session, with
+    /// nothing pending) or the header with or without (some of) its zeros, which loses and repeats nothing. Returns
+    /// whether it cut.
     @discardableResult
     public func resetIfDrained() throws(StoreError) -> Bool {
         guard acked &+ 1 >= nextSeq, log.end > Self.resetAbove else { return false }
         try log.rewind(to: Self.header(session: session, acked: acked, reserved: (reserved, reservedBoot)))
+        // Synced: later runs do not fsync the records of acknowledged lines, so without it a crash could keep
+        // their records (a later page) and lose this header (the first), and the journal would load without its
+        // session.
+        try log.sync()
         return true
     }
 
