@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeTestSupport
 import Testing
 
 /// A failed fsync is never ignored and never "retried" into a false success, on either side, with the state
