@@ -6,7 +6,7 @@ import Foundation
 /// A directory on "a disk that fails": Tests/fuse/failfs.c (FUSE, libfuse3; compiled here on first use into the
 /// package's .build/failfs/) mounted over it, passing every operation through to a backing directory, except that
 /// fsync(2)/fdatasync(2) of a file return EIO while `failing` is on, and fsync(2) of a directory returns EIO while
-/// `failingDirectories` is on. The one boundary crossed with a stand-in: this VM has no device-mapper
+/// `failingDirectories` is on (or of one directory: `failDirectorySyncs(only:)`). The one boundary crossed with a stand-in: this VM has no device-mapper
 /// (dm-error/dm-flakey) to make a real block device fail; the FUSE mount is a real filesystem the kernel talks to,
 /// so the code under test sees real failed syscalls.
 ///
@@ -101,6 +101,12 @@ public final class FailingDisk: Sendable {
     public var failingDirectories: Bool {
         get { access(control + ".dir", F_OK) == 0 }
         set { toggle(control + ".dir", newValue) }
+    }
+
+    /// From now on, fsync of the directory at `path` in the mount (e.g. "/outbox") fails with EIO, and of no other;
+    /// `failingDirectories = false` ends it.
+    public func failDirectorySyncs(only path: String) {
+        _ = FileManager.default.createFile(atPath: control + ".dir", contents: Data(path.utf8))
     }
 
     private func failed(_ kind: String) -> Int {

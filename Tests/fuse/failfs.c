@@ -7,7 +7,8 @@
  * Every operation goes to the same path under BACKING (stat reports the backing file's owner and mode, so the
  * daemon's owner/mode checks see the truth), except:
  *   - while FILE exists, each fsync and fdatasync of a file returns EIO;
- *   - while FILE.dir exists, each fsync of a directory (FUSE_FSYNCDIR) returns EIO.
+ *   - while FILE.dir exists, each fsync of a directory (FUSE_FSYNCDIR) returns EIO; of every directory if FILE.dir
+ *     is empty, else only of the one whose path in the mount it holds (e.g. "/outbox").
  * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH" or "dir PATH".
  * Writes, renames and unlinks still reach BACKING, as on a disk whose writeback fails without the writer knowing.
  * Runs in the foreground (-f) until unmounted (fusermount3 -u, or umount as root).
@@ -60,6 +61,19 @@ static int failing(const char *kind, const char *suffix, const char *path) {
     }
     pthread_mutex_unlock(&count_lock);
     return 1;
+}
+
+/* Whether a failing directory fsync applies to `path`: FILE.dir empty (every directory) or naming `path`. */
+static int directory_selected(const char *path) {
+    char name[PATH_MAX], only[PATH_MAX];
+    snprintf(name, sizeof name, "%s.dir", control);
+    FILE *f = fopen(name, "r");
+    if (!f) return 0;
+    size_t n = fread(only, 1, sizeof only - 1, f);
+    fclose(f);
+    while (n > 0 && (only[n - 1] == '\n' || only[n - 1] == '/')) n--;
+    only[n] = 0;
+    return n == 0 || strcmp(only, path) == 0;
 }
 
 static int result(int r) { return r < 0 ? -errno : 0; }
@@ -221,7 +235,7 @@ static int ff_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
 
 static int ff_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi) {
     (void)fi;
-    if (failing("dir", ".dir", path)) return -EIO;
+    if (directory_selected(path) && failing("dir", ".dir", path)) return -EIO;
     BACKING(p, path);
     int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -errno;
