@@ -158,7 +158,7 @@ let package = Package(
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
-            "SpeakBridgeStore",
+            "SpeakBridgeStore", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
             "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
