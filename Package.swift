@@ -158,16 +158,16 @@ let package = Package(
         .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
-            "SpeakBridgeStore",
+            "SpeakBridgeStore", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "SpeakBridgeDeliveryTests", dependencies: [
             "SpeakBridgeDelivery", "SpeakBridgeSinks", "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto",
-            "SpeakBridgeSupport",
+            "SpeakBridgeSupport", "SpeakBridgeTestSupport",
         ]),
         .testTarget(name: "SpeakBridgeDiscoveryTests", dependencies: ["SpeakBridgeDiscovery", "SpeakBridgeTestSupport", "SpeakBridgeSupport"]),
         .testTarget(name: "SpeakBridgeStoreTests", dependencies: [
             "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeControl", "SpeakBridgeDelivery", "SpeakBridgeSupport",
-            .product(name: "Logging", package: "swift-log"),
+            "SpeakBridgeTestSupport", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
             "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
@@ -184,7 +184,7 @@ let package = Package(
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
-            "SpeakBridgeDelivery",
+            "SpeakBridgeDelivery", "SpeakBridgeTestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -46,7 +46,9 @@ public enum TranscriptDirectory {
     }
 
     /// Every transcript in `path`, newest first. A `.jsonl` that is not ours, not private or not a transcript is
-    /// skipped. With `repair`, a torn last line (a write cut short by a crash, never counted) is truncated away.
+    /// skipped. With `repair`, a torn last line (a write cut short by a crash, never counted) is truncated away,
+    /// and the cut fsynced: when that fails it throws (appending after a cut a crash could undo would leave the next
+    /// line glued to the torn one).
     public static func scan(_ path: String, repair: Bool = false) throws(SinkError) -> [TranscriptEntry] {
         guard let dir = opendir(path) else {
             throw SinkError(message: "cannot read transcript directory \(path): \(POSIX.describe(errno))")
@@ -59,12 +61,16 @@ public enum TranscriptDirectory {
             if name.hasSuffix(".jsonl"), !name.hasPrefix(".") { names.append(String(name.dropLast(6))) }
         }
         closedir(dir)
-        return names.sorted(by: >).compactMap { read(directory: path, name: $0, repair: repair) }
+        var entries: [TranscriptEntry] = []
+        for name in names.sorted(by: >) {
+            if let entry = try read(directory: path, name: name, repair: repair) { entries.append(entry) }
+        }
+        return entries
     }
 
     /// Reads `NAME.jsonl`: its first line names the (device, session), its last complete line the position. Reads
     /// the file's head and tail and counts its line feeds (memchr), so a long transcript costs little at start.
-    static func read(directory: String, name: String, repair: Bool) -> TranscriptEntry? {
+    static func read(directory: String, name: String, repair: Bool) throws(SinkError) -> TranscriptEntry? {
         let path = "\(directory)/\(name).jsonl"
         guard let fd = try? openChecked(path, O_RDONLY) else { return nil }
         defer { close(fd) }
@@ -77,9 +83,9 @@ public enum TranscriptDirectory {
         if let lastBreak = tail.lastIndex(of: 0x0A) {
             kept = tail[...lastBreak]
             let torn = tail.endIndex - lastBreak - 1
-            if torn > 0, repair { truncate(path, to: Int(fileSize(fd)) - torn) }
+            if torn > 0, repair { try truncate(path, to: Int(fileSize(fd)) - torn) }
         } else {
-            if repair && whole && !tail.isEmpty { truncate(path, to: 0) }
+            if repair && whole && !tail.isEmpty { try truncate(path, to: 0) }
             return nil
         }
         let lines = kept.split(separator: 0x0A).dropFirst(whole ? 0 : 1)
@@ -135,13 +141,18 @@ public enum TranscriptDirectory {
         return count
     }
 
-    /// Cuts a torn tail off (only ever bytes after the last line feed: an uncounted, partial write).
-    static func truncate(_ path: String, to length: Int) {
+    /// Cuts a torn tail off (only ever bytes after the last line feed: an uncounted, partial write) and fsyncs the
+    /// file; throws when the cut or its sync fails. A file that cannot be opened for writing, or fails the owner and
+    /// mode checks, is left as it is.
+    static func truncate(_ path: String, to length: Int) throws(SinkError) {
         let fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
         guard (try? PrivatePath.checkFile(fd, path: path)) != nil else { return }
-        if ftruncate(fd, off_t(length)) == 0 { fsync(fd) }
+        guard ftruncate(fd, off_t(length)) == 0, fsync(fd) == 0 else {
+            throw SinkError(message: "cannot cut the torn last line off transcript \(path): \(POSIX.describe(errno))",
+                            hint: "check the disk, then start again: the cut is retried")
+        }
     }
 
     /// Creates `path` (0600) for appending; O_EXCL|O_NOFOLLOW: never opens what someone else put there.

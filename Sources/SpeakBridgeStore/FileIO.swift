@@ -157,8 +157,8 @@ public enum FileIO {
         guard syncDirectory(of: path) else { throw .io("sync", path, errno: errno) }
     }
 
-    /// fsyncs the directory holding `path`; false (errno set) when it could not be opened or synced.
-    @discardableResult
+    /// fsyncs the directory holding `path`; false (errno set) when it could not be opened or synced. Not
+    /// discardable: a failed directory sync must be reported (a rename or unlink may not survive a crash).
     public static func syncDirectory(of path: String) -> Bool {
         let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let fd = open(dir.isEmpty ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

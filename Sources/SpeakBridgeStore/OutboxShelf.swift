@@ -82,7 +82,11 @@ public enum OutboxShelf {
                 + String(Int(now.timeIntervalSince1970)) + "-\(n)"
         }
         guard rename(live, target + suffix) == 0 else { throw .io("move aside", live, errno: errno) }
-        FileIO.syncDirectory(of: live)
+        guard FileIO.syncDirectory(of: live) else {
+            throw .unsyncedShelf(home, errno: errno,
+                                 "\(count) line(s) were moved aside as held, but the move may not survive a crash: "
+                                 + "after one they could be back in the live journal and go out with the next `send`")
+        }
         return count
     }
 
@@ -97,10 +101,23 @@ public enum OutboxShelf {
             let texts = loaded.chunks.filter { $0.seq > loaded.acked }.map(\.text)
             _ = try outbox.append(texts: texts)
             try outbox.sync()
-            unlink(entry.path)
+            guard unlink(entry.path) == 0 else {
+                let code = errno
+                throw StoreError(StoreError.io("remove", entry.path, errno: code).message
+                                 + ": its \(texts.count) line(s) are also queued in the live journal now, so a "
+                                 + "later release would queue them twice",
+                                 hint: "remove that file by hand (its lines go out with the next `send`)")
+            }
             released += texts.count
         }
-        if released > 0 { FileIO.syncDirectory(of: outbox.path) }
+        // The held files' removal must be durable: else a crash could bring them back, and a later release would
+        // queue their lines a second time.
+        if released > 0, !FileIO.syncDirectory(of: outbox.path) {
+            throw .unsyncedShelf(home, errno: errno,
+                                 "\(released) held line(s) are in the live journal (synced) and go out with the next "
+                                 + "`send`, but the held files' removal may not survive a crash: after one they "
+                                 + "could be held again, and a later release would send them twice")
+        }
         return released
     }
 
@@ -113,7 +130,11 @@ public enum OutboxShelf {
         defer { close(lockFD) }
         var dropped = 0
         for entry in entries where unlink(entry.path) == 0 { dropped += entry.count }
-        FileIO.syncDirectory(of: home.outboxDirectory + "/x")
+        guard FileIO.syncDirectory(of: home.outboxDirectory + "/x") else {
+            throw .unsyncedShelf(home, errno: errno,
+                                 "\(dropped) line(s) were dropped, but their removal may not survive a crash: after "
+                                 + "one they could be queued again")
+        }
         return dropped
     }
 
@@ -126,6 +147,13 @@ public enum OutboxShelf {
 }
 
 extension StoreError {
+    /// The outbox directory could not be fsynced after `hold`, `release` or `clear` changed it: `state` says what
+    /// is done and what a crash could undo.
+    static func unsyncedShelf(_ home: Home, errno code: Int32, _ state: String) -> StoreError {
+        StoreError(StoreError.io("sync", home.outboxDirectory, errno: code).message + ": " + state,
+                   hint: "check the disk; `speakbridge outbox` shows what is queued and held")
+    }
+
     /// Another process (a running `send`) holds the journal of this desktop.
     static func outboxBusy(_ path: String) -> StoreError {
         StoreError("a `speakbridge send` to this desktop is running (\(path) is locked)",

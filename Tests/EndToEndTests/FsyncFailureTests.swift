@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeTestSupport
 import Testing
 
 /// A failed fsync is never ignored and never "retried" into a false success, on either side, with the state
@@ -153,6 +154,48 @@ struct FsyncFailureTests {
             try Harness.wait("four lines on the FIFO") { reader.count >= 4 }
             usleep(200_000)
             #expect(reader.snapshot == ["b0", "b1", "b2", "b3"])
+        }
+    }
+
+    /// `join` (holding the lines of an earlier pairing), `outbox release` and `outbox clear` with the phone's outbox on
+    /// a disk whose directory fsyncs fail: each exits 1 with an error that says what is done and what a crash could
+    /// undo; none reports success.
+    @Test("outbox: a failed directory fsync in join, release and clear is an error saying what is left (exit 1)")
+    func shelfDirectorySyncFailures() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            try pair.startDaemon(sinks: ["stdout"])
+            try pair.join()
+            let devices = try run(["devices", "--json"], home: pair.desktopHome).stdout
+            let id = try #require(devices.range(of: #"[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}"#, options: .regularExpression))
+            #expect(try run(["devices", "revoke", String(devices[id])], home: pair.desktopHome).status == 0)
+            #expect(try run(["send", "--text", "old", "--timeout", "10"], home: pair.phoneHome).status == 77)
+
+            disk.failDirectorySyncs(only: "/outbox")  // not state/ itself: the pairing is saved there first
+            let joined = try run(["join", try pair.pairCode(), "--name", "phone"], home: pair.phoneHome)
+            #expect(joined.status == 1)
+            #expect(joined.stderr.contains("paired, but holding the lines queued under the earlier pairing failed: "
+                                           + "cannot sync "), "\(joined.stderr)")
+            #expect(joined.stderr.contains("1 line(s) were moved aside as held, but the move may not survive a crash"))
+            #expect(!joined.stderr.contains("are held, not sent"), "\(joined.stderr)")
+            #expect(disk.failedDirectorySyncs >= 1)
+
+            disk.failingDirectories = false
+            #expect(try pair.send(["new"], timeout: 15).status == 0)
+            disk.failingDirectories = true
+            let released = try run(["outbox", "release"], home: pair.phoneHome)
+            #expect(released.status == 1)
+            #expect(released.stderr.contains("error: cannot sync "), "\(released.stderr)")
+            #expect(released.stderr.contains("1 held line(s) are in the live journal (synced) and go out with the next "
+                                             + "`send`, but the held files' removal may not survive a crash"))
+            #expect(!released.stderr.contains("queued again"), "\(released.stderr)")
+
+            let cleared = try run(["outbox", "clear", "--yes"], home: pair.phoneHome)
+            #expect(cleared.status == 1)
+            #expect(cleared.stderr.contains("1 line(s) were dropped, but their removal may not survive a crash"),
+                    "\(cleared.stderr)")
+            #expect(!cleared.stderr.contains("dropped 1 line(s) queued for"), "\(cleared.stderr)")
+            disk.failingDirectories = false
+            #expect(try run(["outbox"], home: pair.phoneHome).stderr.contains("the outbox is empty"))
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
+import SpeakBridgeTestSupport
 import Testing
 @testable import SpeakBridgeSinks
 
@@ -145,6 +146,34 @@ import Testing
         #expect(lines.count == 3 && lines.allSatisfy { JSONLine.decode(Array($0.utf8)) != nil })
         let markdown = text("\(root.path)/\(name).md")
         #expect(markdown.contains("\n\n" + paragraphs(["one", "two", "three"])) && !markdown.contains("cut short"))
+    }
+
+    /// The cut of a torn last line must be durable before anything is appended after it: on a disk whose fsyncs
+    /// fail (`FailingDisk`: FUSE) the sink does not start, and says why; once the disk works it cuts and resumes.
+    @Test func aTornLastLineWhoseCutCannotBeSyncedStopsTheStart() throws {
+        let root = TemporaryDirectory()
+        defer { root.remove() }
+        let mount = root.path + "/disk"
+        let disk = try FailingDisk(over: mount)
+        defer { disk.unmount() }
+        try deliver(try TranscriptSink(directory: mount), [item(1, "one"), item(2, "two")])
+        let name = String(try #require(try files(mount, ".jsonl").first).dropLast(6))
+        let jsonl = "\(mount)/\(name).jsonl"
+        try append(jsonl, Array(#"{"device":"\#(device)","session":"s1","seq":3,"te"#.utf8))
+        disk.failing = true
+        do {
+            _ = try TranscriptSink(directory: mount)
+            Issue.record("the sink started with a torn line it could not cut durably")
+        } catch {
+            #expect(error.message == "cannot cut the torn last line off transcript \(jsonl): Input/output error")
+        }
+        #expect(disk.failedSyncs >= 1)
+        disk.failing = false
+        let sink = try TranscriptSink(directory: mount)
+        #expect(sink.position(device: device, session: "s1") == 2)
+        try deliver(sink, [item(3, "three")])
+        let lines = text(jsonl).split(separator: "\n")
+        #expect(lines.count == 3 && lines.allSatisfy { JSONLine.decode(Array($0.utf8)) != nil })
     }
 
     /// A crash between the JSONL line and the Markdown paragraph (and its cue): the restarted sink appends just

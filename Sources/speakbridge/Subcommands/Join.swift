@@ -53,8 +53,8 @@ struct Join: ParsableCommand {
                              + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
             }
         } catch {
-            throw CLIError("paired, but the lines queued under the earlier pairing could not be held: \(error.message)",
-                           hint: "`speakbridge outbox clear` drops them before the next `send`")
+            throw CLIError("paired, but holding the lines queued under the earlier pairing failed: \(error.message)",
+                           hint: error.hint ?? "`speakbridge outbox clear` drops them before the next `send`")
         }
     }
 }

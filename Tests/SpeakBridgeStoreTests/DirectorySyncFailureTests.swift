@@ -1,0 +1,155 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SpeakBridgeCrypto
+import SpeakBridgeProtocol
+import SpeakBridgeTestSupport
+import Testing
+@testable import SpeakBridgeStore
+
+/// A directory fsync that fails is reported, never taken for success: the state directory is on a disk whose
+/// directory fsyncs fail (`FailingDisk`: FUSE, Tests/fuse/failfs.c), file fsyncs still succeeding. Each test says
+/// what the failed call leaves on disk.
+@Suite("Store: failed directory fsyncs", .serialized)
+struct DirectorySyncFailureTests {
+    let root = "/tmp/sb-dirsync-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    var home: Home { Home.resolve(override: root, environment: [:]) }
+    let desktop = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
+
+    /// `body` with `root`'s state directory on the failing disk; then the disk is unmounted and `root` removed.
+    func withFailingDisk(_ body: (FailingDisk) throws -> Void) throws {
+        mkdir(root, 0o700)
+        let disk: FailingDisk
+        do {
+            disk = try FailingDisk(over: root + "/state")
+        } catch {
+            try? FileManager.default.removeItem(atPath: root)
+            throw error
+        }
+        defer {
+            disk.unmount()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        try body(disk)
+    }
+
+    func files() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: home.outboxDirectory)) ?? []).sorted()
+    }
+
+    /// A live journal for `desktop` with `texts` unacknowledged.
+    func queue(_ texts: [String]) throws {
+        let box = try Outbox(home: home, desktop: desktop)
+        _ = try box.append(texts: texts)
+        try box.sync()
+    }
+
+    /// The error `body` throws (it must throw a StoreError).
+    func storeError(_ body: () throws(StoreError) -> Void) -> StoreError? {
+        do throws(StoreError) {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("atomicWrite: the new content holds the name, but the directory's failed fsync throws")
+    func atomicWriteThrows() throws {
+        try withFailingDisk { disk in
+            try home.prepare()
+            let path = home.state + "/file"
+            try FileIO.atomicWrite(path, Array("old".utf8))
+            disk.failingDirectories = true
+            let error = storeError { () throws(StoreError) in try FileIO.atomicWrite(path, Array("new".utf8)) }
+            #expect(error?.message == "cannot sync \(path): Input/output error")
+            #expect(disk.failedDirectorySyncs == 1)
+            #expect(disk.failedSyncs == 0, "the file's own fsync succeeded")
+            #expect(try FileIO.read(path) == Array("new".utf8), "renamed into place before the directory sync")
+            disk.failingDirectories = false
+            try FileIO.atomicWrite(path, Array("again".utf8))
+            #expect(try FileIO.read(path) == Array("again".utf8))
+        }
+    }
+
+    @Test("Outbox.rewrite: throws, the old log is kept; a later rewrite succeeds and loses nothing")
+    func outboxRewriteThrows() throws {
+        try withFailingDisk { disk in
+            let outbox = try Outbox(home: home, desktop: desktop)
+            let chunks = try outbox.append(texts: ["one", "two", "three"])
+            try outbox.sync()
+            let old = outbox.log
+            disk.failingDirectories = true
+            #expect(throws: StoreError.self) { try outbox.rewrite(unacknowledged: chunks, ack: 1) }
+            #expect(disk.failedDirectorySyncs == 1)
+            #expect(outbox.log === old, "on failure `log` stays the old file")
+            disk.failingDirectories = false
+            try outbox.rewrite(unacknowledged: chunks, ack: 1)
+            #expect(outbox.log !== old)
+            _ = try outbox.append(text: "four")
+            try outbox.sync()
+            let again = try Outbox.load(outbox.path)
+            #expect(again.acked == 1)
+            #expect(again.chunks.filter { $0.seq > again.acked }.map(\.text) == ["two", "three", "four"])
+        }
+    }
+
+    @Test("hold: the lines are moved aside, and the failed directory sync is an error that says so")
+    func holdReportsFailedSync() throws {
+        try withFailingDisk { disk in
+            try queue(["a", "b"])
+            disk.failingDirectories = true
+            let error = storeError { () throws(StoreError) in _ = try OutboxShelf.hold(home: home, desktop: desktop) }
+            let message = try #require(error?.message)
+            #expect(message.hasPrefix("cannot sync \(home.outboxDirectory): Input/output error: 2 line(s) were moved "
+                                      + "aside as held, but the move may not survive a crash"))
+            #expect(error?.hint != nil)
+            #expect(disk.failedDirectorySyncs == 1)
+            // What it says: held, not live.
+            let entries = try OutboxShelf.list(home: home)
+            #expect(entries.count == 1 && entries[0].held && entries[0].count == 2)
+            #expect(!files().contains(desktop.compact + ".journal"))
+        }
+    }
+
+    @Test("release: the lines are in the live journal, the held file is gone, and the failed directory sync is an error")
+    func releaseReportsFailedSync() throws {
+        try withFailingDisk { disk in
+            try queue(["a", "b"])
+            _ = try OutboxShelf.hold(home: home, desktop: desktop)
+            try queue(["new"])
+            disk.failingDirectories = true
+            let error = storeError { () throws(StoreError) in
+                _ = try OutboxShelf.release(home: home, desktop: desktop)
+            }
+            let message = try #require(error?.message)
+            #expect(message.hasPrefix("cannot sync \(home.outboxDirectory): Input/output error: 2 held line(s) are in "
+                                      + "the live journal (synced)"))
+            #expect(message.contains("a later release would send them twice"))
+            #expect(disk.failedDirectorySyncs >= 1)
+            #expect(disk.failedSyncs == 0, "the live journal's own sync succeeded")
+            disk.failingDirectories = false
+            let entries = try OutboxShelf.list(home: home)
+            #expect(entries.count == 1 && !entries[0].held && entries[0].count == 3)
+            #expect(try Outbox(home: home, desktop: desktop).pending.map(\.text) == ["new", "a", "b"])
+        }
+    }
+
+    @Test("clear: the lines are dropped, and the failed directory sync is an error that says so")
+    func clearReportsFailedSync() throws {
+        try withFailingDisk { disk in
+            try queue(["a", "b", "c"])
+            disk.failingDirectories = true
+            let error = storeError { () throws(StoreError) in
+                _ = try OutboxShelf.clear(home: home, desktop: desktop.compact, heldOnly: false)
+            }
+            let message = try #require(error?.message)
+            #expect(message.hasPrefix("cannot sync \(home.outboxDirectory): Input/output error: 3 line(s) were dropped, "
+                                      + "but their removal may not survive a crash"))
+            #expect(disk.failedDirectorySyncs == 1)
+            disk.failingDirectories = false
+            #expect(try OutboxShelf.list(home: home).isEmpty)
+        }
+    }
+}

@@ -1,0 +1,285 @@
+/*
+ * failfs: a passthrough FUSE filesystem (libfuse3) whose fsyncs fail with EIO while a control file exists: "a disk
+ * that fails", for the fsync-failure tests (Tests/SpeakBridgeTestSupport/FailingDisk.swift compiles and mounts it).
+ *
+ *   FAILFS_ROOT=BACKING FAILFS_CONTROL=FILE failfs MOUNTPOINT -f -o default_permissions
+ *
+ * Every operation goes to the same path under BACKING (stat reports the backing file's owner and mode, so the
+ * daemon's owner/mode checks see the truth), except:
+ *   - while FILE exists, each fsync and fdatasync of a file returns EIO;
+ *   - while FILE.dir exists, each fsync of a directory (FUSE_FSYNCDIR) returns EIO; of every directory if FILE.dir
+ *     is empty, else only of the one whose path in the mount it holds (e.g. "/outbox").
+ * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH" or "dir PATH".
+ * Writes, renames and unlinks still reach BACKING, as on a disk whose writeback fails without the writer knowing.
+ * Runs in the foreground (-f) until unmounted (fusermount3 -u, or umount as root).
+ *
+ * Why C and not fuse-python: fuse-python 1.0.5 (Debian 12) crashes in its fsyncdir wrapper, and a filesystem
+ * without fsyncdir makes the kernel take every directory fsync as a success (ENOSYS is remembered as "no-op").
+ * Needs libfuse3-dev (build) and fuse3 (fusermount3), and /dev/fuse.
+ */
+#define _GNU_SOURCE
+#define FUSE_USE_VERSION 35
+#include <fuse.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static const char *root;
+static const char *control;
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The backing path of `path` (FUSE paths start with '/'); false when too long. */
+static int backing(char out[PATH_MAX], const char *path) {
+    return snprintf(out, PATH_MAX, "%s%s", root, path) < PATH_MAX;
+}
+
+#define BACKING(var, path)                  \
+    char var[PATH_MAX];                     \
+    if (!backing(var, path)) return -ENAMETOOLONG
+
+/* True (and the failure counted) while the control file `suffix` names exists. */
+static int failing(const char *kind, const char *suffix, const char *path) {
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%s%s", control, suffix);
+    if (access(name, F_OK) != 0) return 0;
+    snprintf(name, sizeof name, "%s.count", control);
+    pthread_mutex_lock(&count_lock);
+    FILE *f = fopen(name, "a");
+    if (f) {
+        fprintf(f, "%s %s\n", kind, path);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&count_lock);
+    return 1;
+}
+
+/* Whether a failing directory fsync applies to `path`: FILE.dir empty (every directory) or naming `path`. */
+static int directory_selected(const char *path) {
+    char name[PATH_MAX], only[PATH_MAX];
+    snprintf(name, sizeof name, "%s.dir", control);
+    FILE *f = fopen(name, "r");
+    if (!f) return 0;
+    size_t n = fread(only, 1, sizeof only - 1, f);
+    fclose(f);
+    while (n > 0 && (only[n - 1] == '\n' || only[n - 1] == '/')) n--;
+    only[n] = 0;
+    return n == 0 || strcmp(only, path) == 0;
+}
+
+static int result(int r) { return r < 0 ? -errno : 0; }
+
+static void *ff_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
+    (void)conn;
+    /* No caching of attributes or names: every stat reaches the backing file. */
+    cfg->entry_timeout = 0;
+    cfg->attr_timeout = 0;
+    cfg->negative_timeout = 0;
+    return NULL;
+}
+
+static int ff_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
+    if (fi) return result(fstat((int)fi->fh, st));
+    BACKING(p, path);
+    return result(lstat(p, st));
+}
+
+static int ff_access(const char *path, int mask) {
+    BACKING(p, path);
+    return result(access(p, mask));
+}
+
+static int ff_readlink(const char *path, char *buf, size_t size) {
+    BACKING(p, path);
+    ssize_t n = readlink(p, buf, size - 1);
+    if (n < 0) return -errno;
+    buf[n] = 0;
+    return 0;
+}
+
+static int ff_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t offset, struct fuse_file_info *fi,
+                      enum fuse_readdir_flags flags) {
+    (void)offset; (void)fi; (void)flags;
+    BACKING(p, path);
+    DIR *dir = opendir(p);
+    if (!dir) return -errno;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        struct stat st = {0};
+        st.st_ino = entry->d_ino;
+        st.st_mode = (mode_t)entry->d_type << 12;
+        if (fill(buf, entry->d_name, &st, 0, 0)) break;
+    }
+    closedir(dir);
+    return 0;
+}
+
+static int ff_mknod(const char *path, mode_t mode, dev_t dev) {
+    BACKING(p, path);
+    return result(mknod(p, mode, dev));
+}
+
+static int ff_mkdir(const char *path, mode_t mode) {
+    BACKING(p, path);
+    return result(mkdir(p, mode));
+}
+
+static int ff_unlink(const char *path) {
+    BACKING(p, path);
+    return result(unlink(p));
+}
+
+static int ff_rmdir(const char *path) {
+    BACKING(p, path);
+    return result(rmdir(p));
+}
+
+static int ff_symlink(const char *target, const char *path) {
+    BACKING(p, path);
+    return result(symlink(target, p));
+}
+
+static int ff_rename(const char *from, const char *to, unsigned int flags) {
+    BACKING(a, from);
+    BACKING(b, to);
+    return result(renameat2(AT_FDCWD, a, AT_FDCWD, b, flags));
+}
+
+static int ff_link(const char *from, const char *to) {
+    BACKING(a, from);
+    BACKING(b, to);
+    return result(link(a, b));
+}
+
+static int ff_chmod(const char *path, mode_t mode, struct fuse_file_info *fi) {
+    if (fi) return result(fchmod((int)fi->fh, mode));
+    BACKING(p, path);
+    return result(chmod(p, mode));
+}
+
+static int ff_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi) {
+    if (fi) return result(fchown((int)fi->fh, uid, gid));
+    BACKING(p, path);
+    return result(lchown(p, uid, gid));
+}
+
+static int ff_truncate(const char *path, off_t size, struct fuse_file_info *fi) {
+    if (fi) return result(ftruncate((int)fi->fh, size));
+    BACKING(p, path);
+    return result(truncate(p, size));
+}
+
+static int ff_utimens(const char *path, const struct timespec ts[2], struct fuse_file_info *fi) {
+    if (fi) return result(futimens((int)fi->fh, ts));
+    BACKING(p, path);
+    return result(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW));
+}
+
+static int ff_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
+    BACKING(p, path);
+    int fd = open(p, fi->flags, mode);
+    if (fd < 0) return -errno;
+    fi->fh = (uint64_t)fd;
+    return 0;
+}
+
+static int ff_open(const char *path, struct fuse_file_info *fi) {
+    BACKING(p, path);
+    int fd = open(p, fi->flags);
+    if (fd < 0) return -errno;
+    fi->fh = (uint64_t)fd;
+    return 0;
+}
+
+static int ff_read(const char *path, char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
+    (void)path;
+    ssize_t n = pread((int)fi->fh, buf, size, offset);
+    return n < 0 ? -errno : (int)n;
+}
+
+static int ff_write(const char *path, const char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
+    (void)path;
+    ssize_t n = pwrite((int)fi->fh, buf, size, offset);
+    return n < 0 ? -errno : (int)n;
+}
+
+static int ff_statfs(const char *path, struct statvfs *st) {
+    (void)path;
+    return result(statvfs(root, st));
+}
+
+static int ff_flush(const char *path, struct fuse_file_info *fi) {
+    (void)path; (void)fi;
+    return 0;
+}
+
+static int ff_release(const char *path, struct fuse_file_info *fi) {
+    (void)path;
+    close((int)fi->fh);
+    return 0;
+}
+
+static int ff_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
+    if (failing("file", "", path)) return -EIO;
+    return result(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
+}
+
+static int ff_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi) {
+    (void)fi;
+    if (directory_selected(path) && failing("dir", ".dir", path)) return -EIO;
+    BACKING(p, path);
+    int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int r = datasync ? fdatasync(fd) : fsync(fd);
+    int code = errno;
+    close(fd);
+    return r < 0 ? -code : 0;
+}
+
+static const struct fuse_operations operations = {
+    .init = ff_init,
+    .getattr = ff_getattr,
+    .access = ff_access,
+    .readlink = ff_readlink,
+    .readdir = ff_readdir,
+    .mknod = ff_mknod,
+    .mkdir = ff_mkdir,
+    .unlink = ff_unlink,
+    .rmdir = ff_rmdir,
+    .symlink = ff_symlink,
+    .rename = ff_rename,
+    .link = ff_link,
+    .chmod = ff_chmod,
+    .chown = ff_chown,
+    .truncate = ff_truncate,
+    .utimens = ff_utimens,
+    .create = ff_create,
+    .open = ff_open,
+    .read = ff_read,
+    .write = ff_write,
+    .statfs = ff_statfs,
+    .flush = ff_flush,
+    .release = ff_release,
+    .fsync = ff_fsync,
+    .fsyncdir = ff_fsyncdir,
+};
+
+int main(int argc, char *argv[]) {
+    root = getenv("FAILFS_ROOT");
+    control = getenv("FAILFS_CONTROL");
+    if (!root || !*root || !control || !*control) {
+        fprintf(stderr, "failfs: set FAILFS_ROOT (the backing directory) and FAILFS_CONTROL (the control file)\n");
+        return 2;
+    }
+    umask(0);  /* the modes callers ask for reach the backing files as asked (their umask is applied by the kernel) */
+    return fuse_main(argc, argv, &operations, NULL);
+}
