@@ -7,10 +7,11 @@ import SpeakBridgeCrypto
 import Testing
 @testable import SpeakBridgeStore
 
-/// The window's encoded batches (`OutboxWindow+Encoded.swift`) against its `[Message]` path: on random runs of
-/// journaled chunks (with their encoded bytes, some without, some with the rare members), appends, acks, lost
-/// connections and resumes, both windows send the same messages in the same order, each encoded batch is byte for
-/// byte `MessageCodec.encode` of the message the other window made, and both end in the same state.
+/// The window's encoded batches (`OutboxWindow+Encoded.swift`) against the `[Message]` path the tests keep as their
+/// reference (`OutboxWindowReference.swift`): on random runs of journaled chunks (with their encoded bytes, some
+/// without, some with the rare members), appends, acks, lost connections and resumes, both windows send the same
+/// messages in the same order, each encoded batch is byte for byte `MessageCodec.encode` of the message the other
+/// window made, and both end in the same state.
 @Suite("OutboxWindow: encoded batches are the messages' bytes")
 struct OutboxWindowEncodedTests {
     let root = "/tmp/sb-window-encoded-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
