@@ -145,4 +145,34 @@ struct OutboxWindowEncodedTests {
         }
         #expect(encoded.storage.allSatisfy { $0.encoded == nil })
     }
+
+    @Test("one chunk to send (nextOutgoing's shortcut for a paced line) is the reference loop's message, same window")
+    func oneChunkShortcutIsTheLoopsMessage() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var generator = SystemRandomNumberGenerator()
+        let outbox = try Outbox(home: home, desktop: device)
+        var encoded = OutboxWindow(session: outbox.session, pending: [])
+        var reference = encoded
+        #expect(Self.check(encoded.resumedOutgoing(delivered: 0, now: 0), reference.resumed(delivered: 0, now: 0)))
+        var sentWithBytes = 0
+        for i in 0..<200 {
+            var chunk = try outbox.append(text: ChunkEncodedOnceTests.randomText(&generator))
+            if i % 7 == 0 { chunk.lang = "fr" }  // no encoded bytes, a rare member
+            if chunk.encoded != nil { sentWithBytes += 1 }
+            let outgoing = encoded.appendOutgoing(contentsOf: [chunk])
+            #expect(outgoing.count == 1 && Self.check(outgoing, reference.append(contentsOf: [chunk])))
+            #expect(Self.same(encoded, reference))
+            if i % 3 == 0 {
+                // Lost before its ack: the one unacknowledged chunk goes again, alone, on the next connection.
+                encoded.connectionLost()
+                reference.connectionLost()
+                let delivered = encoded.acked
+                #expect(Self.check(encoded.resumedOutgoing(delivered: delivered, now: 2),
+                                   reference.resumed(delivered: delivered, now: 2)))
+                #expect(Self.same(encoded, reference))
+            }
+            #expect(Self.check(encoded.ackOutgoing(chunk.seq, now: 1), reference.ack(chunk.seq, now: 1)))
+        }
+        #expect(sentWithBytes > 0 && encoded.encodedBytes == 0 && encoded.isDrained)
+    }
 }
