@@ -102,6 +102,21 @@ final class Demo {
         }
     }
 
+    /// What the window sends (`OutboxWindow.Outgoing`): a message sealed as above, a batch already encoded sealed as
+    /// it is (as `send` does).
+    func send(_ phone: inout InitiatorMachine, _ outgoing: [OutboxWindow.Outgoing]) -> [[UInt8]] {
+        outgoing.flatMap { item -> [[UInt8]] in
+            switch item {
+            case .message(let message):
+                return send(&phone, [message])
+            case .encoded(let plaintext):
+                step("phone", "sends \(String(decoding: plaintext, as: UTF8.self))")
+                if case .frame(let frame) = phone.seal(encoded: plaintext) { return [frame] }
+                return []
+            }
+        }
+    }
+
     func run() {
     do {
         print("-- pairing (path /speakbridge.v1/pair)")
@@ -117,7 +132,7 @@ final class Demo {
         // At most 2 chunks in flight, so that the third is still on its way when the connection drops.
         var window = OutboxWindow(session: "s-demo", pending: [], maxInFlight: 2)
         for (n, text) in ["Dear team,", "the build is green.", "Thanks!"].enumerated() {
-            _ = window.append(Chunk(seq: UInt64(n + 1), text: text))
+            _ = window.appendOutgoing(contentsOf: [Chunk(seq: UInt64(n + 1), text: text)])
         }
 
         print("\n-- session 1 (path /speakbridge.v1/session)")
@@ -127,14 +142,15 @@ final class Demo {
         _ = exchange(&desktop, &phone, toDesktop: [try phone.start()])
         var answers = exchange(&desktop, &phone, toDesktop: send(&phone, [.resume(session: "s-demo", delivered: nil)]))
         for case .received(.resume(_, let delivered?)) in answers {
-            answers = exchange(&desktop, &phone, toDesktop: send(&phone, window.resumed(delivered: delivered, now: 0)))
+            answers = exchange(&desktop, &phone,
+                               toDesktop: send(&phone, window.resumedOutgoing(delivered: delivered, now: 0)))
         }
         for case .received(.ack(_, let seq)) in answers {
-            _ = send(&phone, window.ack(seq, now: 1))  // encrypted, but the connection drops before it arrives
+            _ = send(&phone, window.ackOutgoing(seq, now: 1))  // encrypted, but the connection drops before it arrives
         }
         print("   the connection drops; unacknowledged: \(window.pending.map(\.seq))")
         window.connectionLost()
-        _ = window.append(Chunk(seq: 4, text: "P.S. see you at 3."))
+        _ = window.appendOutgoing(contentsOf: [Chunk(seq: 4, text: "P.S. see you at 3.")])
 
         print("\n-- session 2: resume and resend")
         desktop = ResponderMachine(intent: .session, context: context())
@@ -143,9 +159,10 @@ final class Demo {
         _ = exchange(&desktop, &phone, toDesktop: [try phone.start()])
         answers = exchange(&desktop, &phone, toDesktop: send(&phone, [.resume(session: "s-demo", delivered: nil)]))
         for case .received(.resume(_, let delivered?)) in answers {
-            answers = exchange(&desktop, &phone, toDesktop: send(&phone, window.resumed(delivered: delivered, now: 2)))
+            answers = exchange(&desktop, &phone,
+                               toDesktop: send(&phone, window.resumedOutgoing(delivered: delivered, now: 2)))
         }
-        for case .received(.ack(_, let seq)) in answers { _ = window.ack(seq, now: 3) }
+        for case .received(.ack(_, let seq)) in answers { _ = window.ackOutgoing(seq, now: 3) }
         // A stale resend of chunk 1 (say, from a duplicated connection) is dropped by the ledger.
         _ = exchange(&desktop, &phone, toDesktop: send(&phone, [.chunk(session: "s-demo", Chunk(seq: 1, text: "Dear team,"))]))
         _ = exchange(&desktop, &phone, toDesktop: send(&phone, [.bye]))

@@ -5,8 +5,9 @@
 /// `JSONValue.escapedSize` otherwise) and each record's size; (2) one buffer of the total, an ack record first if
 /// one is given; (3) each record written with plain stores: the head, its sequence number (the previous record's
 /// digits counted up by one), the text (copied, or escaped through `JSONValue.writeEscaped` when it is not plain),
-/// the end. Byte for byte what `writeChunkRecord` writes for each `Chunk(seq:line:)`, one after the other; writing
-/// them that way cost three `Array.append` calls a line (about 90 instructions each) and its digits twice.
+/// the end. Byte for byte `Outbox`'s record of each `Chunk(seq:line:)`, `{"c":` + its object as the general encoder
+/// writes it (`JSONValue.object(MessageCodec.chunkFields(_:))`) + `}` and a newline (`LineRecordsTests`); writing
+/// them one record at a time cost three `Array.append` calls a line (about 90 instructions each) and its digits twice.
 extension MessageCodec {
     /// `{"c":{"seq":` N `,"text":"` TEXT `","final":true}}` and a newline for each text, numbered from `firstSeq`,
     /// after the ack record `{"a":N}` and a newline when `ack` is given (`Outbox.ackLine`'s); with where each chunk's

@@ -77,25 +77,6 @@ public enum MessageCodec {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// A journal record of `c`, `{"c":` + `writeChunk(c)` + `}` and a newline (`Outbox`'s format), appended to `out`;
-    /// returns where the chunk's object is in `out`. The record's head comes with the chunk's (`writeHead`) and its
-    /// end with the `final` member: a burst line's record took five appends more.
-    package static func writeChunkRecord(_ c: Chunk, into out: inout [UInt8]) -> Range<Int> {
-        let start = out.count + Self.braceSkip
-        if c.encodedCount > 0 || c.hasExtras {
-            out += Self.recordPrefix
-            writeChunk(c, into: &out)
-            out.append(UInt8(ascii: "}"))
-            out.append(0x0A)
-            return start..<out.count - 2
-        }
-        writeHead(seq: c.seq, skip: Self.recordSkip, into: &out)
-        var text = c.text
-        text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
-        out += c.final ? Self.finalTrueRecord : Self.finalFalseRecord
-        return start..<out.count - 2
-    }
-
     /// The members of one chunk, without braces (with `brace`, the opening one first).
     static func writeChunkMembers(_ c: Chunk, brace: Bool = false, into out: inout [UInt8]) {
         writeChunkMembers(c, headSkip: brace ? Self.braceSkip : Self.membersSkip, into: &out)
@@ -119,17 +100,15 @@ public enum MessageCodec {
     }
 
     /// A journal record's head (`Outbox`): `{"c":` and the chunk object's opening `{"seq":`. `writeHead` writes it
-    /// from `recordSkip` (all of it), `braceSkip` (`{"seq":`) or `membersSkip` (`"seq":`) on.
+    /// from `braceSkip` (`{"seq":`) or `membersSkip` (`"seq":`) on; `braceSkip` is also where a record's chunk
+    /// object starts (`lineRecords`).
     static let recordHead: StaticString = #"{"c":{"seq":"#
-    static let recordSkip = 0
-    static let recordPrefix = Array(#"{"c":"#.utf8)
     static let braceSkip = 5
     static let membersSkip = 6
 
-    /// `{"seq":N,"text":"` (the brace, or a journal record's whole head, when asked: `recordHead` from `skip` on)
-    /// in one append: built on the stack, instead of three appends of constant arrays and a digit writer's (about
-    /// 450 instructions a chunk in a burst). The text's opening quote rides on it (`JSONValue.writeString` without
-    /// its two appends).
+    /// `{"seq":N,"text":"` (with or without the brace: `recordHead` from `skip` on) in one append: built on the
+    /// stack, instead of three appends of constant arrays and a digit writer's (about 450 instructions a chunk in a
+    /// burst). The text's opening quote rides on it (`JSONValue.writeString` without its two appends).
     static func writeHead(seq: UInt64, skip: Int, into out: inout [UInt8]) {
         let head = Self.recordHead
         let textKey: StaticString = #","text":""#
@@ -166,9 +145,6 @@ public enum MessageCodec {
 
     static let finalTrue = Array(#"","final":true"#.utf8)
     static let finalFalse = Array(#"","final":false"#.utf8)
-    /// The same, with the chunk object's and the journal record's ends: `}}` and a newline.
-    static let finalTrueRecord = Array(#"","final":true}}"#.utf8) + [0x0A]
-    static let finalFalseRecord = Array(#"","final":false}}"#.utf8) + [0x0A]
 
     public static func json(_ message: Message) -> JSONValue {
         var m: [(String, JSONValue)] = [("type", .string(message.type))]

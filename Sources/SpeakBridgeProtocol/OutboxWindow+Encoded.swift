@@ -1,16 +1,15 @@
-/// The window's sending rule with its batches already encoded: `appendOutgoing`, `ackOutgoing`, `resumedOutgoing`
-/// and `appendAloneEncoded` change the window exactly as `append(contentsOf:)`, `ack`, `resumed` and
-/// `appendAlone` do and send the same
-/// messages, but a `chunks` batch comes as its plaintext (`Outgoing.encoded`), byte for byte
+/// The window's sending rule: `appendOutgoing`, `ackOutgoing`, `resumedOutgoing` and `appendAloneEncoded` change the
+/// window and return what goes out, a `chunks` batch as its plaintext (`Outgoing.encoded`), byte for byte
 /// `MessageCodec.encode(.chunks(session:, batch))`, written straight from the held chunks into one buffer with room
-/// for the tag sealing appends in place. The `[Message]` path copied every chunk into a batch array (and destroyed
-/// it after encoding), read each held chunk through a copy and built and destroyed a `Message` per batch: about
-/// 400 instructions a burst line.
+/// for the tag sealing appends in place. An earlier `[Message]` path (copying every chunk into a batch array,
+/// destroyed after encoding, and a `Message` per batch: about 400 instructions a burst line more) is kept only as the
+/// tests' reference (`Tests/SpeakBridgeStoreTests/OutboxWindowReference.swift`), which `OutboxWindowEncodedTests`
+/// compares these with: the same batches, the same bytes, the same window after.
 ///
 /// Flow of `nextOutgoing`, per batch: the first chunk is only measured; a second one that fits starts the
 /// buffer (envelope, both objects); each further one is measured and appended; a batch left with one chunk is its
-/// `chunk` message, as in `nextMessages`. Held chunks are read and changed in place (`Chunk.sizeBound`,
-/// `Chunk.moveObject`), never copied, except the one of a lone `chunk` message.
+/// `chunk` message. Held chunks are read and changed in place (`Chunk.sizeBound`, `Chunk.moveObject`), never copied,
+/// except the one of a lone `chunk` message.
 extension OutboxWindow {
     /// One message to seal and send: as a value, or a `chunks` batch already encoded (with its tag's room reserved).
     public enum Outgoing: Sendable, Equatable {
@@ -26,20 +25,20 @@ extension OutboxWindow {
         }
     }
 
-    /// `append(contentsOf:)`, with batches encoded.
+    /// New chunks from the producer (already journaled by the caller), batched into as few messages as fit.
     public mutating func appendOutgoing(contentsOf chunks: [Chunk]) -> [Outgoing] {
         hold(chunks)
         return nextOutgoing()
     }
 
-    /// `ack(_:now:)`, with batches encoded.
+    /// The desktop's `ack` through `seq`: what it frees of the window goes out.
     public mutating func ackOutgoing(_ seq: UInt64, now: Double) -> [Outgoing] {
         if seq > acked { lastProgress = now }
         dropThrough(seq)
         return nextOutgoing()
     }
 
-    /// `resumed(delivered:now:)`, with batches encoded.
+    /// The desktop's answer to `resume`: what it does not have goes out again, in order.
     public mutating func resumedOutgoing(delivered: UInt64, now: Double) -> [Outgoing] {
         dropThrough(delivered)
         nextToSend = 0
@@ -47,10 +46,11 @@ extension OutboxWindow {
         return nextOutgoing()
     }
 
-    /// `appendAlone`, its message encoded: byte for byte `MessageCodec.encode(appendAlone(chunk))`, with the
-    /// envelope written once (`chunkEnvelope`) and room for the tag; no `Message` made.
+    /// A new chunk when `sendsNextAlone` (a paced line): its one `chunk` message, encoded (byte for byte
+    /// `MessageCodec.encode(.chunk(session:, chunk))`), with the envelope written once (`chunkEnvelope`) and room for
+    /// the tag; no `Message` made.
     public mutating func appendAloneEncoded(_ chunk: consuming Chunk) -> [UInt8] {
-        precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
+        precondition(sendsNextAlone, "appendAloneEncoded needs sendsNextAlone")
         precondition(chunk.seq > lastSeq, "sequence numbers must increase")
         let plaintext = MessageCodec.encodeChunk(chunk, envelope: chunkEnvelope)
         lastSeq = chunk.seq
@@ -62,13 +62,14 @@ extension OutboxWindow {
         return plaintext
     }
 
-    /// The messages that go out next, as `nextMessages` makes them (same batches, same state changes), each batch
-    /// of two or more chunks as its plaintext.
+    /// The messages that go out next: from `nextToSend` on, at most up to `maxInFlight`, consecutive chunks packed
+    /// into batches of at most `maxChunksPerBatch` that fit `frameBudget` (each chunk counted by its
+    /// `MessageCodec.encodedSizeBound`); each batch of two or more chunks as its plaintext, one chunk as its message.
     mutating func nextOutgoing() -> [Outgoing] {
         guard var next = nextToSend else { return [] }
         let available = storage.count
         if next + 1 == available, next < maxInFlight {
-            // One chunk to send (a paced line): its `chunk` message (as `nextMessages`).
+            // One chunk to send (a paced line): its `chunk` message.
             return [.message(.chunk(session: session, takeLast(next)))]
         }
         let limit = min(available, maxInFlight)
@@ -76,7 +77,7 @@ extension OutboxWindow {
         var messages: [Outgoing] = []
         while next < limit {
             let first = next
-            var size = envelope + storage[first].sizeBound() + 1  // the first always goes (`nextMessages`)
+            var size = envelope + storage[first].sizeBound() + 1  // the first always goes
             var count = 1
             next += 1
             var out: [UInt8] = []

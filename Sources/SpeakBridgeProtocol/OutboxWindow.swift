@@ -35,12 +35,12 @@ public struct OutboxWindow: Sendable {
     /// Plaintext budget for one frame's JSON (the frame adds a 16-byte tag; keep room for the envelope).
     static let frameBudget = SpeakBridgeProtocol.maxFrameSize - 1_024
 
-    /// What `nextMessages` counts for a message's envelope around its chunks.
+    /// What `nextOutgoing` counts for a message's envelope around its chunks.
     static func envelopeSize(sessionBytes: Int) -> Int { 64 + sessionBytes }
 
     /// The most bytes a chunk's text may take once escaped (`JSONValue.escapedSize`, as
     /// `MessageCodec.encodedSizeBound` counts it) for that chunk, alone in a message of any valid session ID (at most
-    /// 64 bytes), to fit `frameBudget` by the rule `nextMessages` packs with. A longer one would go alone in a frame
+    /// 64 bytes), to fit `frameBudget` by the rule `nextOutgoing` packs with. A longer one would go alone in a frame
     /// too large to encrypt (16384 controls escape to 98304 bytes), so `send` splits its lines by this as well.
     public static let maxEscapedTextBytes = frameBudget - envelopeSize(sessionBytes: 64)
         - (MessageCodec.encodedSizeBound(Chunk(seq: 1, text: "")) + 1)
@@ -71,26 +71,7 @@ public struct OutboxWindow: Sendable {
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
     public mutating func connectionLost() { nextToSend = nil }
 
-    /// The desktop's answer to `resume`.
-    public mutating func resumed(delivered: UInt64, now: Double) -> [Message] {
-        dropThrough(delivered)
-        nextToSend = 0
-        lastProgress = now
-        return nextMessages()
-    }
-
-    /// A new chunk from the producer (already journaled by the caller).
-    public mutating func append(_ chunk: Chunk) -> [Message] {
-        append(contentsOf: [chunk])
-    }
-
-    /// New chunks from the producer, batched into as few messages as fit.
-    public mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
-        hold(chunks)
-        return nextMessages()
-    }
-
-    /// Takes new chunks into `storage` (what `append(contentsOf:)` does before sending).
+    /// Takes new chunks into `storage` (what `appendOutgoing(contentsOf:)` does before sending).
     mutating func hold(_ chunks: [Chunk]) {
         // Checked by index, then appended at once (iterating copied every chunk once more).
         for i in chunks.indices {
@@ -110,29 +91,10 @@ public struct OutboxWindow: Sendable {
         }
     }
 
-    /// Whether `appendAlone` applies: resumed, every chunk held already sent, room for one more in flight.
+    /// Whether `appendAloneEncoded` applies: resumed, every chunk held already sent, room for one more in flight.
     public var sendsNextAlone: Bool {
         guard let next = nextToSend else { return false }
         return next == storage.count && next < maxInFlight
-    }
-
-    /// `append(chunk)` when `sendsNextAlone`: the chunk's one message, without the arrays (a paced line).
-    public mutating func appendAlone(_ chunk: Chunk) -> Message {
-        precondition(sendsNextAlone, "appendAlone needs sendsNextAlone")
-        precondition(chunk.seq > lastSeq, "sequence numbers must increase")
-        var held = chunk
-        held.dropEncoded()  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
-        storage.append(held)
-        lastSeq = chunk.seq
-        nextToSend = storage.count
-        sentCount = storage.count
-        return .chunk(session: session, chunk)
-    }
-
-    public mutating func ack(_ seq: UInt64, now: Double) -> [Message] {
-        if seq > acked { lastProgress = now }
-        dropThrough(seq)
-        return nextMessages()
     }
 
     /// True when chunks are in flight and no ack progress came for `ackTimeout` seconds.
@@ -169,7 +131,7 @@ public struct OutboxWindow: Sendable {
     }
 
     /// Marks the last stored chunk, at `index`, sent alone and returns it; its encoded bytes go with it (the
-    /// message has them, see `Chunk.encoded`). Shared by `nextMessages` and `nextOutgoing`.
+    /// message has them, see `Chunk.encoded`): `nextOutgoing`'s paced line.
     mutating func takeLast(_ index: Int) -> Chunk {
         nextToSend = storage.count
         let chunk = storage[index]
@@ -180,39 +142,5 @@ public struct OutboxWindow: Sendable {
         }
         sentCount = max(sentCount, storage.count)
         return chunk
-    }
-
-    mutating func nextMessages() -> [Message] {
-        guard var next = nextToSend else { return [] }
-        let available = storage.count
-        if next + 1 == available, next < maxInFlight {
-            // One chunk to send (a paced line): the message the loop below makes of it, without its arrays. It
-            // fits a frame whatever its size (`maxEscapedTextBytes`), like a batch's first chunk.
-            return [.chunk(session: session, takeLast(next))]
-        }
-        var messages: [Message] = []
-        while next < available, next < maxInFlight {
-            var batch: [Chunk] = []
-            // Room for the most this batch can take (a burst's batch held 512 and grew nine times).
-            batch.reserveCapacity(min(available - next, maxInFlight - next, SpeakBridgeProtocol.maxChunksPerBatch))
-            var size = Self.envelopeSize(sessionBytes: session.utf8.count)
-            while next < available, next < maxInFlight, batch.count < SpeakBridgeProtocol.maxChunksPerBatch {
-                let chunk = storage[next]
-                let cost = MessageCodec.encodedSizeBound(chunk) + 1
-                if !batch.isEmpty, size + cost > Self.frameBudget { break }
-                let encoded = chunk.encodedCount
-                batch.append(consume chunk)
-                if encoded > 0 {
-                    storage[next].dropEncoded()  // the batch has it (see `Chunk.encoded`)
-                    encodedBytes -= encoded
-                }
-                size += cost
-                next += 1
-            }
-            messages.append(batch.count == 1 ? .chunk(session: session, batch[0]) : .chunks(session: session, batch))
-        }
-        nextToSend = next
-        sentCount = max(sentCount, next)
-        return messages
     }
 }

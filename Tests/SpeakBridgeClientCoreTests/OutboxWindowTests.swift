@@ -6,9 +6,14 @@ import Testing
 struct OutboxWindowTests {
     static func chunks(_ range: ClosedRange<Int>) -> [Chunk] { range.map { Chunk(seq: UInt64($0), text: "line \($0)") } }
 
-    static func seqs(_ messages: [Message]) -> [UInt64] {
-        messages.flatMap { message -> [UInt64] in
-            switch message {
+    /// The sequence numbers of what the window sent, in order (an encoded batch decoded).
+    static func seqs(_ outgoing: [OutboxWindow.Outgoing]) -> [UInt64] {
+        outgoing.flatMap { item -> [UInt64] in
+            guard let message = item.message else {
+                Issue.record("an encoded batch that does not decode")
+                return []
+            }
+            return switch message {
             case .chunk(_, let c): [c.seq]
             case .chunks(_, let cs): cs.map(\.seq)
             default: []
@@ -19,31 +24,31 @@ struct OutboxWindowTests {
     @Test("an ack past every line ever held is believed only up to the last one (it was never sent)")
     func ackPastTheEnd() {
         var w = OutboxWindow(session: "s", pending: Self.chunks(1...2))
-        _ = w.resumed(delivered: 0, now: 0)
-        _ = w.ack(1_000, now: 1)
+        _ = w.resumedOutgoing(delivered: 0, now: 0)
+        _ = w.ackOutgoing(1_000, now: 1)
         #expect(w.acked == 2)
         #expect(w.isDrained)
         // The next line (seq 3, as the journal numbers it) is sent, not taken as acknowledged.
-        #expect(Self.seqs(w.append(Chunk(seq: 3, text: "three"))) == [3])
+        #expect(Self.seqs(w.appendOutgoing(contentsOf: [Chunk(seq: 3, text: "three")])) == [3])
         #expect(w.pendingCount == 1)
     }
 
     @Test("resume with more than was held: the same clamp")
     func resumePastTheEnd() {
         var w = OutboxWindow(session: "s", pending: Self.chunks(1...3), acked: 0)
-        _ = w.resumed(delivered: 50, now: 0)
+        _ = w.resumedOutgoing(delivered: 50, now: 0)
         #expect(w.acked == 3)
     }
 
     @Test("100,000 lines acked one by one: each goes once, in order, and the window empties")
     func manyAcks() {
         var w = OutboxWindow(session: "s", pending: [], maxInFlight: 64)
-        var sent = Self.seqs(w.resumed(delivered: 0, now: 0))
-        sent += Self.seqs(w.append(contentsOf: (1...100_000).map { Chunk(seq: UInt64($0), text: "x") }))
+        var sent = Self.seqs(w.resumedOutgoing(delivered: 0, now: 0))
+        sent += Self.seqs(w.appendOutgoing(contentsOf: (1...100_000).map { Chunk(seq: UInt64($0), text: "x") }))
         var seq: UInt64 = 0
         while seq < 100_000 {
             seq += 1
-            sent += Self.seqs(w.ack(seq, now: 1))
+            sent += Self.seqs(w.ackOutgoing(seq, now: 1))
         }
         #expect(sent == Array(1...100_000))
         #expect(w.isDrained)
@@ -53,10 +58,10 @@ struct OutboxWindowTests {
     @Test("a new connection sends nothing until resumed, then resends what was in flight")
     func reconnect() {
         var w = OutboxWindow(session: "s", pending: Self.chunks(1...3))
-        #expect(Self.seqs(w.append(Chunk(seq: 4, text: "4"))).isEmpty)
-        #expect(Self.seqs(w.resumed(delivered: 1, now: 0)) == [2, 3, 4])
+        #expect(Self.seqs(w.appendOutgoing(contentsOf: [Chunk(seq: 4, text: "4")])).isEmpty)
+        #expect(Self.seqs(w.resumedOutgoing(delivered: 1, now: 0)) == [2, 3, 4])
         w.connectionLost()
-        #expect(Self.seqs(w.ack(2, now: 1)).isEmpty)
-        #expect(Self.seqs(w.resumed(delivered: 3, now: 2)) == [4])
+        #expect(Self.seqs(w.ackOutgoing(2, now: 1)).isEmpty)
+        #expect(Self.seqs(w.resumedOutgoing(delivered: 3, now: 2)) == [4])
     }
 }

@@ -97,8 +97,10 @@ struct JSONStringFastPathTests {
     func packedFramesFit() {
         let line = String(repeating: "\u{85}", count: 4_000)  // 8,000 bytes of UTF-8, 24,000 bytes of JSON
         var window = OutboxWindow(session: "s-1", pending: (1...20).map { Chunk(seq: UInt64($0), text: line) })
-        for message in window.resumed(delivered: 0, now: 0) {
-            #expect(MessageCodec.encode(message).count <= SpeakBridgeProtocol.maxFrameSize - 16)
+        let outgoing = window.resumedOutgoing(delivered: 0, now: 0)
+        #expect(outgoing.messages.flatMap(\.chunkSeqs) == Array(1...20))
+        for item in outgoing {
+            #expect(item.plaintext.count <= SpeakBridgeProtocol.maxFrameSize - 16)
         }
     }
 }

@@ -41,56 +41,57 @@ struct SessionLogicTests {
 
     @Test func windowSendsOnlyAfterResumeAndDropsDelivered() {
         var w = OutboxWindow(session: "s", pending: chunks(1...5))
-        #expect(w.append(Chunk(seq: 6, text: "x")).isEmpty)  // not resumed yet
-        let first = w.resumed(delivered: 3, now: 0)
+        #expect(w.appendOutgoing(contentsOf: [Chunk(seq: 6, text: "x")]).isEmpty)  // not resumed yet
+        let first = w.resumedOutgoing(delivered: 3, now: 0).messages
         #expect(w.pending.map(\.seq) == [4, 5, 6])
         #expect(first == [.chunks(session: "s", chunks(4...5) + [Chunk(seq: 6, text: "x")])])
-        #expect(w.append(Chunk(seq: 7, text: "y")) == [.chunk(session: "s", Chunk(seq: 7, text: "y"))])
-        _ = w.ack(6, now: 1)
+        #expect(w.appendOutgoing(contentsOf: [Chunk(seq: 7, text: "y")])
+            == [.message(.chunk(session: "s", Chunk(seq: 7, text: "y")))])
+        _ = w.ackOutgoing(6, now: 1)
         #expect(w.pending.map(\.seq) == [7])
-        _ = w.ack(7, now: 1)
+        _ = w.ackOutgoing(7, now: 1)
         #expect(w.isDrained)
     }
 
     @Test func windowResendsEverythingUnackedAfterReconnect() {
         var w = OutboxWindow(session: "s", pending: [])
-        _ = w.resumed(delivered: 0, now: 0)
-        for seq in UInt64(1)...4 { _ = w.append(Chunk(seq: seq, text: "t")) }
-        _ = w.ack(2, now: 1)
+        _ = w.resumedOutgoing(delivered: 0, now: 0)
+        for seq in UInt64(1)...4 { _ = w.appendOutgoing(contentsOf: [Chunk(seq: seq, text: "t")]) }
+        _ = w.ackOutgoing(2, now: 1)
         w.connectionLost()
-        #expect(w.append(Chunk(seq: 5, text: "t")).isEmpty)
+        #expect(w.appendOutgoing(contentsOf: [Chunk(seq: 5, text: "t")]).isEmpty)
         // The desktop had delivered 3 before the connection dropped (the ack was lost).
-        let resent = w.resumed(delivered: 3, now: 2)
+        let resent = w.resumedOutgoing(delivered: 3, now: 2).messages
         #expect(resent == [.chunks(session: "s", [Chunk(seq: 4, text: "t"), Chunk(seq: 5, text: "t")])])
     }
 
     @Test func windowLimitsInFlight() {
         var w = OutboxWindow(session: "s", pending: chunks(1...10), maxInFlight: 4)
-        let sent = w.resumed(delivered: 0, now: 0)
+        let sent = w.resumedOutgoing(delivered: 0, now: 0).messages
         #expect(sent.flatMap(\.chunkSeqs) == [1, 2, 3, 4])
-        let more = w.ack(2, now: 1)
+        let more = w.ackOutgoing(2, now: 1).messages
         #expect(more.flatMap(\.chunkSeqs) == [5, 6])
     }
 
     @Test func windowBatchesFitOneFrame() {
         let big = String(repeating: "é", count: 8_000)  // 16,000 bytes each
         var w = OutboxWindow(session: "s", pending: (1...10).map { Chunk(seq: UInt64($0), text: big) })
-        let messages = w.resumed(delivered: 0, now: 0)
-        #expect(messages.flatMap(\.chunkSeqs) == Array(1...10))
-        for m in messages {
-            #expect(MessageCodec.encode(m).count + 16 <= SpeakBridgeProtocol.maxFrameSize)
+        let outgoing = w.resumedOutgoing(delivered: 0, now: 0)
+        #expect(outgoing.messages.flatMap(\.chunkSeqs) == Array(1...10))
+        for item in outgoing {
+            #expect(item.plaintext.count + 16 <= SpeakBridgeProtocol.maxFrameSize)
         }
     }
 
     @Test func windowKeepsOrderAcrossCompactionInALongBurst() {
         var w = OutboxWindow(session: "s", pending: [], maxInFlight: 1_000)
-        _ = w.resumed(delivered: 0, now: 0)
+        _ = w.resumedOutgoing(delivered: 0, now: 0)
         var sent: [UInt64] = []
-        sent += w.append(contentsOf: chunks(1...20_000)).flatMap(\.chunkSeqs)
+        sent += w.appendOutgoing(contentsOf: chunks(1...20_000)).messages.flatMap(\.chunkSeqs)
         var acked: UInt64 = 0
         while acked < 20_000 {
             acked = min(20_000, acked + 700)
-            sent += w.ack(acked, now: 1).flatMap(\.chunkSeqs)
+            sent += w.ackOutgoing(acked, now: 1).messages.flatMap(\.chunkSeqs)
             #expect(w.pendingCount == Int(20_000 - acked))
             #expect(w.pending.first?.seq == (acked < 20_000 ? acked + 1 : nil))
         }
@@ -102,13 +103,13 @@ struct SessionLogicTests {
     func stall() {
         var w = OutboxWindow(session: "s", pending: chunks(1...3), ackTimeout: 15)
         #expect(!w.isStalled(now: 100))           // not connected: nothing in flight
-        _ = w.resumed(delivered: 0, now: 0)
+        _ = w.resumedOutgoing(delivered: 0, now: 0)
         #expect(!w.isStalled(now: 14.9))
         #expect(w.isStalled(now: 15.1))
-        _ = w.ack(1, now: 15.2)
+        _ = w.ackOutgoing(1, now: 15.2)
         #expect(!w.isStalled(now: 30))
         #expect(w.isStalled(now: 30.3))
-        _ = w.ack(3, now: 31)
+        _ = w.ackOutgoing(3, now: 31)
         #expect(!w.isStalled(now: 1_000))          // drained: nothing in flight
     }
 }
@@ -119,6 +120,29 @@ extension Message {
         case .chunk(_, let c): return [c.seq]
         case .chunks(_, let cs): return cs.map(\.seq)
         default: return []
+        }
+    }
+}
+
+extension Array where Element == OutboxWindow.Outgoing {
+    /// What the window sent, as messages (an encoded batch decoded; one that does not decode is an issue).
+    var messages: [Message] {
+        compactMap { item in
+            guard let message = item.message else {
+                Issue.record("an encoded batch that does not decode")
+                return nil
+            }
+            return message
+        }
+    }
+}
+
+extension OutboxWindow.Outgoing {
+    /// The plaintext that is sealed: an encoded batch as it is, a message encoded.
+    var plaintext: [UInt8] {
+        switch self {
+        case .message(let message): MessageCodec.encode(message)
+        case .encoded(let bytes): bytes
         }
     }
 }

@@ -76,17 +76,20 @@ struct ChunkEncodedOnceTests {
 
         var withBytes = OutboxWindow(session: outbox.session, pending: [])
         var without = OutboxWindow(session: outbox.session, pending: [])
-        _ = withBytes.resumed(delivered: 0, now: 0)
-        _ = without.resumed(delivered: 0, now: 0)
-        let sent = withBytes.append(contentsOf: cached)
-        let reference = without.append(contentsOf: cached.map(Self.plain))
+        _ = withBytes.resumedOutgoing(delivered: 0, now: 0)
+        _ = without.resumedOutgoing(delivered: 0, now: 0)
+        let sent = withBytes.appendOutgoing(contentsOf: cached)
+        let reference = without.appendOutgoing(contentsOf: cached.map(Self.plain))
         #expect(sent.count == reference.count && sent.count > 1)
-        for (message, old) in zip(sent, reference) {
-            let bytes = MessageCodec.encode(message)
+        for (item, plainItem) in zip(sent, reference) {
+            let bytes = item.plaintext
+            let old = try #require(plainItem.message)
+            #expect(bytes == plainItem.plaintext)
             #expect(bytes == MessageCodec.encode(old))
             #expect(bytes == MessageCodec.json(old).encoded())
             #expect(try MessageCodec.decode(bytes) == old)
         }
+        #expect(reference.compactMap(\.message).flatMap(\.carriedChunks) == cached.map(Self.plain))
         // The window keeps the fields only: the cached bytes went out with the messages.
         #expect(withBytes.pending.allSatisfy { $0.encoded == nil })
         #expect(withBytes.pending == cached)
@@ -99,17 +102,17 @@ struct ChunkEncodedOnceTests {
         let outbox = try Outbox(home: home, desktop: device)
         try outbox.reserve(through: 1)  // its record first: every chunk below is covered (`Outbox`: Reservations)
         var window = OutboxWindow(session: outbox.session, pending: [])
-        _ = window.resumed(delivered: 0, now: 0)
+        _ = window.resumedOutgoing(delivered: 0, now: 0)
         var expectedJournal = try #require(try LogFile.readRecords(path))
         for _ in 0..<300 {
             let chunk = try outbox.append(text: Self.randomText(&generator))
             #expect(chunk.encoded != nil)
             expectedJournal += Self.oldRecord(chunk)
             #expect(window.sendsNextAlone)
-            let message = window.appendAlone(chunk)
+            let bytes = window.appendAloneEncoded(chunk)
             let old = Message.chunk(session: outbox.session, Self.plain(chunk))
-            #expect(MessageCodec.encode(message) == MessageCodec.encode(old))
-            #expect(MessageCodec.encode(message) == MessageCodec.json(old).encoded())
+            #expect(bytes == MessageCodec.encode(old))
+            #expect(bytes == MessageCodec.json(old).encoded())
         }
         #expect(try LogFile.readRecords(path) == expectedJournal)
         #expect(window.pending.allSatisfy { $0.encoded == nil })
@@ -148,25 +151,25 @@ struct ChunkEncodedBoundTests {
         for round in 0..<20 {
             let chunks = try outbox.append(texts: (0..<10).map { "round \(round) line \($0) \u{1} \"quoted\"" })
             all += chunks
-            #expect(window.append(contentsOf: chunks).isEmpty)  // not resumed: nothing goes out
-            _ = plainWindow.append(contentsOf: chunks.map(ChunkEncodedOnceTests.plain))
+            #expect(window.appendOutgoing(contentsOf: chunks).isEmpty)  // not resumed: nothing goes out
+            _ = plainWindow.appendOutgoing(contentsOf: chunks.map(ChunkEncodedOnceTests.plain))
             #expect(window.encodedBytes <= 10_000)
         }
         let kept = window.storage.filter { $0.encoded != nil }
         #expect(!kept.isEmpty && kept.count < all.count)
         #expect(window.encodedBytes == kept.reduce(0) { $0 + $1.encoded!.count })
         // The desktop had the first 15; 50 go out now, in the same bytes as without any kept encoding.
-        let sent = window.resumed(delivered: all[14].seq, now: 0)
-        let reference = plainWindow.resumed(delivered: all[14].seq, now: 0)
-        #expect(sent.map(MessageCodec.encode) == reference.map(MessageCodec.encode))
+        let sent = window.resumedOutgoing(delivered: all[14].seq, now: 0)
+        let reference = plainWindow.resumedOutgoing(delivered: all[14].seq, now: 0)
+        #expect(!sent.isEmpty && sent.map(\.plaintext) == reference.map(\.plaintext))
         #expect(window.encodedBytes == window.storage.filter { $0.encoded != nil }.reduce(0) { $0 + $1.encoded!.count })
         // Everything acknowledged and sent: nothing kept, nothing counted.
-        var messages = window.ack(all[64].seq, now: 1)
-        var referenceMessages = plainWindow.ack(all[64].seq, now: 1)
-        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
-        messages = window.ack(all.last!.seq, now: 2)
-        referenceMessages = plainWindow.ack(all.last!.seq, now: 2)
-        #expect(messages.map(MessageCodec.encode) == referenceMessages.map(MessageCodec.encode))
+        var messages = window.ackOutgoing(all[64].seq, now: 1)
+        var referenceMessages = plainWindow.ackOutgoing(all[64].seq, now: 1)
+        #expect(messages.map(\.plaintext) == referenceMessages.map(\.plaintext))
+        messages = window.ackOutgoing(all.last!.seq, now: 2)
+        referenceMessages = plainWindow.ackOutgoing(all.last!.seq, now: 2)
+        #expect(messages.map(\.plaintext) == referenceMessages.map(\.plaintext))
         #expect(window.isDrained && window.encodedBytes == 0)
     }
 
@@ -176,10 +179,31 @@ struct ChunkEncodedBoundTests {
         let outbox = try Outbox(home: home, desktop: device)
         var window = OutboxWindow(session: outbox.session, pending: [])
         let chunks = try outbox.append(texts: (0..<30).map { "line \($0)" })
-        _ = window.append(contentsOf: chunks)
+        _ = window.appendOutgoing(contentsOf: chunks)
         #expect(window.encodedBytes == chunks.reduce(0) { $0 + $1.encoded!.count })
-        _ = window.resumed(delivered: chunks[19].seq, now: 0)  // 20 dropped unsent, 10 sent now
+        _ = window.resumedOutgoing(delivered: chunks[19].seq, now: 0)  // 20 dropped unsent, 10 sent now
         #expect(window.encodedBytes == 0)
         #expect(window.storage.allSatisfy { $0.encoded == nil })
+    }
+}
+
+extension OutboxWindow.Outgoing {
+    /// The plaintext that is sealed: an encoded batch as it is, a message encoded.
+    var plaintext: [UInt8] {
+        switch self {
+        case .message(let message): MessageCodec.encode(message)
+        case .encoded(let bytes): bytes
+        }
+    }
+}
+
+extension Message {
+    /// The chunks a `chunk` or `chunks` message carries.
+    var carriedChunks: [Chunk] {
+        switch self {
+        case .chunk(_, let chunk): [chunk]
+        case .chunks(_, let chunks): chunks
+        default: []
+        }
     }
 }

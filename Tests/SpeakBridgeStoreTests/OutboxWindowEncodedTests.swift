@@ -7,10 +7,11 @@ import SpeakBridgeCrypto
 import Testing
 @testable import SpeakBridgeStore
 
-/// The window's encoded batches (`OutboxWindow+Encoded.swift`) against its `[Message]` path: on random runs of
-/// journaled chunks (with their encoded bytes, some without, some with the rare members), appends, acks, lost
-/// connections and resumes, both windows send the same messages in the same order, each encoded batch is byte for
-/// byte `MessageCodec.encode` of the message the other window made, and both end in the same state.
+/// The window's encoded batches (`OutboxWindow+Encoded.swift`) against the `[Message]` path the tests keep as their
+/// reference (`OutboxWindowReference.swift`): on random runs of journaled chunks (with their encoded bytes, some
+/// without, some with the rare members), appends, acks, lost connections and resumes, both windows send the same
+/// messages in the same order, each encoded batch is byte for byte `MessageCodec.encode` of the message the other
+/// window made, and both end in the same state.
 @Suite("OutboxWindow: encoded batches are the messages' bytes")
 struct OutboxWindowEncodedTests {
     let root = "/tmp/sb-window-encoded-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -143,5 +144,35 @@ struct OutboxWindowEncodedTests {
             }
         }
         #expect(encoded.storage.allSatisfy { $0.encoded == nil })
+    }
+
+    @Test("one chunk to send (nextOutgoing's shortcut for a paced line) is the reference loop's message, same window")
+    func oneChunkShortcutIsTheLoopsMessage() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var generator = SystemRandomNumberGenerator()
+        let outbox = try Outbox(home: home, desktop: device)
+        var encoded = OutboxWindow(session: outbox.session, pending: [])
+        var reference = encoded
+        #expect(Self.check(encoded.resumedOutgoing(delivered: 0, now: 0), reference.resumed(delivered: 0, now: 0)))
+        var sentWithBytes = 0
+        for i in 0..<200 {
+            var chunk = try outbox.append(text: ChunkEncodedOnceTests.randomText(&generator))
+            if i % 7 == 0 { chunk.lang = "fr" }  // no encoded bytes, a rare member
+            if chunk.encoded != nil { sentWithBytes += 1 }
+            let outgoing = encoded.appendOutgoing(contentsOf: [chunk])
+            #expect(outgoing.count == 1 && Self.check(outgoing, reference.append(contentsOf: [chunk])))
+            #expect(Self.same(encoded, reference))
+            if i % 3 == 0 {
+                // Lost before its ack: the one unacknowledged chunk goes again, alone, on the next connection.
+                encoded.connectionLost()
+                reference.connectionLost()
+                let delivered = encoded.acked
+                #expect(Self.check(encoded.resumedOutgoing(delivered: delivered, now: 2),
+                                   reference.resumed(delivered: delivered, now: 2)))
+                #expect(Self.same(encoded, reference))
+            }
+            #expect(Self.check(encoded.ackOutgoing(chunk.seq, now: 1), reference.ack(chunk.seq, now: 1)))
+        }
+        #expect(sentWithBytes > 0 && encoded.encodedBytes == 0 && encoded.isDrained)
     }
 }
