@@ -8,7 +8,7 @@ import Testing
 /// real FIFO, real `send`.
 @Suite("End to end: send reads acks between lines", .serialized)
 struct LazyAckSendTests {
-    @Test("lines 100 ms apart: at most two sleeps of the socket thread a line, no fsync; at the end every line acknowledged, exit 0")
+    @Test("lines 100 ms apart: at most two sleeps of the socket thread a line; at the end every line acknowledged, exit 0")
     func oneWakeUpALine() throws {
         let pair = Pair()
         defer { pair.stop() }
@@ -35,8 +35,7 @@ struct LazyAckSendTests {
         let outbox = try run(["outbox"], home: pair.phoneHome)
         #expect(outbox.status == 0 && !outbox.stdout.contains("queued"), "\(outbox.stdout)")
 
-        // The line's wake-up and its deadline's; no fsync thread (every line acknowledged in time). A few spare
-        // for a loaded machine.
+        // The line's wake-up and its deadline's look. A few spare for a loaded machine.
         let woke = after - before
         if ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] == nil {
             #expect(woke <= 2 * lines + 4, "the socket thread slept \(woke) times for \(lines) lines")
