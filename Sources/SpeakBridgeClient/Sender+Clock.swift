@@ -10,10 +10,10 @@ import SpeakBridgeSupport
 /// acknowledged by the desktop, whose copy is then durable (it acks only after its own fsync: `Pairing/PROTOCOL.md`).
 /// A line the desktop acknowledged needs no fsync here: a crash of this machine can lose its record, and the
 /// desktop still has it (no number is given twice after such a crash: `Outbox` reserves sequence numbers ahead,
-/// durably, and after a reboot numbers new chunks past its last reservation). So while the desktop answers within 50 ms — it acks at most 25 ms after a line,
-/// and `send` reads the acks waiting for a write 5 ms before its deadline if no line read them first — `send`
-/// makes no fsync while lines come (one at the end of the run); it makes them when the desktop is away or slow, at
-/// the deadline (the fsync starts then), at most one per tick.
+/// durably, and after a reboot numbers new chunks past its last reservation). So while the desktop answers within
+/// 50 ms — it acks at most 25 ms after a line, and `send` reads the acks waiting for a write 5 ms before its deadline
+/// if no line read them first — `send` makes no fsync while lines come (one at the end of the run); it makes them
+/// when the desktop is away or slow, at the deadline (the fsync starts then), at most one per tick.
 ///
 /// Flow (`owed`: the writes neither fsynced nor acknowledged, oldest first):
 /// 1. A line's wake-up journals it (with the previous ack's record in the same write(2): `Outbox.append(…, ack:)`),
@@ -32,7 +32,6 @@ import SpeakBridgeSupport
 /// The ack record of a line acknowledged before its tick waits for the next line (riding in its journal write),
 /// tick or exit: a lost or late ack record only means a resend that the desktop drops.
 extension Sender {
-    static let tickInterval: Duration = .milliseconds(50)
     static let tickSeconds = 0.05
     /// Every journal write is fsynced or acknowledged within this many seconds (see above).
     static let durableWithin = 0.05
@@ -49,7 +48,7 @@ extension Sender {
         tickAt = at + delay
         // Timed by the socket thread's loop (an lws timer in the poll it sleeps in anyway), run there through
         // `queue.sync`: no dispatch timer thread, no worker woken, no queue handed between threads per tick.
-        driver.schedule(after: delay == Self.tickSeconds ? Self.tickInterval : .nanoseconds(Int64(delay * 1e9)), tickWork)
+        driver.schedule(after: .nanoseconds(Int64(delay * 1e9)), tickWork)
     }
 
     /// Nothing for the clock to do until the next event: connected, every line acknowledged and journaled, no
@@ -73,7 +72,7 @@ extension Sender {
         if isQuiet {
             tickAt = nil  // an idle `send` (input open, all acknowledged) does not wake 20 times a second
         } else if !scheduleLazyTick() {
-            scheduleTick(by: needsSync ? nextDurabilityCheck : nil)
+            scheduleTick(by: needsSync ? durabilityCheck(after: now) : nil)
         }
     }
 
@@ -81,23 +80,22 @@ extension Sender {
     /// deadline. Only a write that starts the list arms it: while writes are owed the tick is armed at the oldest's
     /// check or sooner (`settleOwed` moves it later as acks come).
     func owe(_ seq: UInt64, at: Double) {
+        journalDirty = true
         if !needsSync { owed.removeAll(keepingCapacity: true) }  // what an earlier sync or rewrite covered
         needsSync = true
         let first = owed.isEmpty
         owed.append((seq: seq, at: at))
         guard first, core.exitCode == nil else { return }
-        let check = at + Self.durableWithin - Self.lookAhead
-        if let tickAt, tickAt <= check + 0.001 { return }  // armed soon enough already
+        let check = durabilityCheck(after: at)
+        if let tickAt, tickAt <= check + Self.deadlineSlack { return }  // armed soon enough already
         scheduleTick(by: check, from: at)
     }
 
     /// When the oldest owed write must be durable (now + `durableWithin` when none is listed: a rewrite is owed).
     var syncDeadline: Double { (owed.first?.at ?? now) + Self.durableWithin }  // `now` only after a failure
 
-    /// When the tick looks at the owed writes next: `lookAhead` before the oldest one's deadline, so that acks
-    /// waiting unread can still come in (`settleOwed`); at the deadline once that look is past.
-    var nextDurabilityCheck: Double { durabilityCheck(after: now) }
-
+    /// When the tick looks at the owed writes next, seen at `at`: `lookAhead` before the oldest one's deadline, so
+    /// that acks waiting unread can still come in (`settleOwed`); at the deadline once that look is past.
     func durabilityCheck(after at: Double) -> Double {
         let deadline = syncDeadline
         return deadline - Self.lookAhead > at + Self.deadlineSlack ? deadline - Self.lookAhead : deadline

@@ -58,8 +58,8 @@ public struct SendOptions: Sendable {
 ///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick or with the next line's record (`ackJournal`,
 ///    latest only); a journal write is fsynced (on a thread of its own, `JournalSyncer`) only when the desktop has
-///    not acknowledged it within 50 ms (Sender+Clock.swift). While lines keep coming, acks are read with the next line, not as
-///    they come (Sender+LazyAcks.swift).
+///    not acknowledged it within 50 ms (Sender+Clock.swift). While lines keep coming, acks are read with the next
+///    line, not as they come (Sender+LazyAcks.swift).
 /// 5. A tick every 50 ms gives the core the time (redials, stalls, the time limit, the status line), timed by the
 ///    socket thread's loop and run there (`LinkDriver.schedule`); it stops while there is nothing to time
 ///    (`isQuiet`) and starts again with the next event.
@@ -267,7 +267,6 @@ public final class Sender: @unchecked Sendable {
         do {
             let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
             Trace.mark("journal", chunks.last?.seq ?? 0)
-            journalDirty = true
             let at = now
             apply(.appended(chunks))
             owe(chunks.last?.seq ?? 0, at: at)  // after the frame is queued
@@ -290,7 +289,6 @@ public final class Sender: @unchecked Sendable {
             return
         }
         Trace.mark("journal", chunk.seq)
-        journalDirty = true
         let at = now
         guard let actions = core.appendedAlone(chunk, now: at) else {
             apply(.appended([chunk]))

@@ -41,10 +41,11 @@ public final class Outbox: @unchecked Sendable {
     /// Every sequence number journaled so far is ≤ this, durably (see Reservations), as reserved in `reservedBoot`.
     public private(set) var reserved: UInt64
     private(set) var reservedBoot: String
-    /// This boot's ID (`currentBoot`), and whether `reserved` was made in it (so no crash since could have taken a
-    /// record: numbering goes on after the last chunk).
+    /// This boot's ID (`currentBoot`).
     let boot: String
-    private var reservedThisBoot: Bool
+    /// `reserved` was made in this boot: no crash since could have taken a record, numbering goes on after the last
+    /// chunk.
+    var reservedThisBoot: Bool { reservedBoot == boot }
     let path: String
     /// The journal's file; another thread may `sync()` it while the owner appends (`send`'s `JournalSyncer`, handed
     /// the current one with each request). Replaced only by `rewrite`, on the owner's context.
@@ -54,7 +55,9 @@ public final class Outbox: @unchecked Sendable {
 
     /// Opens (creating if needed) the journal for `desktop`; blocks while another process holds it,
     /// calling `waiting` once.
-    /// `boot`: this boot's ID (tests give another to stand for a reboot).
+    /// `boot`: this boot's ID (tests give another to stand for a reboot); when it cannot be told (empty), a token of
+    /// this process stands for it: every run then counts as a new boot (a jump of the numbering and one reservation
+    /// per run, never a reuse).
     public init(home: Home, desktop: DeviceID, boot: String = Outbox.currentBoot(),
                 waiting: () -> Void = {}) throws(StoreError) {
         try home.prepare()
@@ -65,14 +68,13 @@ public final class Outbox: @unchecked Sendable {
         session = loaded.session ?? Self.newSessionID()
         acked = loaded.acked
         pending = loaded.chunks.filter { $0.seq > loaded.acked }
-        self.boot = boot
+        self.boot = boot.isEmpty ? "unknown-" + Hex.encode(SecureRandom.bytes(8)) : boot
         reserved = loaded.reserved
         reservedBoot = loaded.reservedBoot
-        reservedThisBoot = !boot.isEmpty && reservedBoot == boot
         let last = max(acked, pending.last?.seq ?? 0)
         // After a reboot the journal may have lost records a crash took (see Reservations): go on after the
         // reservation, which no number ever journaled passed.
-        nextSeq = (reservedThisBoot ? last : max(last, reserved)) + 1
+        nextSeq = (loaded.reservedBoot == self.boot ? last : max(last, reserved)) + 1
         do {
             if loaded.session != nil && loaded.records <= Self.compactAbove && loaded.endsWithNewline
                 && loaded.size <= Self.compactAbove + LogFile.journalExtents.maximum {
@@ -177,7 +179,6 @@ public final class Outbox: @unchecked Sendable {
         try log.sync()
         reserved = target
         reservedBoot = boot
-        reservedThisBoot = true
     }
 
     static func reservationLine(_ reserved: UInt64, _ boot: String) -> [UInt8] {
@@ -185,8 +186,7 @@ public final class Outbox: @unchecked Sendable {
     }
 
     /// This boot's ID (`/proc/sys/kernel/random/boot_id`, random at every boot). `SPEAKBRIDGE_BOOT_ID` replaces it
-    /// for tests, which cannot reboot the machine. Empty if neither can be read: then every start counts as a new
-    /// boot (a jump of the numbering and one reservation per run, never a reuse).
+    /// for tests, which cannot reboot the machine. Empty if neither can be read (see `init`).
     public static func currentBoot() -> String {
         if let forced = getenv("SPEAKBRIDGE_BOOT_ID") { return String(cString: forced) }
         // procfs reports a size of 0: read(2) into a buffer, not a read of the file's size.

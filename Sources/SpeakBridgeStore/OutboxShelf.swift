@@ -102,11 +102,10 @@ public enum OutboxShelf {
             _ = try outbox.append(texts: texts)
             try outbox.sync()
             guard unlink(entry.path) == 0 else {
-                let code = errno
-                throw StoreError(StoreError.io("remove", entry.path, errno: code).message
-                                 + ": its \(texts.count) line(s) are also queued in the live journal now, so a "
-                                 + "later release would queue them twice",
-                                 hint: "remove that file by hand (its lines go out with the next `send`)")
+                throw .shelf(.io("remove", entry.path, errno: errno),
+                             "its \(texts.count) line(s) are also queued in the live journal now, so a later release "
+                             + "would queue them twice",
+                             hint: "remove that file by hand (its lines go out with the next `send`)")
             }
             released += texts.count
         }
@@ -147,11 +146,15 @@ public enum OutboxShelf {
 }
 
 extension StoreError {
-    /// The outbox directory could not be fsynced after `hold`, `release` or `clear` changed it: `state` says what
-    /// is done and what a crash could undo.
+    /// `hold`, `release` or `clear` failed part way (`failure`): `state` says what is done and what a crash could undo.
+    static func shelf(_ failure: StoreError, _ state: String,
+                      hint: String = "check the disk; `speakbridge outbox` shows what is queued and held") -> StoreError {
+        StoreError(failure.message + ": " + state, hint: hint)
+    }
+
+    /// The outbox directory could not be fsynced after `hold`, `release` or `clear` changed it.
     static func unsyncedShelf(_ home: Home, errno code: Int32, _ state: String) -> StoreError {
-        StoreError(StoreError.io("sync", home.outboxDirectory, errno: code).message + ": " + state,
-                   hint: "check the disk; `speakbridge outbox` shows what is queued and held")
+        shelf(.io("sync", home.outboxDirectory, errno: code), state)
     }
 
     /// Another process (a running `send`) holds the journal of this desktop.
