@@ -70,11 +70,12 @@ public final class Outbox: @unchecked Sendable {
         pending = loaded.chunks.filter { $0.seq > loaded.acked }
         self.boot = boot.isEmpty ? "unknown-" + Hex.encode(SecureRandom.bytes(8)) : boot
         reserved = loaded.reserved
-        reservedBoot = loaded.reservedBoot
+        // The same string as `boot` when equal: `reservedThisBoot`, asked at every append, is then an identity check.
+        reservedBoot = loaded.reservedBoot == self.boot ? self.boot : loaded.reservedBoot
         let last = max(acked, pending.last?.seq ?? 0)
         // After a reboot the journal may have lost records a crash took (see Reservations): go on after the
         // reservation, which no number ever journaled passed.
-        nextSeq = (loaded.reservedBoot == self.boot ? last : max(last, reserved)) + 1
+        nextSeq = (reservedBoot == self.boot ? last : max(last, reserved)) + 1
         do {
             if loaded.session != nil && loaded.records <= Self.compactAbove && loaded.endsWithNewline
                 && loaded.size <= Self.compactAbove + LogFile.journalExtents.maximum {
