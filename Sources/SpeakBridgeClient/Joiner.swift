@@ -151,7 +151,7 @@ final class PairingSession: @unchecked Sendable {
 
     func handle(_ event: LinkDriver.Event) {
         switch event {
-        case .opened(let id): step { $0.opened(id) }
+        case .opened(let id, let subprotocol): step { $0.opened(id, subprotocol: subprotocol) }
         case .frame(let id, let bytes): step { $0.frame(id, bytes) }
         case .closed(let id, let reason): step { $0.closed(id, reason: reason) }
         case .found(let list): step { $0.found(list) }

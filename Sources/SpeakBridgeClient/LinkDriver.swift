@@ -15,11 +15,15 @@ public typealias Candidate = SpeakBridgeClientCore.Candidate
 /// `init` and is itself `Sendable`, which is all `shutdown` (called off the queue) touches.
 final class LinkDriver: @unchecked Sendable {
     enum Event {
-        case opened(AttemptID)
+        /// `subprotocol`: the one the desktop chose, which selects the Noise cipher (`LinkCore.opened`).
+        case opened(AttemptID, subprotocol: String?)
         case frame(AttemptID, [UInt8])
         case closed(AttemptID, String)
         case found([Candidate])
     }
+
+    /// What every dial offers (`LinkCore.subprotocols`): AESGCM first where this CPU has AES-NI.
+    static let offered = LinkCore.subprotocols(preferring: LinkCore.defaultCipher)
 
     let queue: DispatchQueue
     var client: WebSocketClient!
@@ -82,7 +86,7 @@ final class LinkDriver: @unchecked Sendable {
 
     func dial(_ id: AttemptID, _ candidate: Candidate, path: String) {
         let socket = client.connect(host: candidate.host, port: candidate.port, path: path,
-                                    subprotocol: SpeakBridgeProtocol.subprotocol, timeout: LinkCore.dialTimeout)
+                                    subprotocols: Self.offered, timeout: LinkCore.dialTimeout)
         sockets[id] = socket
         attempts[socket] = id
     }
@@ -170,7 +174,7 @@ final class LinkDriver: @unchecked Sendable {
         switch event {
         case .opened(let socket, _, _):
             anyOpened = true
-            if let id = attempts[socket] { onEvent(.opened(id)) }
+            if let id = attempts[socket] { onEvent(.opened(id, subprotocol: client.info(of: socket)?.subprotocol)) }
         case .message(let socket, let bytes):
             if let id = attempt(of: socket) { onEvent(.frame(id, bytes)) }
         case .closed(let socket, let reason):

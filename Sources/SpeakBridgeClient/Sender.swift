@@ -312,7 +312,7 @@ public final class Sender: @unchecked Sendable {
 
     func handle(_ event: LinkDriver.Event) {
         switch event {
-        case .opened(let id): apply(.connected(id))
+        case .opened(let id, let subprotocol): apply(.connected(id, subprotocol: subprotocol))
         case .frame(let id, let bytes):
             Trace.mark("ackrecv")
             lastFrameFrom = id

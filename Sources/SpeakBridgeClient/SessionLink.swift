@@ -118,7 +118,7 @@ final class SessionLink: @unchecked Sendable {
 
     func handle(_ event: LinkDriver.Event) {
         switch event {
-        case .opened(let id): perform(core.opened(id))
+        case .opened(let id, let subprotocol): perform(core.opened(id, subprotocol: subprotocol))
         case .frame(let id, let bytes): perform(core.frame(id, bytes))
         case .closed(let id, let reason): perform(core.closed(id, reason: reason))
         case .found(let list): perform(core.found(list))

@@ -30,11 +30,14 @@ public struct ClientCore {
         public var ackTimeout: Double
         /// Seeds the redial jitter (so many devices that lost one desktop do not dial it in step).
         public var jitterSeed: UInt64
+        /// The Noise cipher offered first (`LinkCore.preferredCipher`); nil: `LinkCore.defaultCipher`.
+        public var cipher: NoiseCipher?
 
         public init(desktopName: String, agent: String = "speakbridge-cli/0.1", timeout: Double?,
                     endedInputTimeout: Double = ClientCore.defaultTimeout, refusalLimit: Int = ClientCore.refusalLimit,
                     maxInFlight: Int = 4_096, ackTimeout: Double = 15,
-                    jitterSeed: UInt64 = .random(in: .min ... .max)) {
+                    jitterSeed: UInt64 = .random(in: .min ... .max), cipher: NoiseCipher? = nil) {
+            self.cipher = cipher
             self.desktopName = desktopName
             self.agent = agent
             self.timeout = timeout
@@ -51,7 +54,8 @@ public struct ClientCore {
         /// mDNS found the desktop at these addresses.
         case found([Candidate])
         /// The connection of a `dial` opened.
-        case connected(AttemptID)
+        /// Its WebSocket is up; `subprotocol`: the one the desktop chose (it selects the Noise cipher).
+        case connected(AttemptID, subprotocol: String? = nil)
         case frame(AttemptID, [UInt8])
         /// A connection (or a dial that never opened) is gone.
         case closed(AttemptID, reason: String)
@@ -122,7 +126,7 @@ public struct ClientCore {
                 known: [Candidate], extra: [Candidate], session: String, pending: [Chunk], acked: UInt64, now: Double) {
         self.settings = settings
         link = LinkCore(intent: .session, firstMessage: .hello(agent: settings.agent), localStatic: localStatic,
-                        desktopKey: desktopKey, psk: psk, known: known, extra: extra)
+                        desktopKey: desktopKey, psk: psk, known: known, extra: extra, cipher: settings.cipher)
         window = OutboxWindow(session: session, pending: pending, acked: acked, maxInFlight: settings.maxInFlight,
                               ackTimeout: settings.ackTimeout)
         startAcked = acked
@@ -143,8 +147,8 @@ public struct ClientCore {
             return connect()
         case .found(let list):
             return linkActions(link.found(list), now: now)
-        case .connected(let id):
-            return linkActions(link.opened(id), now: now)
+        case .connected(let id, let subprotocol):
+            return linkActions(link.opened(id, subprotocol: subprotocol), now: now)
         case .frame(let id, let bytes):
             return linkActions(link.frame(id, bytes), now: now)
         case .closed(let id, let reason):

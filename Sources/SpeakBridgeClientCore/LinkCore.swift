@@ -53,7 +53,8 @@ public struct LinkCore {
         var probe: Bool
         /// A `close` was asked for; its `closed` is still to come.
         var closing = false
-        /// The handshake with message 1 already sealed (`prepareHandshakes`), for `opened` to send.
+        /// The handshake with message 1 already sealed (`prepareHandshakes`) under `preferredCipher`, for `opened`
+        /// to send when the desktop chose that cipher.
         var prepared: (machine: InitiatorMachine, first: [UInt8])?
     }
 
@@ -63,6 +64,10 @@ public struct LinkCore {
     let desktopKey: X25519PublicKey
     let psk: SymmetricKey
     let extra: [Candidate]
+    /// The Noise cipher offered first (`offeredSubprotocols`): AESGCM where this CPU has AES-NI — with it, libsodium
+    /// seals and opens a line's message in about a third of ChaChaPoly's instructions — else ChaChaPoly. The
+    /// desktop's answer decides (`opened`).
+    public let preferredCipher: NoiseCipher
     /// Seconds the shell gives one TCP + WebSocket connect.
     public static let dialTimeout = 5
     /// How many of the desktop's addresses are remembered (as many as a pairing code carries).
@@ -92,8 +97,11 @@ public struct LinkCore {
     ///   - psk: the per-pair psk (session) or the pairing code's secret (pair).
     ///   - known: the addresses that worked last (session), or the code's (pair).
     ///   - extra: `--address`, tried after the others.
+    ///   - cipher: the cipher to offer first; by default AESGCM where this CPU has AES-NI, else ChaChaPoly.
     public init(intent: ConnectionIntent, firstMessage: Message, localStatic: X25519PrivateKey,
-                desktopKey: X25519PublicKey, psk: SymmetricKey, known: [Candidate], extra: [Candidate]) {
+                desktopKey: X25519PublicKey, psk: SymmetricKey, known: [Candidate], extra: [Candidate],
+                cipher: NoiseCipher? = nil) {
+        self.preferredCipher = cipher ?? Self.defaultCipher
         self.intent = intent
         self.firstMessage = firstMessage
         self.localStatic = localStatic
@@ -105,6 +113,16 @@ public struct LinkCore {
 
     public var isEstablished: Bool {
         chosen != nil && live?.isEstablished == true
+    }
+
+    /// AESGCM where libsodium can run it (AES-NI and CLMUL), else ChaChaPoly.
+    public static var defaultCipher: NoiseCipher { NoiseCipher.aesGCM.isAvailable ? .aesGCM : .chaChaPoly }
+
+    /// What a dial offers as `Sec-WebSocket-Protocol`, preferred first: both subprotocols when AESGCM is preferred
+    /// (a desktop without AES-NI, or an older one whose browser route is off, answers `speakbridge.v1`).
+    public static func subprotocols(preferring cipher: NoiseCipher) -> [String] {
+        cipher == .aesGCM
+            ? [SpeakBridgeProtocol.aesGCMSubprotocol, SpeakBridgeProtocol.subprotocol] : [SpeakBridgeProtocol.subprotocol]
     }
 
     /// Every address worth trying now, deduplicated, in order: mDNS, last known, `--address`.
@@ -203,11 +221,16 @@ public struct LinkCore {
         return []
     }
 
-    public mutating func opened(_ id: AttemptID) -> [Action] {
+    /// Attempt `id`'s WebSocket is up; `subprotocol` is the one the desktop chose (its `101`), which selects the
+    /// Noise cipher: `speakbridge.v1.aesgcm` → AESGCM, anything else (nil: not known) → ChaChaPoly. A message 1
+    /// prepared under the other cipher is sealed again (a new ephemeral key).
+    public mutating func opened(_ id: AttemptID, subprotocol: String? = nil) -> [Action] {
         guard var a = attempts[id], !a.closing, case .dialing = a.phase else { return [] }
         if chosen != nil && !a.probe { return close(id) }
+        let cipher = subprotocol.flatMap(SpeakBridgeProtocol.cipher(forSubprotocol:)) ?? .chaChaPoly
         do {
-            let (m, first) = try a.prepared ?? handshake()
+            let reuse = cipher == preferredCipher ? a.prepared : nil
+            let (m, first) = try reuse ?? handshake(cipher: cipher)
             a.prepared = nil
             a.phase = .handshaking(m)
             attempts[id] = a
@@ -224,7 +247,7 @@ public struct LinkCore {
     public mutating func prepareHandshakes() {
         for id in attempts.keys.sorted() {
             guard let a = attempts[id], !a.closing, case .dialing = a.phase, a.prepared == nil else { continue }
-            let prepared = try? handshake()  // on failure `opened` tries again, and closes
+            let prepared = try? handshake(cipher: preferredCipher)  // on failure `opened` tries again, and closes
             attempts[id]?.prepared = prepared
         }
     }
@@ -232,10 +255,10 @@ public struct LinkCore {
     /// How many attempts hold a sealed message 1 (for tests).
     public var preparedCount: Int { attempts.values.filter { $0.prepared != nil }.count }
 
-    /// A fresh initiator (new ephemeral key) and its message 1.
-    func handshake() throws -> (machine: InitiatorMachine, first: [UInt8]) {
+    /// A fresh initiator (new ephemeral key) under `cipher`, and its message 1.
+    func handshake(cipher: NoiseCipher) throws -> (machine: InitiatorMachine, first: [UInt8]) {
         var m = try InitiatorMachine(intent: intent, localStatic: localStatic, desktopKey: desktopKey, psk: psk,
-                                     firstMessage: firstMessage)
+                                     firstMessage: firstMessage, cipher: cipher)
         let first = try m.start()
         return (m, first)
     }

@@ -45,9 +45,10 @@ public struct PairingCore {
         return map(link.found(list))
     }
 
-    public mutating func opened(_ id: AttemptID) -> [Action] {
+    /// `subprotocol`: the one the desktop chose (`LinkCore.opened`).
+    public mutating func opened(_ id: AttemptID, subprotocol: String? = nil) -> [Action] {
         triedAnything = true
-        return map(link.opened(id))
+        return map(link.opened(id, subprotocol: subprotocol))
     }
 
     public mutating func frame(_ id: AttemptID, _ bytes: [UInt8]) -> [Action] { map(link.frame(id, bytes)) }

@@ -27,7 +27,8 @@ public enum AESGCM {
         return try SodiumAEAD.aes256GCM.open(key: key, nonce: nonce, ciphertext: ciphertext, ad: ad)
     }
 
-    private static func ensureAvailable() throws {
+    /// Throws unless libsodium can run AES-256-GCM here (without AES-NI its code would not run at all).
+    static func ensureAvailable() throws {
         try Sodium.ensureAvailable()
         guard isAvailable else { throw CryptoError.cipherUnavailable("AES-256-GCM (this CPU has no AES-NI)") }
     }

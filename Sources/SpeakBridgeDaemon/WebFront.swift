@@ -4,7 +4,8 @@
 // Flow:
 // 1. `WebFront.prepare` (before the WebSocket server starts) decides whether the route can be offered at all:
 //    not `--no-web`, AES-GCM available (AES-NI), the page's files found. Any "no" is a reason shown by `status`
-//    and logged once; the native route is unaffected. When offered, the server accepts the AESGCM subprotocol.
+//    and logged once; the native route is unaffected. (The server accepts the AESGCM subprotocol wherever the CPU
+//    has AES-NI, on the native listener too: `Daemon`.)
 // 2. The front itself starts lazily (`start`), so that a desktop without browser devices never initialises OpenSSL
 //    (about 4 MiB resident) and has no TLS listener: at daemon start when a browser device is paired (its page
 //    reconnects at once after a restart), or when `pair --web` asks for a code (before the URL is shown; a front
@@ -84,9 +85,8 @@ final class WebFront: Sendable {
         self.settings = settings
     }
 
-    /// Decides whether the route is offered and, if so, lets the server accept its subprotocol (flow, step 1).
-    static func prepare(_ options: DaemonOptions, identity: Identity,
-                        config: inout WebSocketServerConfiguration) -> WebFront {
+    /// Decides whether the route is offered (flow, step 1).
+    static func prepare(_ options: DaemonOptions, identity: Identity) -> WebFront {
         let web = options.web
         guard web.enabled else { return WebFront(.off(disabledReason), settings: nil) }
         guard NoiseCipher.aesGCM.isAvailable else {
@@ -96,7 +96,6 @@ final class WebFront: Sendable {
             return off("the page's files were not found (looked for index.html in \(rootCandidates(web.root).joined(separator: ", ")))")
         }
         let port = web.port ?? (options.port == 0 ? 0 : min(options.port + 1, 65535))
-        config.extraSubprotocols = [SpeakBridgeProtocol.aesGCMSubprotocol]
         return WebFront(.notStarted(nil), settings: Settings(home: options.home, identity: identity.deviceID.description,
                                                             host: options.host, port: port, root: root))
     }

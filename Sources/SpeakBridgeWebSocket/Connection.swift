@@ -12,6 +12,8 @@ final class Connection {
     var wsi: OpaquePointer?
     /// Server: the upgrade was accepted. Client: the connection is established.
     var isEstablished = false
+    /// Client: the subprotocol the server's `101` named, read before lws lets go of the response headers.
+    var chosenSubprotocol = ""
     /// The application knows this ID, so `.closed` must be reported for it: always for a client
     /// (the ID came from `connect`), for a server connection once `.opened` went out. A server
     /// connection still in its HTTP upgrade is tracked (for the unauthenticated limits) but never

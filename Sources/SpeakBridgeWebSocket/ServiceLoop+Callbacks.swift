@@ -18,7 +18,8 @@
 //           subprotocol; else an HTTP error status) → FILTER_PROTOCOL_CONNECTION → ESTABLISHED
 //           (`.opened`) → RECEIVE* / SERVER_WRITEABLE* → [WS_PEER_INITIATED_CLOSE] → CLOSED →
 //           WSI_DESTROY. A connection that ends before ESTABLISHED is never reported.
-//   client: (connect command) → CLIENT_ESTABLISHED → CLIENT_RECEIVE* / CLIENT_WRITEABLE* →
+//   client: (connect command) → CLIENT_FILTER_PRE_ESTABLISH (the server's chosen subprotocol noted) →
+//           CLIENT_ESTABLISHED → CLIENT_RECEIVE* / CLIENT_WRITEABLE* →
 //           [WS_PEER_INITIATED_CLOSE] → CLIENT_CLOSED → WSI_DESTROY,
 //           or CLIENT_CONNECTION_ERROR → WSI_DESTROY
 // A wsi is tied to its Connection through lws's opaque user data, which holds the
@@ -78,6 +79,9 @@ extension ServiceLoop {
             return acceptsUpgrade(wsi) ? 0 : 1
         case LWS_CALLBACK_ESTABLISHED:
             return serverEstablished(wsi) ? 0 : -1
+        case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
+            clientAnswered(wsi)
+            return 0
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             clientEstablished(wsi)
             return 0
@@ -245,7 +249,7 @@ extension ServiceLoop {
     /// Drops every record of a connection (the wsi is left to the caller).
     private func forget(_ connection: Connection) {
         connections[connection.id] = nil
-        if !connection.isClient { connectionInfo.withLock { $0[connection.id] = nil } }
+        connectionInfo.withLock { $0[connection.id] = nil }
         admission.remove(connection.id)
         if connection.deadline != nil {
             rescheduleDeadlineTimer()

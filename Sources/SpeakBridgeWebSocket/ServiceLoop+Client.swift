@@ -59,6 +59,13 @@ extension ServiceLoop {
         rescheduleDeadlineTimer()
     }
 
+    /// The server's `101` has come and lws has checked it (its subprotocol is one of those offered); its headers
+    /// are gone by CLIENT_ESTABLISHED, so the chosen subprotocol is noted here.
+    func clientAnswered(_ wsi: OpaquePointer) {
+        guard let connection = connection(for: wsi) else { return }
+        connection.chosenSubprotocol = header(wsi, WSI_TOKEN_PROTOCOL) ?? ""
+    }
+
     func clientEstablished(_ wsi: OpaquePointer) {
         guard let connection = connection(for: wsi) else { return }
         connection.wsi = wsi
@@ -66,6 +73,8 @@ extension ServiceLoop {
         Trace.mark("upgraded")
         connection.deadline = nil
         rescheduleDeadlineTimer()
+        let chosen = WebSocketConnectionInfo(subprotocol: connection.chosenSubprotocol, isSecure: false, userAgent: "")
+        connectionInfo.withLock { $0[connection.id] = chosen }
         emit(.opened(connection.id, path: connection.path, remoteAddress: peerAddress(wsi)))
         if connection.hasOutgoing {
             lws_callback_on_writable(wsi)

@@ -46,10 +46,26 @@ public final class WebSocketClient: Sendable {
         host: String, port: Int, path: String,
         subprotocol: String = "speakbridge.v1", timeout: Int = 5
     ) -> WebSocketConnectionID {
+        connect(host: host, port: port, path: path, subprotocols: [subprotocol], timeout: timeout)
+    }
+
+    /// `connect` offering several subprotocols, preferred first (one `Sec-WebSocket-Protocol` list). The server
+    /// picks one; lws refuses an answer that is not among them, and ``info(of:)`` tells which it was once
+    /// `.opened` has come.
+    public func connect(
+        host: String, port: Int, path: String, subprotocols: [String], timeout: Int = 5
+    ) -> WebSocketConnectionID {
         let id = makeConnectionID()
-        let request = ConnectRequest(host: host, port: port, path: path, subprotocol: subprotocol, timeoutSeconds: timeout)
+        let request = ConnectRequest(host: host, port: port, path: path,
+                                     subprotocol: subprotocols.joined(separator: ", "), timeoutSeconds: timeout)
         loop.enqueue(.connect(id, request))
         return id
+    }
+
+    /// The subprotocol the server chose for an open connection (from its `101`); nil before `.opened` and once the
+    /// connection is closed. (`isSecure` and `userAgent` say nothing on a client.)
+    public func info(of connection: WebSocketConnectionID) -> WebSocketConnectionInfo? {
+        loop.connectionInfo.withLock { $0[connection] }
     }
 
     /// Queues one binary message; order is preserved per connection.

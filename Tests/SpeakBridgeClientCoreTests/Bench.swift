@@ -60,10 +60,19 @@ final class Bench {
 
     var toDesktop: [Wire] = []
 
+    /// The cipher the client offers first; whether the desktop takes AESGCM when offered (else `speakbridge.v1`).
+    let cipher: NoiseCipher
+    var desktopTakesAESGCM = true
+    /// The cipher of each connection the desktop opened.
+    var ciphers: [AttemptID: NoiseCipher] = [:]
+
     init(known: [String] = ["192.0.2.1"], extra: [String] = [], pending: [Chunk] = [], acked: UInt64 = 0,
-         timeout: Double? = nil, maxInFlight: Int = 4_096, session: String = "s-bench", jitterSeed: UInt64 = 0) {
+         timeout: Double? = nil, maxInFlight: Int = 4_096, session: String = "s-bench", jitterSeed: UInt64 = 0,
+         cipher: NoiseCipher = .chaChaPoly) {
+        self.cipher = cipher
         core = ClientCore(settings: ClientCore.Settings(desktopName: "office", timeout: timeout,
-                                                        maxInFlight: maxInFlight, jitterSeed: jitterSeed),
+                                                        maxInFlight: maxInFlight, jitterSeed: jitterSeed,
+                                                        cipher: cipher),
                           localStatic: deviceKey, desktopKey: desktopKey.publicKey, psk: psk,
                           known: known.map { Candidate(host: $0, port: 7777, source: "last known") },
                           extra: extra.map { Candidate(host: $0, port: 7777, source: "--address") },
@@ -160,8 +169,12 @@ final class Bench {
                 paired && key.publicKey == desktopKey.publicKey && peer == deviceKey.publicKey ? psk : nil
             },
             delivered: { [unowned self] _, session in ledger[session] ?? 0 })
-        open[id] = Connection(candidate: candidate, machine: ResponderMachine(intent: .session, context: context))
-        events.append(.connected(id))
+        // What a desktop's lws does with the offered list: the first subprotocol it accepts.
+        let chosen: NoiseCipher = cipher == .aesGCM && desktopTakesAESGCM ? .aesGCM : .chaChaPoly
+        ciphers[id] = chosen
+        open[id] = Connection(candidate: candidate,
+                              machine: ResponderMachine(intent: .session, context: context, cipher: chosen))
+        events.append(.connected(id, subprotocol: SpeakBridgeProtocol.subprotocol(for: chosen)))
     }
 
     /// A hanging attempt fails now.

@@ -1,4 +1,5 @@
 import SpeakBridgeClientCore
+import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
 
@@ -6,9 +7,10 @@ import Testing
 /// only sends it. The session must come up with it exactly as before, and each attempt keeps its own ephemeral key.
 @Suite("LinkCore: message 1 sealed while connecting")
 struct PreparedHandshakeTests {
-    @Test("sealed while dialing, sent on open: one ephemeral key per attempt; the session comes up, the lines go")
-    func preparedWhileDialing() {
-        let bench = Bench(known: ["192.0.2.1", "192.0.2.2"])
+    @Test("sealed while dialing, sent on open: one ephemeral key per attempt; the session comes up, the lines go",
+          arguments: NoiseCipher.allCases.filter(\.isAvailable))
+    func preparedWhileDialing(cipher: NoiseCipher) {
+        let bench = Bench(known: ["192.0.2.1", "192.0.2.2"], cipher: cipher)
         bench.addresses = ["192.0.2.1": .hanging, "192.0.2.2": .hanging]
         bench.append(["one", "two"])
         bench.send(.start)
@@ -25,7 +27,8 @@ struct PreparedHandshakeTests {
         bench.events.removeAll()  // opened by hand below, to see each message 1
         var firsts: [[UInt8]] = []
         for (id, _) in attempts {
-            let actions = bench.core.handle(.connected(id), now: 0)
+            let chosen = SpeakBridgeProtocol.subprotocol(for: cipher)
+            let actions = bench.core.handle(.connected(id, subprotocol: chosen), now: 0)
             guard actions.count == 1, case .send(let to, let frame)? = actions.first, to == id else {
                 Issue.record("opening \(id) did not send message 1: \(actions)")
                 return
@@ -35,6 +38,7 @@ struct PreparedHandshakeTests {
         }
         #expect(bench.core.link.preparedCount == 0)
         #expect(Set(firsts.map { Array($0.prefix(32)) }).count == 2, "the two attempts share an ephemeral key")
+        #expect(Set(bench.ciphers.values) == [cipher])
         bench.pump()
         #expect(bench.established)
         #expect(bench.received.map(\.text) == ["one", "two"])
@@ -54,5 +58,35 @@ struct PreparedHandshakeTests {
         bench.addresses = ["192.0.2.1": .live]
         bench.run(until: 0.3)  // the redial after the backoff, opened at once: sealed on open as before
         #expect(bench.established)
+    }
+
+    @Test("AESGCM offered first: a desktop that answers `speakbridge.v1` gets message 1 sealed again under ChaChaPoly",
+          .enabled(if: NoiseCipher.aesGCM.isAvailable, "this CPU has no AES-NI"))
+    func preparedUnderTheOtherCipher() {
+        let bench = Bench(cipher: .aesGCM)
+        bench.desktopTakesAESGCM = false
+        bench.addresses = ["192.0.2.1": .hanging]
+        bench.append(["one", "two"])
+        bench.send(.start)
+        bench.core.prepareHandshakes()
+        #expect(bench.core.link.preparedCount == 1)
+        guard let (id, candidate) = bench.hanging.first else {
+            Issue.record("nothing dialed")
+            return
+        }
+        bench.hanging.removeAll()
+        bench.connect(id, candidate, key: bench.desktopKey)
+        bench.pump()
+        #expect(bench.ciphers[id] == .chaChaPoly)
+        #expect(bench.established)
+        #expect(bench.received.map(\.text) == ["one", "two"])
+        #expect(bench.journalAcked == 2)
+    }
+
+    @Test("the offer: AESGCM first when preferred, then `speakbridge.v1`; ChaChaPoly alone otherwise")
+    func offeredSubprotocols() {
+        #expect(LinkCore.subprotocols(preferring: .aesGCM) == ["speakbridge.v1.aesgcm", "speakbridge.v1"])
+        #expect(LinkCore.subprotocols(preferring: .chaChaPoly) == ["speakbridge.v1"])
+        #expect(LinkCore.defaultCipher == (NoiseCipher.aesGCM.isAvailable ? .aesGCM : .chaChaPoly))
     }
 }
