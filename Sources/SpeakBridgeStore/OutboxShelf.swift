@@ -64,14 +64,26 @@ public enum OutboxShelf {
     }
 
     /// After a new pairing with `desktop`: moves its live journal aside as held if it has unacknowledged lines
-    /// (returns how many), else removes it (a new session starts). The caller holds the lock (`lock`).
+    /// (returns how many), else removes it (a new session starts). The caller holds the lock (`lock`). Throws if the
+    /// journal cannot be moved or removed, or the outbox directory cannot be fsynced after, saying what is left.
     public static func hold(home: Home, desktop: DeviceID, now: Date = Date()) throws(StoreError) -> Int {
         let live = livePath(home, desktop)
         let loaded = try Outbox.load(live)
         let count = loaded.chunks.filter { $0.seq > loaded.acked }.count
         guard FileIO.exists(live) else { return 0 }
         if count == 0 {
-            unlink(live)
+            guard unlink(live) == 0 || errno == ENOENT else {
+                throw .shelf(.io("remove", live, errno: errno),
+                             "every line in it was acknowledged, so nothing is lost or sent again, but the next `send` "
+                             + "would go on with the earlier pairing's session instead of starting a new one",
+                             hint: "remove that file by hand before the next `send`")
+            }
+            guard FileIO.syncDirectory(of: live) else {
+                throw .unsyncedShelf(home, errno: errno,
+                                     "the earlier pairing's journal (every line in it acknowledged) was removed, but "
+                                     + "the removal may not survive a crash: after one the next `send` could go on "
+                                     + "with that pairing's session instead of starting a new one")
+            }
             return 0
         }
         var target = home.outboxDirectory + "/" + desktop.compact + heldMarker + String(Int(now.timeIntervalSince1970))
@@ -121,16 +133,38 @@ public enum OutboxShelf {
     }
 
     /// Drops `desktop`'s queued lines: held ones, and the live journal too unless `heldOnly`. Refuses (throws
-    /// `outboxBusy`) while a `send` to that desktop runs. Returns how many lines were dropped.
+    /// `outboxBusy`) while a `send` to that desktop runs. Returns how many lines were dropped. A journal that cannot
+    /// be removed is an error naming it and the lines it still holds (the others are removed, their lines counted
+    /// as dropped in the message); so is a failed fsync of the outbox directory after.
     public static func clear(home: Home, desktop: String, heldOnly: Bool) throws(StoreError) -> Int {
         let entries = try list(home: home).filter { $0.desktop == desktop && ($0.held || !heldOnly) }
         guard !entries.isEmpty else { return 0 }
         let lockFD = try Outbox.lock(home.outboxDirectory + "/" + desktop + suffix, wait: false)
         defer { close(lockFD) }
         var dropped = 0
-        for entry in entries where unlink(entry.path) == 0 { dropped += entry.count }
-        guard FileIO.syncDirectory(of: home.outboxDirectory + "/x") else {
-            throw .unsyncedShelf(home, errno: errno,
+        var kept: [(entry: Entry, errno: Int32)] = []
+        for entry in entries {
+            if unlink(entry.path) == 0 || errno == ENOENT {
+                dropped += entry.count
+            } else {
+                kept.append((entry, errno))
+            }
+        }
+        let synced = FileIO.syncDirectory(of: home.outboxDirectory + "/x")
+        let syncErrno = errno
+        if let first = kept.first {
+            let files = kept.map { "\($0.entry.path) (\($0.entry.count) line(s))" }.joined(separator: ", ")
+            let lines = kept.reduce(0) { $0 + $1.entry.count }
+            let unsynced = synced || dropped == 0 ? "" : " (their removal may not survive a crash)"
+            throw .shelf(.io("remove", first.entry.path, errno: first.errno),
+                         "\(dropped) line(s) were dropped\(unsynced), "
+                         + "but \(lines) line(s) are still in \(kept.count) journal(s) that could not be removed: "
+                         + files,
+                         hint: "check the disk, then run `speakbridge outbox clear` again; `speakbridge outbox` shows "
+                         + "what is still queued")
+        }
+        guard synced else {
+            throw .unsyncedShelf(home, errno: syncErrno,
                                  "\(dropped) line(s) were dropped, but their removal may not survive a crash: after "
                                  + "one they could be queued again")
         }

@@ -124,6 +124,10 @@ final class ServiceLoop: @unchecked Sendable {
     let directWrites = Atomic<Int>(0)
     /// Times the application's timer fired, for tests.
     let appTimerFires = Atomic<Int>(0)
+    /// Why the application's timer fell back from its timerfd to an lws timer (nil: it did not), as logged.
+    let appTimerFallbackReason = Locked<String?>(nil)
+    /// Makes the application timer's timerfd (ServiceLoop+Timer.swift); tests pass one that fails.
+    let appTimerSource: AppTimerSource
     /// Subprotocol, listener and user agent of each announced server connection, for other threads to read
     /// (written on the service thread before `.opened`, removed when the connection is forgotten).
     let connectionInfo = ConnectionInfoTable()
@@ -172,16 +176,20 @@ final class ServiceLoop: @unchecked Sendable {
     /// and what it runs when it fires (nil: not armed).
     var appTimerFD: Int32 = -1
     var appTimerHandler: (@Sendable () -> Void)?
+    /// The application's timer when its timerfd failed (`appTimerFallback`): an lws_sul timer.
+    let appFallbackTimer: UnsafeMutablePointer<swift_lws_timer>
+    var appTimerFallback = false
     /// Where a frame is assembled with LWS_PRE bytes of headroom before `lws_write`.
     var scratch: UnsafeMutableRawBufferPointer
 
     /// How long shutdown waits for close handshakes before destroying the context anyway.
     static let shutdownGraceNanoseconds: UInt64 = 1_000_000_000
 
-    init(role: Role, sink: EventSink, threadName: String) {
+    init(role: Role, sink: EventSink, threadName: String, timerSource: AppTimerSource = .standard) {
         self.role = role
         self.sink = sink
         self.threadName = threadName
+        appTimerSource = timerSource
         switch role {
         case let .server(configuration):
             admission = AdmissionControl(maxTotal: configuration.maxUnauthenticated,
@@ -191,6 +199,8 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer = .allocate(capacity: 1)
         deadlineTimer.initialize(to: swift_lws_timer())
+        appFallbackTimer = .allocate(capacity: 1)
+        appFallbackTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
         WebSocketLog.installHook()
     }
@@ -206,6 +216,8 @@ final class ServiceLoop: @unchecked Sendable {
         }
         deadlineTimer.deinitialize(count: 1)
         deadlineTimer.deallocate()
+        appFallbackTimer.deinitialize(count: 1)
+        appFallbackTimer.deallocate()
         scratch.deallocate()
     }
 
@@ -375,6 +387,7 @@ final class ServiceLoop: @unchecked Sendable {
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
         lws_sul_cancel(&deadlineTimer.pointee.sul)
+        lws_sul_cancel(&appFallbackTimer.pointee.sul)
         appTimerHandler = nil
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil

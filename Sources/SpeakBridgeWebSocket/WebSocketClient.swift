@@ -15,13 +15,25 @@ public final class WebSocketClient: Sendable {
     /// - Parameter waitForContext: false returns as soon as the service thread exists, so the caller can do other
     ///   work while it creates its libwebsockets context; ``ready()`` must then return before anything else is
     ///   called (until then `connect`, `send` and `close` would be dropped).
-    public init(
+    public convenience init(
         configuration: WebSocketClientConfiguration = WebSocketClientConfiguration(),
         waitForContext: Bool = true,
         onEvent: @escaping @Sendable (WebSocketEvent) -> Void
     ) throws {
+        try self.init(configuration: configuration, waitForContext: waitForContext, timerSource: .standard,
+                      onEvent: onEvent)
+    }
+
+    /// - Parameter timerSource: makes the ``schedule(after:_:)`` timer's timerfd; tests pass one that fails.
+    init(
+        configuration: WebSocketClientConfiguration = WebSocketClientConfiguration(),
+        waitForContext: Bool = true,
+        timerSource: AppTimerSource,
+        onEvent: @escaping @Sendable (WebSocketEvent) -> Void
+    ) throws {
         try configuration.validate()
-        loop = ServiceLoop(role: .client(configuration), sink: EventSink(deliver: onEvent), threadName: "sb-ws-client")
+        loop = ServiceLoop(role: .client(configuration), sink: EventSink(deliver: onEvent), threadName: "sb-ws-client",
+                           timerSource: timerSource)
         try loop.launch()
         if waitForContext { try ready() }
     }
@@ -105,11 +117,12 @@ public final class WebSocketClient: Sendable {
         loop.shutdown()
     }
 
-    /// Runs `fire` once on the service thread after `delay` (an lws timer folded into the loop's poll timeout: no
-    /// other thread is woken). One timer per client: scheduling again replaces a schedule that has not fired yet.
-    /// Calls `fire` makes on this client take effect when it returns, before the loop polls again. Called on the
-    /// service thread (from an event, a watch or `fire` itself) it needs no wake-up; from another thread it wakes
-    /// the loop once. Dropped once the client is shut down. `fire` must not block for long, like `onEvent`.
+    /// Runs `fire` once on the service thread after `delay` (a timerfd the loop polls with its sockets: no other
+    /// thread is woken; if the timerfd cannot be made or armed, an lws timer, with one warning on `WebSocketLog`).
+    /// One timer per client: scheduling again replaces a schedule that has not fired yet. Calls `fire` makes on
+    /// this client take effect when it returns, before the loop polls again. Called on the service thread (from an
+    /// event, a watch or `fire` itself) it needs no wake-up; from another thread it wakes the loop once. Dropped once
+    /// the client is shut down. `fire` must not block for long, like `onEvent`.
     public func schedule(after delay: Duration, _ fire: @escaping @Sendable () -> Void) {
         let (seconds, attoseconds) = delay.components
         let microseconds = seconds <= 0 ? UInt64(attoseconds > 0 ? attoseconds / 1_000_000_000_000 : 0)
@@ -120,6 +133,11 @@ public final class WebSocketClient: Sendable {
     /// Times a ``schedule(after:_:)`` timer fired, for tests.
     package var timerFireCount: Int {
         loop.appTimerFires.load(ordering: .relaxed)
+    }
+
+    /// The warning logged when the ``schedule(after:_:)`` timer fell back to an lws timer (nil: it did not).
+    package var timerFallbackReason: String? {
+        loop.appTimerFallbackReason.withLock { $0 }
     }
 
     /// Stops reading from a connection's socket until ``resumeReceiving(_:)`` (lws rx flow control), so that the

@@ -198,4 +198,45 @@ struct FsyncFailureTests {
             #expect(try run(["outbox"], home: pair.phoneHome).stderr.contains("the outbox is empty"))
         }
     }
+
+    /// `join` (removing the earlier pairing's journal, every line in it acknowledged) and `outbox clear` with the
+    /// phone's outbox on a disk whose unlinks fail: each exits 1 with an error naming the journal left behind (and for
+    /// `clear`, the lines still in it); neither reports success. Before, both ignored the failed unlink and exited 0.
+    @Test("outbox: a journal that cannot be removed in join or clear is an error naming it (exit 1)")
+    func shelfRemovalFailures() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            try pair.startDaemon(sinks: ["stdout"])
+            try pair.join()
+            #expect(try pair.send(["acknowledged"], timeout: 15).status == 0)
+
+            disk.failUnlinks(endingWith: ".journal")
+            let joined = try run(["join", try pair.pairCode(), "--name", "phone"], home: pair.phoneHome)
+            #expect(joined.status == 1, "\(joined.stderr)")
+            #expect(joined.stderr.contains("paired, but holding the lines queued under the earlier pairing failed: "
+                                           + "cannot remove "), "\(joined.stderr)")
+            #expect(joined.stderr.contains("every line in it was acknowledged, so nothing is lost or sent again, but "
+                                           + "the next `send` would go on with the earlier pairing's session"),
+                    "\(joined.stderr)")
+            #expect(joined.stderr.contains("hint: remove that file by hand before the next `send`"), "\(joined.stderr)")
+            #expect(disk.failedUnlinks == 1)
+
+            pair.daemon?.terminate()  // no desktop: the next lines stay queued
+            disk.failingUnlinks = false
+            _ = try run(["send", "--text", "q1", "--text", "q2", "--timeout", "1"], home: pair.phoneHome)
+            disk.failUnlinks(endingWith: ".journal")
+            let cleared = try run(["outbox", "clear", "--yes"], home: pair.phoneHome)
+            #expect(cleared.status == 1)
+            #expect(cleared.stderr.contains("error: cannot remove "), "\(cleared.stderr)")
+            #expect(cleared.stderr.contains("0 line(s) were dropped, but 2 line(s) are still in 1 journal(s) that "
+                                            + "could not be removed: "), "\(cleared.stderr)")
+            #expect(cleared.stderr.contains(".journal (2 line(s))"), "\(cleared.stderr)")
+            #expect(!cleared.stderr.contains("dropped 2 line(s) queued for"), "\(cleared.stderr)")
+
+            disk.failingUnlinks = false
+            let again = try run(["outbox", "clear", "--yes"], home: pair.phoneHome)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stderr.contains("dropped 2 line(s) queued for"), "\(again.stderr)")
+            #expect(try run(["outbox"], home: pair.phoneHome).stderr.contains("the outbox is empty"))
+        }
+    }
 }

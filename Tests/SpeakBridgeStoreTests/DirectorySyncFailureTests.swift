@@ -152,4 +152,72 @@ struct DirectorySyncFailureTests {
             #expect(try OutboxShelf.list(home: home).isEmpty)
         }
     }
+
+    @Test("hold: a fully acknowledged live journal that cannot be removed is an error saying what is left")
+    func holdReportsFailedRemoval() throws {
+        try withFailingDisk { disk in
+            do {
+                let box = try Outbox(home: home, desktop: desktop)
+                _ = try box.append(texts: ["a", "b"])
+                try box.markAcked(2)
+            }
+            disk.failUnlinks(endingWith: "/" + desktop.compact + ".journal")
+            let error = storeError { () throws(StoreError) in _ = try OutboxShelf.hold(home: home, desktop: desktop) }
+            let message = try #require(error?.message, "before: the failed unlink was ignored, hold returned 0")
+            let live = home.outboxDirectory + "/" + desktop.compact + ".journal"
+            #expect(message == "cannot remove \(live): Input/output error: every line in it was acknowledged, so "
+                    + "nothing is lost or sent again, but the next `send` would go on with the earlier pairing's "
+                    + "session instead of starting a new one")
+            #expect(error?.hint == "remove that file by hand before the next `send`")
+            #expect(disk.failedUnlinks == 1)
+            #expect(files().contains(desktop.compact + ".journal"), "what it says: the journal is still there")
+            disk.failingUnlinks = false
+            #expect(try OutboxShelf.hold(home: home, desktop: desktop) == 0)
+            #expect(!files().contains(desktop.compact + ".journal"))
+        }
+    }
+
+    @Test("hold: removing a fully acknowledged live journal fsyncs the directory, and a failed fsync is an error")
+    func holdRemovalReportsFailedSync() throws {
+        try withFailingDisk { disk in
+            do {
+                let box = try Outbox(home: home, desktop: desktop)
+                _ = try box.append(texts: ["a"])
+                try box.markAcked(1)
+            }
+            disk.failingDirectories = true
+            let error = storeError { () throws(StoreError) in _ = try OutboxShelf.hold(home: home, desktop: desktop) }
+            let message = try #require(error?.message, "before: the directory was not fsynced after the removal")
+            #expect(message.hasPrefix("cannot sync \(home.outboxDirectory): Input/output error: the earlier "
+                                      + "pairing's journal (every line in it acknowledged) was removed, but the "
+                                      + "removal may not survive a crash"))
+            #expect(disk.failedDirectorySyncs == 1)
+            #expect(!files().contains(desktop.compact + ".journal"))
+        }
+    }
+
+    @Test("clear: journals that cannot be removed are an error naming them and the lines they still hold")
+    func clearReportsFailedRemoval() throws {
+        try withFailingDisk { disk in
+            try queue(["a", "b"])
+            _ = try OutboxShelf.hold(home: home, desktop: desktop, now: Date(timeIntervalSince1970: 1_700_000_000))
+            try queue(["c", "d", "e"])
+            let held = home.outboxDirectory + "/" + desktop.compact + ".held-1700000000.journal"
+            disk.failUnlinks(endingWith: ".held-1700000000.journal")
+            let error = storeError { () throws(StoreError) in
+                _ = try OutboxShelf.clear(home: home, desktop: desktop.compact, heldOnly: false)
+            }
+            let message = try #require(error?.message, "before: clear returned 3 as if all went well")
+            #expect(message == "cannot remove \(held): Input/output error: 3 line(s) were dropped, but 2 line(s) are "
+                    + "still in 1 journal(s) that could not be removed: \(held) (2 line(s))")
+            #expect(error?.hint?.contains("run `speakbridge outbox clear` again") == true)
+            #expect(disk.failedUnlinks == 1)
+            // What it says: the live journal is gone, the held one is still there with its 2 lines.
+            let entries = try OutboxShelf.list(home: home)
+            #expect(entries.count == 1 && entries[0].held && entries[0].count == 2 && entries[0].path == held)
+            disk.failingUnlinks = false
+            #expect(try OutboxShelf.clear(home: home, desktop: desktop.compact, heldOnly: false) == 2)
+            #expect(try OutboxShelf.list(home: home).isEmpty)
+        }
+    }
 }

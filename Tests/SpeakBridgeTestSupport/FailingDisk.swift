@@ -5,10 +5,11 @@ import Foundation
 
 /// A directory on "a disk that fails": Tests/fuse/failfs.c (FUSE, libfuse3; compiled here on first use into the
 /// package's .build/failfs/) mounted over it, passing every operation through to a backing directory, except that
-/// fsync(2)/fdatasync(2) of a file return EIO while `failing` is on, and fsync(2) of a directory returns EIO while
-/// `failingDirectories` is on (or of one directory: `failDirectorySyncs(only:)`). The one boundary crossed with a stand-in: this VM has no device-mapper
-/// (dm-error/dm-flakey) to make a real block device fail; the FUSE mount is a real filesystem the kernel talks to,
-/// so the code under test sees real failed syscalls.
+/// fsync(2)/fdatasync(2) of a file return EIO while `failing` is on, fsync(2) of a directory returns EIO while
+/// `failingDirectories` is on (or of one directory: `failDirectorySyncs(only:)`), and unlink(2) returns EIO while
+/// `failingUnlinks` is on (or of some files: `failUnlinks(endingWith:)`). The one boundary crossed with a stand-in:
+/// this VM has no device-mapper (dm-error/dm-flakey) to make a real block device fail; the FUSE mount is a real
+/// filesystem the kernel talks to, so the code under test sees real failed syscalls.
 ///
 /// No FUSE (no /dev/fuse, no libfuse3-dev or cc, not root, mount refused): `init` throws, with what to install —
 /// the tests fail, never pass silently.
@@ -109,6 +110,18 @@ public final class FailingDisk: Sendable {
         _ = FileManager.default.createFile(atPath: control + ".dir", contents: Data(path.utf8))
     }
 
+    /// From now on, unlink(2) fails with EIO (removing nothing) for every file whose path in the mount ends with
+    /// `suffix` (every file: ""); `failingUnlinks = false` ends it.
+    public func failUnlinks(endingWith suffix: String = "") {
+        _ = FileManager.default.createFile(atPath: control + ".unlink", contents: Data(suffix.utf8))
+    }
+
+    /// Whether unlinks fail (`failUnlinks(endingWith:)`).
+    public var failingUnlinks: Bool {
+        get { access(control + ".unlink", F_OK) == 0 }
+        set { if newValue { failUnlinks() } else { unlink(control + ".unlink") } }
+    }
+
     private func failed(_ kind: String) -> Int {
         ((try? String(contentsOfFile: control + ".count", encoding: .utf8)) ?? "").split(separator: "\n")
             .filter { $0.hasPrefix(kind + " ") }.count
@@ -120,10 +133,14 @@ public final class FailingDisk: Sendable {
     /// How many directory fsyncs failed so far.
     public var failedDirectorySyncs: Int { failed("dir") }
 
+    /// How many unlinks failed so far.
+    public var failedUnlinks: Int { failed("unlink") }
+
     /// Unmounts (lazily, if something still holds it), stops failfs and removes the backing directory.
     public func unmount() {
         failing = false
         failingDirectories = false
+        failingUnlinks = false
         if umount(mountPoint) != 0 { umount2(mountPoint, Int32(MNT_DETACH)) }
         _ = child.wait(timeout: .seconds(5))  // exits once unmounted; SIGTERM past that
         child.stop()

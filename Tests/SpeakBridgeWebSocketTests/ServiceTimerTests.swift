@@ -139,3 +139,76 @@ struct ServiceAfterWritesTests {
         #expect(client.timerFireCount == 1)
     }
 }
+
+/// A timerfd that cannot be made, watched or armed never drops a schedule: the loop says so once
+/// (`timerFallbackReason`, the warning it logged, naming the errno) and times every schedule with an lws timer, on
+/// the service thread as before (a sender's durability deadlines, lazy-ack reads and redials hang on it). Before, the
+/// schedule was dropped without a word and `fire` never ran.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ServiceTimerFallbackTests {
+    /// A tick of `ticks` fires, each re-arming the next, all on the service thread; then a cancelled schedule does
+    /// not fire and a new one does.
+    func ticksCancelsAndReArms(_ client: WebSocketClient) async throws {
+        let threads = Locked<[Int32]>([])
+        let ticks = 3
+        @Sendable func fire() {
+            let count = threads.withLock { threads in
+                threads.append(WatchTests.Reader.threadID())
+                return threads.count
+            }
+            if count < ticks { client.schedule(after: .milliseconds(10), fire) }
+        }
+        client.schedule(after: .milliseconds(10), fire)
+        let clock = ContinuousClock()
+        var end = clock.now + .seconds(10)
+        while threads.value.count < ticks, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(threads.value == Array(repeating: client.serviceThreadID, count: ticks))
+        #expect(client.timerFireCount == ticks)
+
+        let fired = Locked<[Int]>([])
+        client.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(1) } }
+        client.cancelSchedule()
+        client.schedule(after: .milliseconds(60)) { fired.withLock { $0.append(2) } }
+        end = clock.now + .seconds(10)
+        while fired.value.isEmpty, clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))  // time for the cancelled one, which must not come
+        #expect(fired.value == [2])
+    }
+
+    @Test func timerfdCreateFails() async throws {
+        let client = try WebSocketClient(timerSource: AppTimerSource { -EMFILE }, onEvent: { _ in })
+        defer { client.shutdown() }
+        try await ticksCancelsAndReArms(client)
+        let reason = try #require(client.timerFallbackReason)
+        #expect(reason.contains("timerfd_create failed: errno \(EMFILE) (Too many open files)"))
+    }
+
+    /// timerfd_settime fails (EINVAL): the stand-in is a pipe, which the loop watches but cannot arm.
+    @Test func timerfdSettimeFails() async throws {
+        var ends: [Int32] = [-1, -1]
+        #expect(pipe(&ends) == 0)
+        let readEnd = ends[0]
+        defer { close(ends[1]) }  // the read end is the loop's (closed at its shutdown)
+        let client = try WebSocketClient(timerSource: AppTimerSource { readEnd }, onEvent: { _ in })
+        defer { client.shutdown() }
+        try await ticksCancelsAndReArms(client)
+        let reason = try #require(client.timerFallbackReason)
+        #expect(reason.contains("timerfd_settime failed: errno \(EINVAL) (Invalid argument)"))
+    }
+
+    /// The loop cannot adopt the descriptor (the stand-in is a number no descriptor has, so its dup fails).
+    @Test func theLoopCannotWatchTheTimerfd() async throws {
+        let client = try WebSocketClient(timerSource: AppTimerSource { 1 << 24 }, onEvent: { _ in })
+        defer { client.shutdown() }
+        try await ticksCancelsAndReArms(client)
+        #expect(client.timerFallbackReason?.contains("could not watch its timerfd") == true)
+    }
+
+    /// The timerfd works: no fallback, nothing logged.
+    @Test func aWorkingTimerfdDoesNotFallBack() async throws {
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        try await ticksCancelsAndReArms(client)
+        #expect(client.timerFallbackReason == nil)
+    }
+}

@@ -8,9 +8,12 @@
  * daemon's owner/mode checks see the truth), except:
  *   - while FILE exists, each fsync and fdatasync of a file returns EIO;
  *   - while FILE.dir exists, each fsync of a directory (FUSE_FSYNCDIR) returns EIO; of every directory if FILE.dir
- *     is empty, else only of the one whose path in the mount it holds (e.g. "/outbox").
- * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH" or "dir PATH".
- * Writes, renames and unlinks still reach BACKING, as on a disk whose writeback fails without the writer knowing.
+ *     is empty, else only of the one whose path in the mount it holds (e.g. "/outbox");
+ *   - while FILE.unlink exists, each unlink returns EIO (and removes nothing): of every file if FILE.unlink is empty,
+ *     else only of those whose path in the mount ends with what it holds (e.g. ".held-1700000000.journal").
+ * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH", "dir PATH" or
+ * "unlink PATH". Writes, renames and (unless failed) unlinks still reach BACKING, as on a disk whose writeback fails
+ * without the writer knowing.
  * Runs in the foreground (-f) until unmounted (fusermount3 -u, or umount as root).
  *
  * Why C and not fuse-python: fuse-python 1.0.5 (Debian 12) crashes in its fsyncdir wrapper, and a filesystem
@@ -76,6 +79,20 @@ static int directory_selected(const char *path) {
     return n == 0 || strcmp(only, path) == 0;
 }
 
+/* Whether a failing unlink applies to `path`: FILE.unlink empty (every file) or holding the end of `path`. */
+static int unlink_selected(const char *path) {
+    char name[PATH_MAX], suffix[PATH_MAX];
+    snprintf(name, sizeof name, "%s.unlink", control);
+    FILE *f = fopen(name, "r");
+    if (!f) return 0;
+    size_t n = fread(suffix, 1, sizeof suffix - 1, f);
+    fclose(f);
+    while (n > 0 && suffix[n - 1] == '\n') n--;
+    suffix[n] = 0;
+    size_t length = strlen(path);
+    return n == 0 || (length >= n && strcmp(path + length - n, suffix) == 0);
+}
+
 static int result(int r) { return r < 0 ? -errno : 0; }
 
 static void *ff_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
@@ -134,6 +151,7 @@ static int ff_mkdir(const char *path, mode_t mode) {
 }
 
 static int ff_unlink(const char *path) {
+    if (unlink_selected(path) && failing("unlink", ".unlink", path)) return -EIO;
     BACKING(p, path);
     return result(unlink(p));
 }

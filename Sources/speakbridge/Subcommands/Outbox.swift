@@ -136,7 +136,14 @@ struct OutboxCommand: ParsableCommand {
                 }
                 var dropped = 0
                 for compact in Set(entries.map(\.desktop)).sorted() {
-                    dropped += try OutboxShelf.clear(home: home, desktop: compact, heldOnly: held)
+                    do {
+                        dropped += try OutboxShelf.clear(home: home, desktop: compact, heldOnly: held)
+                    } catch {
+                        // The lines of the desktops cleared before this one are gone too: say so.
+                        let before = dropped > 0
+                            ? " (\(dropped) line(s) queued for other desktops were dropped before)" : ""
+                        throw CLIError(error.message + before, hint: error.hint)
+                    }
                 }
                 Console.info("dropped \(dropped) line(s) queued for \(whom)")
             } catch let error as StoreError {
