@@ -169,7 +169,8 @@ final class PairingSession: @unchecked Sendable {
     func perform(_ actions: [PairingCore.Action]) {
         for action in actions {
             switch action {
-            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .dial(let id, let candidate, let path, let offer):
+                driver.dial(id, candidate, path: path, subprotocols: offer)
             case .send(let id, let frame): driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .paired(let result, let candidate): finish(.success((result, candidate)))

@@ -22,9 +22,6 @@ final class LinkDriver: @unchecked Sendable {
         case found([Candidate])
     }
 
-    /// What every dial offers (`LinkCore.subprotocols`): AESGCM first where this CPU has AES-NI.
-    static let offered = LinkCore.subprotocols(preferring: LinkCore.defaultCipher)
-
     let queue: DispatchQueue
     var client: WebSocketClient!
     // Owned by `queue`: the owner's handler, the socket of each attempt and back, the mDNS browser.
@@ -84,9 +81,9 @@ final class LinkDriver: @unchecked Sendable {
 
     var isBrowsing: Bool { finder?.isBrowsing == true }
 
-    func dial(_ id: AttemptID, _ candidate: Candidate, path: String) {
+    func dial(_ id: AttemptID, _ candidate: Candidate, path: String, subprotocols: [String]) {
         let socket = client.connect(host: candidate.host, port: candidate.port, path: path,
-                                    subprotocols: Self.offered, timeout: LinkCore.dialTimeout)
+                                    subprotocols: subprotocols, timeout: LinkCore.dialTimeout)
         sockets[id] = socket
         attempts[socket] = id
     }

@@ -337,9 +337,9 @@ public final class Sender: @unchecked Sendable {
         }
         for action in actions {
             switch action {
-            case .dial(let id, let candidate, let path):
+            case .dial(let id, let candidate, let path, let offer):
                 Trace.mark("dial")
-                driver.dial(id, candidate, path: path)
+                driver.dial(id, candidate, path: path, subprotocols: offer)
                 dialed = true
             case .send(let id, let frame):
                 Trace.mark("encrypt")

@@ -128,7 +128,8 @@ final class SessionLink: @unchecked Sendable {
     func perform(_ actions: [LinkCore.Action]) {
         for action in actions {
             switch action {
-            case .dial(let id, let candidate, let path): driver.dial(id, candidate, path: path)
+            case .dial(let id, let candidate, let path, let offer):
+                driver.dial(id, candidate, path: path, subprotocols: offer)
             case .send(let id, let frame): driver.send(frame, on: id)
             case .close(let id): driver.close(id)
             case .remember(let candidate): Self.remember(candidate, of: desktop, in: peers)

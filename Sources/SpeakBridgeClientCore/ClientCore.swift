@@ -55,7 +55,7 @@ public struct ClientCore {
         case found([Candidate])
         /// The connection of a `dial` opened.
         /// Its WebSocket is up; `subprotocol`: the one the desktop chose (it selects the Noise cipher).
-        case connected(AttemptID, subprotocol: String? = nil)
+        case connected(AttemptID, subprotocol: String?)
         case frame(AttemptID, [UInt8])
         /// A connection (or a dial that never opened) is gone.
         case closed(AttemptID, reason: String)
@@ -78,7 +78,7 @@ public struct ClientCore {
     }
 
     public enum Action: Equatable {
-        case dial(AttemptID, Candidate, path: String)
+        case dial(AttemptID, Candidate, path: String, subprotocols: [String])
         case send(AttemptID, [UInt8])
         case close(AttemptID)
         /// Journal that the desktop has everything through this sequence number.
@@ -218,7 +218,7 @@ public struct ClientCore {
         for action in actions {
             guard exitCode == nil else { break }
             switch action {
-            case .dial(let id, let c, let path): out.append(.dial(id, c, path: path))
+            case .dial(let id, let c, let path, let offer): out.append(.dial(id, c, path: path, subprotocols: offer))
             case .send(let id, let bytes): out.append(.send(id, bytes))
             case .close(let id): out.append(.close(id))
             case .remember(let c): out.append(.rememberAddress(c))
@@ -335,7 +335,7 @@ public struct ClientCore {
         if actions.count == 1, case .send(let id, let bytes) = actions[0] { return [.send(id, bytes)] }
         return actions.compactMap { action in
             switch action {
-            case .dial(let id, let c, let path): .dial(id, c, path: path)
+            case .dial(let id, let c, let path, let offer): .dial(id, c, path: path, subprotocols: offer)
             case .send(let id, let bytes): .send(id, bytes)
             case .close(let id): .close(id)
             case .machineClosed(let reason, chosen: true): .report(.warning("closing the connection: \(reason)"))

@@ -17,7 +17,8 @@ import SpeakBridgeProtocol
 public struct LinkCore {
     public enum Action {
         // Carried out by the shell.
-        case dial(AttemptID, Candidate, path: String)
+        /// `subprotocols`: what to offer, preferred first (`subprotocols(preferring: preferredCipher)`).
+        case dial(AttemptID, Candidate, path: String, subprotocols: [String])
         case send(AttemptID, [UInt8])
         case close(AttemptID)
         // Outcomes, for the role that owns the link.
@@ -64,7 +65,7 @@ public struct LinkCore {
     let desktopKey: X25519PublicKey
     let psk: SymmetricKey
     let extra: [Candidate]
-    /// The Noise cipher offered first (`offeredSubprotocols`): AESGCM where this CPU has AES-NI — with it, libsodium
+    /// The Noise cipher offered first (`subprotocols(preferring:)`): AESGCM where this CPU has AES-NI — with it, libsodium
     /// seals and opens a line's message in about a third of ChaChaPoly's instructions — else ChaChaPoly. The
     /// desktop's answer decides (`opened`).
     public let preferredCipher: NoiseCipher
@@ -222,12 +223,18 @@ public struct LinkCore {
     }
 
     /// Attempt `id`'s WebSocket is up; `subprotocol` is the one the desktop chose (its `101`), which selects the
-    /// Noise cipher: `speakbridge.v1.aesgcm` → AESGCM, anything else (nil: not known) → ChaChaPoly. A message 1
-    /// prepared under the other cipher is sealed again (a new ephemeral key).
-    public mutating func opened(_ id: AttemptID, subprotocol: String? = nil) -> [Action] {
+    /// Noise cipher: `speakbridge.v1` → ChaChaPoly, `speakbridge.v1.aesgcm` → AESGCM. An answer that is not
+    /// exactly one of those offered (none at all, a list, another name: lws lets some through) closes the attempt
+    /// before anything is sent. A message 1 prepared under the other cipher is sealed again (a new ephemeral key).
+    public mutating func opened(_ id: AttemptID, subprotocol: String?) -> [Action] {
         guard var a = attempts[id], !a.closing, case .dialing = a.phase else { return [] }
         if chosen != nil && !a.probe { return close(id) }
-        let cipher = subprotocol.flatMap(SpeakBridgeProtocol.cipher(forSubprotocol:)) ?? .chaChaPoly
+        let offered = Self.subprotocols(preferring: preferredCipher)
+        guard let subprotocol, offered.contains(subprotocol),
+              let cipher = SpeakBridgeProtocol.cipher(forSubprotocol: subprotocol) else {
+            let reason = "the desktop's answer named none of the subprotocols offered (\(offered.joined(separator: ", ")))"
+            return [.machineClosed(reason, chosen: false)] + close(id)
+        }
         do {
             let reuse = cipher == preferredCipher ? a.prepared : nil
             let (m, first) = try reuse ?? handshake(cipher: cipher)
@@ -254,6 +261,9 @@ public struct LinkCore {
 
     /// How many attempts hold a sealed message 1 (for tests).
     public var preparedCount: Int { attempts.values.filter { $0.prepared != nil }.count }
+
+    /// The message 1 sealed for attempt `id` (for tests: `opened` must send exactly it when the cipher matches).
+    public func preparedMessage(_ id: AttemptID) -> [UInt8]? { attempts[id]?.prepared?.first }
 
     /// A fresh initiator (new ephemeral key) under `cipher`, and its message 1.
     func handshake(cipher: NoiseCipher) throws -> (machine: InitiatorMachine, first: [UInt8]) {
@@ -355,7 +365,7 @@ public struct LinkCore {
         lastID += 1
         let id = AttemptID(lastID)
         attempts[id] = Attempt(candidate: candidate, phase: .dialing, probe: probe)
-        return .dial(id, candidate, path: intent.path)
+        return .dial(id, candidate, path: intent.path, subprotocols: Self.subprotocols(preferring: preferredCipher))
     }
 
     /// Keeps `id`, closes every other attempt.

@@ -17,7 +17,7 @@ public struct PairingCore {
     }
 
     public enum Action {
-        case dial(AttemptID, Candidate, path: String)
+        case dial(AttemptID, Candidate, path: String, subprotocols: [String])
         case send(AttemptID, [UInt8])
         case close(AttemptID)
         case paired(PairingResult, Candidate)
@@ -46,7 +46,7 @@ public struct PairingCore {
     }
 
     /// `subprotocol`: the one the desktop chose (`LinkCore.opened`).
-    public mutating func opened(_ id: AttemptID, subprotocol: String? = nil) -> [Action] {
+    public mutating func opened(_ id: AttemptID, subprotocol: String?) -> [Action] {
         triedAnything = true
         return map(link.opened(id, subprotocol: subprotocol))
     }
@@ -66,7 +66,7 @@ public struct PairingCore {
         var out: [Action] = []
         for action in actions {
             switch action {
-            case .dial(let id, let c, let path): out.append(.dial(id, c, path: path))
+            case .dial(let id, let c, let path, let offer): out.append(.dial(id, c, path: path, subprotocols: offer))
             case .send(let id, let bytes): out.append(.send(id, bytes))
             case .close(let id): out.append(.close(id))
             case .paired(let result, let c): out += finish(.paired(result, c))

@@ -1,6 +1,9 @@
 // AES-256-GCM with a 96-bit nonce, via libsodium's crypto_aead_aes256gcm_*. libsodium implements it only with
 // the AES-NI and CLMUL instructions: `isAvailable` says whether this CPU has them, and every call checks it.
 internal import CSodium
+#if canImport(Glibc)
+import Glibc
+#endif
 
 public enum AESGCM {
     /// Key size in bytes.
@@ -12,7 +15,10 @@ public enum AESGCM {
 
     /// True when libsodium can run AES-256-GCM on this CPU (AES-NI + CLMUL). Without it the browser route, whose
     /// only AEAD is AES-GCM, cannot be offered.
+    /// `SPEAKBRIDGE_NO_AESGCM` (any value) makes it false, as on a CPU without AES-NI: how tests (and anyone
+    /// checking interoperability) run the ChaChaPoly-only side of the cipher choice on a machine that has AES-NI.
     public static let isAvailable: Bool = Sodium.isAvailable && crypto_aead_aes256gcm_is_available() == 1
+        && getenv("SPEAKBRIDGE_NO_AESGCM") == nil
 
     /// Returns ciphertext || tag (plaintext.count + 16 bytes). Noise messages are far below libsodium's per-message
     /// limit for AES-GCM (about 64 GiB).

@@ -90,7 +90,7 @@ public final class Daemon: @unchecked Sendable {
         config.subprotocol = SpeakBridgeProtocol.subprotocol
         // AESGCM on every listener where this CPU has AES-NI: browsers need it, and native clients offer it first
         // (it costs a third of ChaChaPoly's instructions a line); a client that offers only `speakbridge.v1` gets it.
-        config.extraSubprotocols = Array(SpeakBridgeProtocol.acceptedSubprotocols.dropFirst())
+        config.extraSubprotocols = NoiseCipher.aesGCM.isAvailable ? [SpeakBridgeProtocol.aesGCMSubprotocol] : []
         config.allowedPaths = Set(ConnectionIntent.allCases.map(\.path))
         config.maxMessageSize = SpeakBridgeProtocol.maxFrameSize
         config.handshakeTimeout = SpeakBridgeProtocol.handshakeTimeout

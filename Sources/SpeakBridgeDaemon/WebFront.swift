@@ -90,7 +90,8 @@ final class WebFront: Sendable {
         let web = options.web
         guard web.enabled else { return WebFront(.off(disabledReason), settings: nil) }
         guard NoiseCipher.aesGCM.isAvailable else {
-            return off("this CPU has no AES-NI, and libsodium's AES-256-GCM (the only cipher browsers have) needs it")
+            return off("this CPU has no AES-NI (or SPEAKBRIDGE_NO_AESGCM is set), and libsodium's AES-256-GCM (the only "
+                       + "cipher browsers have) needs it")
         }
         guard let root = findRoot(web.root) else {
             return off("the page's files were not found (looked for index.html in \(rootCandidates(web.root).joined(separator: ", ")))")

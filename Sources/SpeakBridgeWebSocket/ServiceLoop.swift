@@ -364,6 +364,7 @@ final class ServiceLoop: @unchecked Sendable {
 
         let remaining = connections.values.sorted { $0.id.rawValue < $1.id.rawValue }
         connections.removeAll()
+        connectionInfo.withLock { $0.removeAll() }  // no `info(of:)` for a connection that is gone
         for connection in remaining {
             if let wsi = connection.wsi {
                 lws_set_opaque_user_data(wsi, nil)

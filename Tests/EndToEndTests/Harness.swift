@@ -178,8 +178,9 @@ final class Pair: @unchecked Sendable {
     }
 }
 
-func run(_ args: [String], home: String, stdin: FileHandle? = nil, timeout: Double = 30) throws -> Outcome {
-    let p = try Proc(args, home: home, stdin: stdin, label: "cmd-\(UInt32.random(in: 0...UInt32.max))")
+func run(_ args: [String], home: String, stdin: FileHandle? = nil, env: [String: String] = [:],
+         timeout: Double = 30) throws -> Outcome {
+    let p = try Proc(args, home: home, stdin: stdin, env: env, label: "cmd-\(UInt32.random(in: 0...UInt32.max))")
     let out = try p.wait(timeout: timeout)
     try? FileManager.default.removeItem(atPath: p.stdoutPath)
     try? FileManager.default.removeItem(atPath: p.stderrPath)

@@ -14,7 +14,8 @@ struct LoggingTests {
         let process = Process()
         let stderrPath: String
 
-        init(_ args: [String], home: String, journal: Bool, journalStream: String? = nil) throws {
+        init(_ args: [String], home: String, journal: Bool, journalStream: String? = nil,
+             env: [String: String] = [:]) throws {
             stderrPath = home + "/log-\(UInt32.random(in: 0...UInt32.max)).err"
             let fd = open(stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             guard fd >= 0 else { throw HarnessError("cannot create \(stderrPath)") }
@@ -24,6 +25,7 @@ struct LoggingTests {
             environment["SPEAKBRIDGE_HOME"] = nil
             environment["SPEAKBRIDGE_SECRETS"] = "file"
             environment["JOURNAL_STREAM"] = journal ? "\(info.st_dev):\(info.st_ino)" : journalStream
+            for (key, value) in env { environment[key] = value }
             process.executableURL = URL(fileURLWithPath: Harness.binary)
             process.arguments = args + ["--home", home]
             process.environment = environment
@@ -49,9 +51,9 @@ struct LoggingTests {
     }
 
     /// Starts `serve` and waits until its control socket answers.
-    static func serve(home: String, _ extra: [String], journal: Bool) throws -> LoggedProc {
+    static func serve(home: String, _ extra: [String], journal: Bool, env: [String: String] = [:]) throws -> LoggedProc {
         let daemon = try LoggedProc(["serve", "--listen", "127.0.0.1:0", "--no-mdns",
-                                     "--sink", "fifo:\(home)/out"] + extra, home: home, journal: journal)
+                                     "--sink", "fifo:\(home)/out"] + extra, home: home, journal: journal, env: env)
         try Harness.wait("the daemon's control socket") {
             !daemon.process.isRunning || (try? run(["status", "--json"], home: home).status) == 0
         }

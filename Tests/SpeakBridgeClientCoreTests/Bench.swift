@@ -63,8 +63,9 @@ final class Bench {
     /// The cipher the client offers first; whether the desktop takes AESGCM when offered (else `speakbridge.v1`).
     let cipher: NoiseCipher
     var desktopTakesAESGCM = true
-    /// The cipher of each connection the desktop opened.
+    /// The cipher of each connection the desktop opened, and what each dial offered.
     var ciphers: [AttemptID: NoiseCipher] = [:]
+    var offers: [AttemptID: [String]] = [:]
 
     init(known: [String] = ["192.0.2.1"], extra: [String] = [], pending: [Chunk] = [], acked: UInt64 = 0,
          timeout: Double? = nil, maxInFlight: Int = 4_096, session: String = "s-bench", jitterSeed: UInt64 = 0,
@@ -133,7 +134,8 @@ final class Bench {
     func perform(_ actions: [ClientCore.Action]) {
         for action in actions {
             switch action {
-            case .dial(let id, let candidate, _):
+            case .dial(let id, let candidate, _, let offer):
+                offers[id] = offer
                 dialed.append(candidate)
                 switch addresses[candidate.host] ?? .dead("no route to host") {
                 case .live: connect(id, candidate, key: desktopKey)
@@ -169,12 +171,17 @@ final class Bench {
                 paired && key.publicKey == desktopKey.publicKey && peer == deviceKey.publicKey ? psk : nil
             },
             delivered: { [unowned self] _, session in ledger[session] ?? 0 })
-        // What a desktop's lws does with the offered list: the first subprotocol it accepts.
-        let chosen: NoiseCipher = cipher == .aesGCM && desktopTakesAESGCM ? .aesGCM : .chaChaPoly
+        // What a desktop's lws does with the dial's offer: the first subprotocol it accepts.
+        let accepted = desktopTakesAESGCM ? ["speakbridge.v1", "speakbridge.v1.aesgcm"] : ["speakbridge.v1"]
+        guard let name = offers[id]?.first(where: accepted.contains),
+              let chosen = SpeakBridgeProtocol.cipher(forSubprotocol: name) else {
+            events.append(.closed(id, reason: "HTTP 400"))
+            return
+        }
         ciphers[id] = chosen
         open[id] = Connection(candidate: candidate,
                               machine: ResponderMachine(intent: .session, context: context, cipher: chosen))
-        events.append(.connected(id, subprotocol: SpeakBridgeProtocol.subprotocol(for: chosen)))
+        events.append(.connected(id, subprotocol: name))
     }
 
     /// A hanging attempt fails now.

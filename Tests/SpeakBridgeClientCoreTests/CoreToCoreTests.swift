@@ -28,7 +28,7 @@ struct CoreToCoreTests {
                                       name: "phone", candidates: [address], browsing: false)
             let first = pairing.start()
             self.pairing = pairing
-            for case .dial(let id, _, let path) in first { dial(id, path: path) }
+            for case .dial(let id, _, let path, _) in first { dial(id, path: path) }
             pump()
             let (result, candidate) = try #require(paired)
             self.pairing = nil
@@ -140,7 +140,11 @@ struct CoreToCoreTests {
 
         // MARK: the client's shell
 
-        func clientOpened(_ id: AttemptID) { step(pairing: { $0.opened(id) }, session: .connected(id)) }
+        /// The desktop here speaks `speakbridge.v1` (its connections are `.native`: ChaChaPoly).
+        func clientOpened(_ id: AttemptID) {
+            step(pairing: { $0.opened(id, subprotocol: "speakbridge.v1") },
+                 session: .connected(id, subprotocol: "speakbridge.v1"))
+        }
         func clientFrame(_ id: AttemptID, _ b: [UInt8]) { step(pairing: { $0.frame(id, b) }, session: .frame(id, b)) }
         func clientClosed(_ id: AttemptID, _ r: String) { step(pairing: { $0.closed(id, reason: r) }, session: .closed(id, reason: r)) }
 
@@ -150,7 +154,7 @@ struct CoreToCoreTests {
                 pairing = core
                 for action in actions {
                     switch action {
-                    case .dial(let id, _, let path): dial(id, path: path)
+                    case .dial(let id, _, let path, _): dial(id, path: path)
                     case .send(let id, let bytes): clientSends(id, bytes)
                     case .close(let id): clientCloses(id)
                     case .paired(let result, let c): paired = (result, c)
@@ -168,7 +172,7 @@ struct CoreToCoreTests {
             client = core
             for action in actions {
                 switch action {
-                case .dial(let id, _, let path): dial(id, path: path)
+                case .dial(let id, _, let path, _): dial(id, path: path)
                 case .send(let id, let bytes): clientSends(id, bytes)
                 case .close(let id): clientCloses(id)
                 case .ackJournal(let seq): journalAcked = seq

@@ -37,14 +37,14 @@ struct PairingCoreTests {
         func perform(_ actions: [PairingCore.Action]) {
             for action in actions {
                 switch action {
-                case .dial(let id, let c, _):
+                case .dial(let id, let c, _, _):
                     switch addresses[c.host] ?? .dead {
                     case .live:
                         let context = ResponderContext(localStatic: key, localName: "office",
                                                        pairingSecret: { [unowned self] in shown },
                                                        sessionPSK: { _ in nil }, delivered: { _, _ in 0 })
                         machines[id] = ResponderMachine(intent: .pair, context: context)
-                        perform(core.opened(id))
+                        perform(core.opened(id, subprotocol: "speakbridge.v1"))
                     case .dead: perform(core.closed(id, reason: "connect failed: connection refused"))
                     case .hanging: hanging.insert(id)
                     }

@@ -28,11 +28,13 @@ struct PreparedHandshakeTests {
         var firsts: [[UInt8]] = []
         for (id, _) in attempts {
             let chosen = SpeakBridgeProtocol.subprotocol(for: cipher)
+            let prepared = bench.core.link.preparedMessage(id)
             let actions = bench.core.handle(.connected(id, subprotocol: chosen), now: 0)
             guard actions.count == 1, case .send(let to, let frame)? = actions.first, to == id else {
                 Issue.record("opening \(id) did not send message 1: \(actions)")
                 return
             }
+            #expect(prepared != nil && frame == prepared, "message 1 was sealed again instead of sent as prepared")
             firsts.append(frame)
             bench.toDesktop.append(.frame(id, frame))
         }
@@ -83,10 +85,31 @@ struct PreparedHandshakeTests {
         #expect(bench.journalAcked == 2)
     }
 
-    @Test("the offer: AESGCM first when preferred, then `speakbridge.v1`; ChaChaPoly alone otherwise")
+    @Test("each dial offers AESGCM first when it is preferred, then `speakbridge.v1`; ChaChaPoly alone otherwise")
     func offeredSubprotocols() {
-        #expect(LinkCore.subprotocols(preferring: .aesGCM) == ["speakbridge.v1.aesgcm", "speakbridge.v1"])
-        #expect(LinkCore.subprotocols(preferring: .chaChaPoly) == ["speakbridge.v1"])
-        #expect(LinkCore.defaultCipher == (NoiseCipher.aesGCM.isAvailable ? .aesGCM : .chaChaPoly))
+        for (cipher, offer) in [(NoiseCipher.aesGCM, ["speakbridge.v1.aesgcm", "speakbridge.v1"]),
+                                (.chaChaPoly, ["speakbridge.v1"])] {
+            let bench = Bench(known: ["192.0.2.1", "192.0.2.2"], cipher: cipher)
+            bench.addresses = ["192.0.2.1": .hanging, "192.0.2.2": .hanging]
+            bench.send(.start)
+            #expect(bench.offers.count == 2)
+            #expect(bench.offers.values.allSatisfy { $0 == offer }, "\(cipher): \(bench.offers)")
+        }
+    }
+
+    @Test("an answer that is not exactly one subprotocol offered closes the attempt before message 1 goes",
+          arguments: [nil, "", "speakbridge.v1.aesgcm, speakbridge.v1", "speakbridge.v2", "speakbridge.v1.aesgcm"])
+    func answerNotOffered(answer: String?) {
+        let bench = Bench(cipher: .chaChaPoly)  // offers `speakbridge.v1` only: AESGCM was not offered either
+        bench.addresses = ["192.0.2.1": .hanging]
+        bench.send(.start)
+        bench.core.prepareHandshakes()
+        guard let (id, _) = bench.hanging.first else {
+            Issue.record("nothing dialed")
+            return
+        }
+        let actions = bench.core.handle(.connected(id, subprotocol: answer), now: 0)
+        #expect(!actions.contains { if case .send = $0 { true } else { false } }, "\(actions)")
+        #expect(actions.contains { if case .close(let closed) = $0 { closed == id } else { false } }, "\(actions)")
     }
 }
