@@ -1,6 +1,7 @@
 internal import Glibc
 public import SpeakBridgeProtocol
 import SpeakBridgeStore
+internal import SpeakBridgeSupport
 
 /// One transcript in a `transcript:DIR`, as read from its `NAME.jsonl` (see `TranscriptFormat` for the layout).
 public struct TranscriptEntry: Sendable, Equatable {
@@ -55,9 +56,7 @@ public enum TranscriptDirectory {
         }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = directoryEntryName(entry) { String(decoding: $0, as: UTF8.self) }
             if name.hasSuffix(".jsonl"), !name.hasPrefix(".") { names.append(String(name.dropLast(6))) }
         }
         closedir(dir)

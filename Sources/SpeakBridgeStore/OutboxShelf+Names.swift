@@ -3,6 +3,7 @@ import Glibc
 #endif
 import FoundationEssentials
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 extension OutboxShelf {
     /// A journal file of the outbox directory as its name says (nothing opened): `<ID>.journal` is a desktop's live
@@ -20,9 +21,7 @@ extension OutboxShelf {
         defer { closedir(dir) }
         var names: [JournalName] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw[..<(raw.firstIndex(of: 0) ?? raw.count)], as: UTF8.self)
-            }
+            let name = directoryEntryName(entry) { String(decoding: $0, as: UTF8.self) }
             guard name.hasSuffix(suffix) else { continue }
             let stem = String(name.dropLast(suffix.count))
             var journal = JournalName(file: name, desktop: stem, heldSince: nil)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SpeakBridgeSupport
 
 /// The soft descriptor limit a client context is created under.
 ///
@@ -39,11 +40,10 @@ enum ClientDescriptorCap {
         defer { closedir(dir) }
         var highest = -1
         while let entry = readdir(dir) {
-            let number: Int? = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            let number: Int? = directoryEntryName(entry) { name in
                 var value = 0
                 var digits = 0
-                for byte in raw {
-                    if byte == 0 { break }
+                for byte in name {
                     guard byte >= 0x30, byte <= 0x39, digits < 9 else { return nil }
                     value = value * 10 + Int(byte - 0x30)
                     digits += 1
