@@ -6,6 +6,19 @@ import Testing
 /// the server sends waits until the client asks, then all of it comes, in order; a close is seen when asked too.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct LazyReceiveTests {
+    /// A lazy client reads nothing until asked, so neither side hears the other's pings meanwhile: with the default
+    /// 20 s / 30 s liveness, a test starved that long in a loaded full-suite run (seen: 134 s) had its connection
+    /// hung up under it. Here liveness is not what is tested, so it waits ten minutes.
+    static func patientLink() throws -> Loopback {
+        var server = Loopback.patientConfiguration
+        server.pingInterval = 600
+        server.hangupAfter = 660
+        var client = WebSocketClientConfiguration()
+        client.pingInterval = 600
+        client.hangupAfter = 660
+        return try Loopback(configuration: server, clientConfiguration: client)
+    }
+
     /// A connection of `link` made lazy: (client side, server side). Commands run in order, so once the marker frame
     /// sent after `receiveLazily` reached the server, the client is lazy.
     static func lazyConnection(_ link: Loopback) async throws -> (WebSocketConnectionID, WebSocketConnectionID) {
@@ -17,7 +30,7 @@ struct LazyReceiveTests {
     }
 
     @Test func lazyConnectionReadsOnlyWhenAskedThenEverythingInOrder() async throws {
-        let link = try Loopback()
+        let link = try Self.patientLink()
         defer { link.shutdown() }
         let (id, serverSide) = try await Self.lazyConnection(link)
         let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
@@ -52,7 +65,7 @@ struct LazyReceiveTests {
     }
 
     @Test func closeByTheServerIsSeenAtTheNextAskAndNothingBeforeItIsLost() async throws {
-        let link = try Loopback()
+        let link = try Self.patientLink()
         defer { link.shutdown() }
         let (id, serverSide) = try await Self.lazyConnection(link)
         let (server, client, log) = (link.server, link.client, link.log)

@@ -118,10 +118,11 @@ final class Loopback {
         return configuration
     }
 
-    init(configuration: WebSocketServerConfiguration = Loopback.patientConfiguration) throws {
+    init(configuration: WebSocketServerConfiguration = Loopback.patientConfiguration,
+         clientConfiguration: WebSocketClientConfiguration = WebSocketClientConfiguration()) throws {
         server = try WebSocketServer(configuration: configuration, onEvent: serverLog.handler)
         do {
-            client = try WebSocketClient(onEvent: log.handler)
+            client = try WebSocketClient(configuration: clientConfiguration, onEvent: log.handler)
         } catch {
             server.shutdown()
             throw error
