@@ -66,31 +66,33 @@ static int failing(const char *kind, const char *suffix, const char *path) {
     return 1;
 }
 
+/* The contents of the control file FILE<ext> without trailing newlines (and '/' when `trim_slash`), into `out`;
+   -1 when it does not exist (the failure is off). */
+static long read_control(const char *ext, char *out, size_t size, int trim_slash) {
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%s%s", control, ext);
+    FILE *f = fopen(name, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, size - 1, f);
+    fclose(f);
+    while (n > 0 && (out[n - 1] == '\n' || (trim_slash && out[n - 1] == '/'))) n--;
+    out[n] = 0;
+    return (long)n;
+}
+
 /* Whether a failing directory fsync applies to `path`: FILE.dir empty (every directory) or naming `path`. */
 static int directory_selected(const char *path) {
-    char name[PATH_MAX], only[PATH_MAX];
-    snprintf(name, sizeof name, "%s.dir", control);
-    FILE *f = fopen(name, "r");
-    if (!f) return 0;
-    size_t n = fread(only, 1, sizeof only - 1, f);
-    fclose(f);
-    while (n > 0 && (only[n - 1] == '\n' || only[n - 1] == '/')) n--;
-    only[n] = 0;
-    return n == 0 || strcmp(only, path) == 0;
+    char only[PATH_MAX];
+    long n = read_control(".dir", only, sizeof only, 1);
+    return n == 0 || (n > 0 && strcmp(only, path) == 0);
 }
 
 /* Whether a failing unlink applies to `path`: FILE.unlink empty (every file) or holding the end of `path`. */
 static int unlink_selected(const char *path) {
-    char name[PATH_MAX], suffix[PATH_MAX];
-    snprintf(name, sizeof name, "%s.unlink", control);
-    FILE *f = fopen(name, "r");
-    if (!f) return 0;
-    size_t n = fread(suffix, 1, sizeof suffix - 1, f);
-    fclose(f);
-    while (n > 0 && suffix[n - 1] == '\n') n--;
-    suffix[n] = 0;
+    char suffix[PATH_MAX];
+    long n = read_control(".unlink", suffix, sizeof suffix, 0);
     size_t length = strlen(path);
-    return n == 0 || (length >= n && strcmp(path + length - n, suffix) == 0);
+    return n == 0 || (n > 0 && length >= (size_t)n && strcmp(path + length - (size_t)n, suffix) == 0);
 }
 
 static int result(int r) { return r < 0 ? -errno : 0; }
