@@ -1,25 +1,35 @@
 import Dispatch
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeSupport
 import SpeakBridgeWebSocket
+import Synchronization
 
-/// Runs the `DesktopCore` on one serial queue and carries out its actions.
+/// Runs the `DesktopCore` under one lock and carries out its actions.
 ///
-/// Threads: `queue` (sb-core) owns the core and everything below marked "on `queue`"; the lws thread enters it
-/// with `sync` (so transport events are handled in order, usually right on the lws thread), everyone else with
-/// `async` (`post`). Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
+/// Threads: `lock` owns the core and everything below marked "on `queue`" (held by whoever runs the core: the lws
+/// thread for transport events, right there; the committer for acks; a control request); other threads hand events
+/// to `queue` (sb-core, serial: `post`, in order), whose blocks take the lock too, as does the clock's timer. Why a
+/// lock and not `queue.sync` for the lws thread: the Swift overlay's `sync` copies its closure into a heap block per
+/// call, about 800 instructions of every received frame. Taking the lock twice on one thread is a bug that
+/// `locked` traps (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
 /// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
 /// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
 /// or for D-Bus.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
-// on `queue` (dispatch preconditions check it in debug builds) — except `stopTicking`'s cancel of `ticker`, which
+// with `lock` held (`locked`; "on `queue`" below means that) — except `stopTicking`'s cancel of `ticker`, which
 // `attach` set before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable
 // and themselves thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     let queue = DispatchQueue(label: "sb-core")
+    private let lock = ThreadLock()
+    /// The thread holding `lock` (`pthread_self`), 0 when none: a second `locked` on it traps instead of hanging.
+    private let owner = Atomic<UInt>(0)
     let effects = DispatchQueue(label: "sb-effects")
     let configCalls = DispatchQueue(label: "sb-config")
     /// On `queue`.
@@ -51,15 +61,17 @@ final class CoreDriver: @unchecked Sendable {
     /// clock that lets a pairing code expire on time (its secret is wiped then, not at the next attempt). The clock
     /// is armed only while the core has a deadline (`rearm`): idle, the daemon does not wake at all.
     func attach(_ make: () throws -> WebSocketServer) throws -> WebSocketServer {
-        try queue.sync {
+        try locked {
             let s = try make()
             self.server = s
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .distantFuture, repeating: .never)
             timer.setEventHandler { [weak self] in
                 guard let self else { return }
-                self.armedFor = nil  // fired: arm again even if the deadline did not move (a clock step)
-                self.dispatch(.tick)
+                self.locked {
+                    self.armedFor = nil  // fired: arm again even if the deadline did not move (a clock step)
+                    self.dispatch(.tick)
+                }
             }
             timer.resume()
             ticker = timer
@@ -85,12 +97,12 @@ final class CoreDriver: @unchecked Sendable {
     }
 
     func restore(live: [SessionLevel], retired: [SessionLevel]) {
-        queue.sync { perform(core.restore(live: live, retired: retired)) }
+        locked { perform(core.restore(live: live, retired: retired)) }
     }
 
     /// An lws event (on the lws thread).
     func transport(_ event: WebSocketEvent) {
-        queue.sync {
+        locked {
             switch event {
             case let .opened(id, path, remote):
                 // The cipher the subprotocol chose and the listener it came through (the browser route's TLS port).
@@ -108,29 +120,41 @@ final class CoreDriver: @unchecked Sendable {
 
     /// An event from any other thread: handled later, in order, on `queue`.
     func post(_ event: DesktopEvent) {
-        queue.async { self.dispatch(event) }
+        queue.async { self.locked { self.dispatch(event) } }
     }
 
-    /// An event from a thread that `queue` never waits for (the pipeline's committer): handled on the calling
-    /// thread when the queue is idle — no thread wake-up per ack, unlike `post` — else once it is free. Never on
-    /// `queue` itself (dispatch checks it).
+    /// An event from a thread that the core's holders never wait for (the pipeline's committer): handled on the
+    /// calling thread as soon as the lock is free — no thread wake-up per ack, unlike `post`.
     func postNow(_ event: DesktopEvent) {
-        queue.sync { dispatch(event) }
+        locked { dispatch(event) }
     }
 
     /// Runs `read` on the core, on `queue` (for `status`: a snapshot, no actions).
     func read<T>(_ read: (DesktopCore) -> T) -> T {
-        queue.sync { read(core) }
+        locked { read(core) }
     }
 
     /// Handles an event now and waits until its actions are carried out (control requests).
     func send(_ event: DesktopEvent) {
-        queue.sync { dispatch(event) }
+        locked { dispatch(event) }
+    }
+
+    /// Runs `body` holding `lock`. Traps when this thread holds it already.
+    @inline(__always)
+    private func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let me = UInt(pthread_self())
+        precondition(owner.load(ordering: .relaxed) != me, "CoreDriver: the core's lock taken twice on one thread")
+        lock.lock()
+        owner.store(me, ordering: .relaxed)
+        defer {
+            owner.store(0, ordering: .relaxed)
+            lock.unlock()
+        }
+        return try body()
     }
 
     /// On `queue`.
     private func dispatch(_ event: DesktopEvent) {
-        dispatchPrecondition(condition: .onQueue(queue))
         perform(core.handle(event, now: Date().timeIntervalSince1970))
         if case .durable(let levels) = event { Trace.mark("ack", levels.reduce(0) { max($0, $1.seq) }) }  // no array per ack
         rearm()
@@ -138,7 +162,6 @@ final class CoreDriver: @unchecked Sendable {
 
     /// On `queue`: carries out the core's actions, in order.
     private func perform(_ actions: [DesktopAction]) {
-        dispatchPrecondition(condition: .onQueue(queue))
         for action in actions {
             switch action {
             case let .send(id, frame):

@@ -18,7 +18,7 @@ import SpeakBridgeSupport
 /// 2. Listen for WebSockets (lws thread) on the native ws:// port. The browser route's HTTPS/WSS port (WebFront;
 ///    each connection's cipher and kind reach the core with its `connected` event) starts here only when a browser
 ///    device is paired, else at the first `pair --web`: without one the daemon never initialises OpenSSL. Each event
-///    goes to the driver with `sync` (run right on the lws thread when the queue is idle): the core's actions there
+///    goes to the driver under its lock (run right on the lws thread when nobody else holds it): the core's actions there
 ///    are only non-blocking hand-ins — to lws (send, close, pause), to the pipeline (submit) and one-line appends to
 ///    the progress log.
 /// 3. Blocking work — peers.json writes (fsynced; `sb-effects`) and the config handler (synchronous libsecret

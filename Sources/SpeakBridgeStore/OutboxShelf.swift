@@ -137,10 +137,15 @@ public enum OutboxShelf {
     /// be removed is an error naming it and the lines it still holds (the others are removed, their lines counted
     /// as dropped in the message); so is a failed fsync of the outbox directory after.
     public static func clear(home: Home, desktop: String, heldOnly: Bool) throws(StoreError) -> Int {
-        let entries = try list(home: home).filter { $0.desktop == desktop && ($0.held || !heldOnly) }
-        guard !entries.isEmpty else { return 0 }
+        func wanted() throws(StoreError) -> [Entry] {
+            try list(home: home).filter { $0.desktop == desktop && ($0.held || !heldOnly) }
+        }
+        guard try !wanted().isEmpty else { return 0 }
         let lockFD = try Outbox.lock(home.outboxDirectory + "/" + desktop + suffix, wait: false)
         defer { close(lockFD) }
+        // Listed again under the lock: a `release`, `join` or `send` that ended in between changed what is there
+        // (lines moved into the live journal, held, or acknowledged), and a count from before would be wrong.
+        let entries = try wanted()
         var dropped = 0
         var kept: [(entry: Entry, errno: Int32)] = []
         for entry in entries {

@@ -71,9 +71,13 @@ extension ServiceLoop {
             spec.it_value.tv_sec = Int(delay / 1_000_000)
             spec.it_value.tv_nsec = Int(delay % 1_000_000) * 1_000
             if timerfd_settime(appTimerFD, 0, &spec, nil) == 0 { return }
-            fallBack("timerfd_settime failed: \(errnoText(errno))")
+            let code = errno
+            fallBack("timerfd_settime failed: \(errnoText(code))")
         }
         appFallbackTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        // lws 4.1 takes a pending sul out of its list before inserting it again; cancelling first keeps that true
+        // whatever the version.
+        lws_sul_cancel(&appFallbackTimer.pointee.sul)
         lws_sul_schedule(context, 0, &appFallbackTimer.pointee.sul, appFallbackTimerFired, lws_usec_t(delay))
     }
 
@@ -99,6 +103,7 @@ extension ServiceLoop {
             fallBack("timerfd_create failed: \(errnoText(-fd))")
             return
         }
+
         // Unowned, not strong: a strong capture would make a cycle through `watches`. Safe: lws calls a watch's
         // handler only on the service thread while the context lives, and `forgetWatches` drops every watch before
         // the context is destroyed, so the loop outlives every call. (Not weak: a weak reference gives the loop a

@@ -173,7 +173,7 @@ struct FsyncFailureTests {
             disk.failDirectorySyncs(only: "/outbox")  // not state/ itself: the pairing is saved there first
             let joined = try run(["join", try pair.pairCode(), "--name", "phone"], home: pair.phoneHome)
             #expect(joined.status == 1)
-            #expect(joined.stderr.contains("paired, but holding the lines queued under the earlier pairing failed: "
+            #expect(joined.stderr.contains("paired, but setting aside the earlier pairing's outbox failed: "
                                            + "cannot sync "), "\(joined.stderr)")
             #expect(joined.stderr.contains("1 line(s) were moved aside as held, but the move may not survive a crash"))
             #expect(!joined.stderr.contains("are held, not sent"), "\(joined.stderr)")
@@ -212,7 +212,7 @@ struct FsyncFailureTests {
             disk.failUnlinks(endingWith: ".journal")
             let joined = try run(["join", try pair.pairCode(), "--name", "phone"], home: pair.phoneHome)
             #expect(joined.status == 1, "\(joined.stderr)")
-            #expect(joined.stderr.contains("paired, but holding the lines queued under the earlier pairing failed: "
+            #expect(joined.stderr.contains("paired, but setting aside the earlier pairing's outbox failed: "
                                            + "cannot remove "), "\(joined.stderr)")
             #expect(joined.stderr.contains("every line in it was acknowledged, so nothing is lost or sent again, but "
                                            + "the next `send` would go on with the earlier pairing's session"),

@@ -53,7 +53,7 @@ struct Join: ParsableCommand {
                              + "`speakbridge outbox release` sends them, `speakbridge outbox clear --held` drops them")
             }
         } catch {
-            throw CLIError("paired, but holding the lines queued under the earlier pairing failed: \(error.message)",
+            throw CLIError("paired, but setting aside the earlier pairing's outbox failed: \(error.message)",
                            hint: error.hint ?? "`speakbridge outbox clear` drops them before the next `send`")
         }
     }
