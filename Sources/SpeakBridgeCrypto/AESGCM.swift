@@ -1,5 +1,6 @@
-// AES-256-GCM with a 96-bit nonce, via libsodium's crypto_aead_aes256gcm_*. libsodium implements it only with
-// the AES-NI and CLMUL instructions: `isAvailable` says whether this CPU has them, and every call checks it.
+// AES-256-GCM with a 96-bit nonce, via libsodium's crypto_aead_aes256gcm_* (sealed and opened by `NoiseCipher`
+// through `SodiumAEAD.aes256GCM`). libsodium implements it only with the AES-NI and CLMUL instructions:
+// `isAvailable` says whether this CPU has them, and every call checks it (`ensureAvailable`).
 internal import CSodium
 #if canImport(Glibc)
 import Glibc
@@ -14,24 +15,11 @@ public enum AESGCM {
     public static let tagByteCount = SodiumAEAD.tagByteCount
 
     /// True when libsodium can run AES-256-GCM on this CPU (AES-NI + CLMUL). Without it the browser route, whose
-    /// only AEAD is AES-GCM, cannot be offered.
+    /// only AEAD is AES-GCM, cannot be offered, and native clients and the desktop speak ChaChaPoly.
     /// `SPEAKBRIDGE_NO_AESGCM` (any value) makes it false, as on a CPU without AES-NI: how tests (and anyone
     /// checking interoperability) run the ChaChaPoly-only side of the cipher choice on a machine that has AES-NI.
     public static let isAvailable: Bool = Sodium.isAvailable && crypto_aead_aes256gcm_is_available() == 1
         && getenv("SPEAKBRIDGE_NO_AESGCM") == nil
-
-    /// Returns ciphertext || tag (plaintext.count + 16 bytes). Noise messages are far below libsodium's per-message
-    /// limit for AES-GCM (about 64 GiB).
-    public static func seal(key: SymmetricKey, nonce: [UInt8], plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
-        try ensureAvailable()
-        return try SodiumAEAD.aes256GCM.seal(key: key, nonce: nonce, plaintext: plaintext, ad: ad)
-    }
-
-    /// Verifies the tag and returns the plaintext; throws `.authenticationFailure` on any mismatch.
-    public static func open(key: SymmetricKey, nonce: [UInt8], ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
-        try ensureAvailable()
-        return try SodiumAEAD.aes256GCM.open(key: key, nonce: nonce, ciphertext: ciphertext, ad: ad)
-    }
 
     /// Throws unless libsodium can run AES-256-GCM here (without AES-NI its code would not run at all).
     static func ensureAvailable() throws {

@@ -8,11 +8,6 @@ extension SpeakBridgeProtocol {
     /// The AESGCM variant of the subprotocol.
     public static let aesGCMSubprotocol = "speakbridge.v1.aesgcm"
 
-    /// The subprotocols a desktop can accept on this machine, preferred first (AESGCM only with AES-NI).
-    public static var acceptedSubprotocols: [String] {
-        NoiseCipher.aesGCM.isAvailable ? [subprotocol, aesGCMSubprotocol] : [subprotocol]
-    }
-
     /// The Noise cipher a negotiated subprotocol selects; nil for a subprotocol that is not ours.
     public static func cipher(forSubprotocol name: String) -> NoiseCipher? {
         switch name {
