@@ -12,13 +12,8 @@ import Testing
 /// itself: checked against the general encoder (`JSONValue`) and against chunks without the cached bytes, on many
 /// random texts (controls, quotes, backslashes, C1 and bidi controls, repaired invalid UTF-8, emoji, 16 KiB lines).
 @Suite("Chunks: escaped once, the same bytes in the journal and on the wire")
-struct ChunkEncodedOnceTests {
+struct ChunkEncodedOnceTests: JournalFixture {
     let root = "/tmp/sb-chunk-once-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
-
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
 
     static let palette: [String] = [
         "a", "Z", "0", " ", "word ", "\"", "\\", "/", "\n", "\r", "\t", "\u{0}", "\u{1}", "\u{1F}", "\u{7F}",
@@ -136,10 +131,8 @@ struct ChunkEncodedOnceTests {
 /// The encoded bytes a window keeps for chunks not sent yet are bounded (`maxEncodedBytes`): a backlog the desktop
 /// does not take holds its texts and at most that much more; what goes out is the same either way.
 @Suite("Chunks: the window's encoded bytes are bounded")
-struct ChunkEncodedBoundTests {
+struct ChunkEncodedBoundTests: JournalFixture {
     let root = "/tmp/sb-chunk-bound-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
 
     @Test("away: bytes kept up to the bound; resumed: the same messages; sent or dropped: nothing kept")
     func backlogKeepsAtMostTheBound() throws {

@@ -10,13 +10,9 @@ import Testing
 /// The journal's ack record, written directly (`Outbox.ackLine`), and the pending ack riding in the next line's
 /// write(2) (`append(…, ack:)`): the journal must read back exactly as with the generic encoding and a write of its own.
 @Suite("Outbox: ack records written directly, riding with the next line")
-struct OutboxAckRecordTests {
+struct OutboxAckRecordTests: JournalFixture {
     let root = "/tmp/sb-outbox-ack-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
     func journal() -> String { String(decoding: ((try? LogFile.readRecords(path)) ?? nil) ?? [], as: UTF8.self) }
 
     @Test("byte for byte the JSONValue encoding, for every digit count up to Int64.max")

@@ -10,13 +10,8 @@ import Testing
 /// The journal as a `LogFile`: records then zero padding, its size fixed between grows, synced with fdatasync;
 /// old journals (no padding), torn records followed by zeros, and zeros or NULs where records should be.
 @Suite("Outbox: a preallocated journal")
-struct OutboxPreallocTests {
+struct OutboxPreallocTests: JournalFixture {
     let root = "/tmp/sb-outbox-prealloc-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
-
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
 
     func stat() throws -> (size: Int, inode: UInt64) {
         var info = Glibc.stat()

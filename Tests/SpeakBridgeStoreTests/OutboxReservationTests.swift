@@ -12,13 +12,9 @@ import Testing
 /// durably, and after a reboot numbering goes on past the last reservation. A crash is stood in for by cutting the
 /// journal's records (what a lost page leaves) and a reboot by another boot ID (this machine cannot be rebooted).
 @Suite("Outbox: sequence numbers reserved ahead, durably")
-struct OutboxReservationTests {
+struct OutboxReservationTests: JournalFixture {
     let root = "/tmp/sb-outbox-reserve-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
     func records() -> [String] {
         ((try? LogFile.readRecords(path)) ?? nil).map { LogFile.lines($0).map { String(decoding: $0, as: UTF8.self) } } ?? []
     }

@@ -10,13 +10,9 @@ import Testing
 /// `Outbox.resetIfDrained`: at a clean exit a grown, fully acknowledged journal goes back to its header, so the next
 /// `send` does not read every record of the last run before it dials.
 @Suite("Outbox: a drained journal is cut back to its header")
-struct OutboxResetTests {
+struct OutboxResetTests: JournalFixture {
     let root = "/tmp/sb-outbox-reset-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
     func size() -> Int { (try? LogFile.readRecords(path))??.count ?? -1 }
 
     @Test("drained and large: cut to the header; the session and its numbering go on; nothing comes back")

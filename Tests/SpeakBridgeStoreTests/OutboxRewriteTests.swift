@@ -10,13 +10,9 @@ import Testing
 /// `Outbox.rewrite`: a journal whose sync failed is replaced by a new file written from memory (what the sender's
 /// window holds unacknowledged), which the next `send` reads back the same; appends go on in the new file.
 @Suite("Outbox: rewrite from memory after a failed sync")
-struct OutboxRewriteTests {
+struct OutboxRewriteTests: JournalFixture {
     let root = "/tmp/sb-outbox-rewrite-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let device = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-    var path: String { home.outboxDirectory + "/" + device.compact + ".journal" }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: root) }
     func inode() -> UInt64 {
         var info = stat()
         return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
