@@ -65,9 +65,9 @@ public struct LinkCore {
     let desktopKey: X25519PublicKey
     let psk: SymmetricKey
     let extra: [Candidate]
-    /// The Noise cipher offered first (`subprotocols(preferring:)`): AESGCM where this CPU has AES-NI — with it, libsodium
-    /// seals and opens a line's message in about a third of ChaChaPoly's instructions — else ChaChaPoly. The
-    /// desktop's answer decides (`opened`).
+    /// The Noise cipher offered first (`subprotocols(preferring:)`): AESGCM where this CPU has AES-NI — with it,
+    /// libsodium seals and opens a line's message in about a third of ChaChaPoly's instructions — else ChaChaPoly.
+    /// The desktop's answer decides (`opened`).
     public let preferredCipher: NoiseCipher
     /// Seconds the shell gives one TCP + WebSocket connect.
     public static let dialTimeout = 5
@@ -122,8 +122,8 @@ public struct LinkCore {
     /// What a dial offers as `Sec-WebSocket-Protocol`, preferred first: both subprotocols when AESGCM is preferred
     /// (a desktop without AES-NI, or an older one whose browser route is off, answers `speakbridge.v1`).
     public static func subprotocols(preferring cipher: NoiseCipher) -> [String] {
-        cipher == .aesGCM
-            ? [SpeakBridgeProtocol.aesGCMSubprotocol, SpeakBridgeProtocol.subprotocol] : [SpeakBridgeProtocol.subprotocol]
+        cipher == .aesGCM ? [SpeakBridgeProtocol.aesGCMSubprotocol, SpeakBridgeProtocol.subprotocol]
+            : [SpeakBridgeProtocol.subprotocol]
     }
 
     /// Every address worth trying now, deduplicated, in order: mDNS, last known, `--address`.
@@ -232,7 +232,8 @@ public struct LinkCore {
         let offered = Self.subprotocols(preferring: preferredCipher)
         guard let subprotocol, offered.contains(subprotocol),
               let cipher = SpeakBridgeProtocol.cipher(forSubprotocol: subprotocol) else {
-            let reason = "the desktop's answer named none of the subprotocols offered (\(offered.joined(separator: ", ")))"
+            let reason = "the desktop's answer named none of the subprotocols offered ("
+                + offered.joined(separator: ", ") + ")"
             return [.machineClosed(reason, chosen: false)] + close(id)
         }
         do {

@@ -1,8 +1,8 @@
 // The two Noise cipher functions SpeakBridge speaks (spec §12.3 ChaChaPoly, §12.4 AESGCM). Browsers, whose WebCrypto
 // has AES-GCM but no ChaCha20-Poly1305, use AESGCM; native clients prefer it where the CPU has AES-NI (libsodium's
-// AES-256-GCM then costs about a third of ChaCha20-Poly1305's instructions for a line's message), else ChaChaPoly. Besides the primitive,
-// the only difference is the nonce: 32 zero bits, then the 64-bit counter little-endian (ChaChaPoly) or
-// big-endian (AESGCM).
+// AES-256-GCM then costs about a third of ChaCha20-Poly1305's instructions for a line's message), else ChaChaPoly.
+// Besides the primitive, the only difference is the nonce: 32 zero bits, then the 64-bit counter little-endian
+// (ChaChaPoly) or big-endian (AESGCM).
 
 /// The cipher part of a Noise protocol name.
 public enum NoiseCipher: String, Sendable, CaseIterable {
@@ -17,36 +17,33 @@ public enum NoiseCipher: String, Sendable, CaseIterable {
         }
     }
 
-    /// ENCRYPT(k, n, ad, plaintext).
-    func seal(key: SymmetricKey, n: UInt64, plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+    /// libsodium's functions for this cipher; AES-256-GCM only once the CPU is known to run it (`AESGCM`).
+    private func aead() throws -> SodiumAEAD {
         switch self {
-        case .chaChaPoly:
-            return try withNonce(n) { try SodiumAEAD.chaCha20Poly1305.seal(key: key, nonceBytes: $0, plaintext: plaintext, ad: ad) }
+        case .chaChaPoly: return .chaCha20Poly1305
         case .aesGCM:
             try AESGCM.ensureAvailable()
-            return try withNonce(n) { try SodiumAEAD.aes256GCM.seal(key: key, nonceBytes: $0, plaintext: plaintext, ad: ad) }
+            return .aes256GCM
         }
     }
 
-    /// ENCRYPT(k, n, ad, buffer), written over `buffer` (ChaChaPoly: in place, no new array).
+    /// ENCRYPT(k, n, ad, plaintext).
+    func seal(key: SymmetricKey, n: UInt64, plaintext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
+        let aead = try aead()
+        return try withNonce(n) { try aead.seal(key: key, nonceBytes: $0, plaintext: plaintext, ad: ad) }
+    }
+
+    /// ENCRYPT(k, n, ad, buffer), written over `buffer` (ChaChaPoly: in place, no new array; AES-GCM, which libsodium
+    /// does not document for in-place use, into a new one: `SodiumAEAD.sealInPlace`).
     func sealInPlace(key: SymmetricKey, n: UInt64, buffer: inout [UInt8], ad: [UInt8]) throws {
-        switch self {
-        case .chaChaPoly:
-            try withNonce(n) { try SodiumAEAD.chaCha20Poly1305.sealInPlace(key: key, nonceBytes: $0, buffer: &buffer, ad: ad) }
-        case .aesGCM:
-            buffer = try seal(key: key, n: n, plaintext: buffer, ad: ad)
-        }
+        let aead = try aead()
+        try withNonce(n) { try aead.sealInPlace(key: key, nonceBytes: $0, buffer: &buffer, ad: ad) }
     }
 
     /// DECRYPT(k, n, ad, ciphertext).
     func open(key: SymmetricKey, n: UInt64, ciphertext: [UInt8], ad: [UInt8]) throws -> [UInt8] {
-        switch self {
-        case .chaChaPoly:
-            return try withNonce(n) { try SodiumAEAD.chaCha20Poly1305.open(key: key, nonceBytes: $0, ciphertext: ciphertext, ad: ad) }
-        case .aesGCM:
-            try AESGCM.ensureAvailable()
-            return try withNonce(n) { try SodiumAEAD.aes256GCM.open(key: key, nonceBytes: $0, ciphertext: ciphertext, ad: ad) }
-        }
+        let aead = try aead()
+        return try withNonce(n) { try aead.open(key: key, nonceBytes: $0, ciphertext: ciphertext, ad: ad) }
     }
 
     /// `nonceBytes(n)` in a stack buffer, for the duration of `body` (a [UInt8] per message cost an allocation and

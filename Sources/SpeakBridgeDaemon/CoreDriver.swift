@@ -17,10 +17,10 @@ import Synchronization
 /// to `queue` (sb-core, serial: `post`, in order), whose blocks take the lock too, as does the clock's timer. Why a
 /// lock and not `queue.sync` for the lws thread: the Swift overlay's `sync` copies its closure into a heap block per
 /// call, about 800 instructions of every received frame. Taking the lock twice on one thread is a bug that
-/// `locked` traps (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial effect queues — `effects` (sb-effects: peers.json, fsynced)
-/// and `configCalls` (sb-config: the config module, which may wait on the keyring over D-Bus, so a slow keyring
-/// never delays a pairing) — and its results come back through `post`: nothing on `queue` waits for a disk flush
-/// or for D-Bus.
+/// `locked` traps (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial
+/// effect queues — `effects` (sb-effects: peers.json, fsynced) and `configCalls` (sb-config: the config module,
+/// which may wait on the keyring over D-Bus, so a slow keyring never delays a pairing) — and its results come back
+/// through `post`: nothing that holds the lock waits for a disk flush or for D-Bus.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
 // with `lock` held (`locked`; "on `queue`" below means that) — except `stopTicking`'s cancel of `ticker`, which
 // `attach` set before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable

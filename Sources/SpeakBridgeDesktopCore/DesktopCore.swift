@@ -173,7 +173,8 @@ public struct DesktopCore {
 
     mutating func connected(_ id: ConnectionID, path: String, remote: String,
                             route: ConnectionRoute) -> [DesktopAction] {
-        var actions: [DesktopAction] = [.log(LogLine(.debug, "connection \(id) opened from \(remote) for \(path) (\(route.cipher.rawValue))"))]
+        let opened = "connection \(id) opened from \(remote) for \(path) (\(route.cipher.rawValue))"
+        var actions: [DesktopAction] = [.log(LogLine(.debug, opened))]
         guard let intent = ConnectionIntent(path: path) else {
             stats.count(.rejected(.unknownPath))
             return actions + [.close(id, .rejected(.unknownPath))]
