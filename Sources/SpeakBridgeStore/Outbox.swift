@@ -101,7 +101,7 @@ public final class Outbox: @unchecked Sendable {
     /// live journal's lock). With `wait` false, returns nil when another process holds it.
     static func lock(_ path: String, wait: Bool, waiting: () -> Void = {}) throws(StoreError) -> Int32 {
         let fd = try FileIO.openAppend(path + ".lock")
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        if !lockSoon(fd) {
             guard wait else {
                 close(fd)
                 throw StoreError.outboxBusy(path)
@@ -114,6 +114,19 @@ public final class Outbox: @unchecked Sendable {
             }
         }
         return fd
+    }
+
+    /// Takes the lock without blocking, trying again for up to 100 ms: a lock just let go can still be held for a
+    /// moment by another copy of its descriptor — a child this process is spawning holds every descriptor between
+    /// fork and exec, O_CLOEXEC ones included (seen: a test's `clear` right after its own journal closed) — and
+    /// that is not a running `send`.
+    private static func lockSoon(_ fd: Int32) -> Bool {
+        for attempt in 0..<20 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
+            guard errno == EWOULDBLOCK, attempt < 19 else { return false }
+            usleep(5_000)
+        }
+        return false
     }
 
     deinit {
