@@ -75,7 +75,7 @@ test: deps-test
 	$(SWIFT) build --build-tests --scratch-path $(SCRATCH)
 	bash Tests/packaging/no-foundation.sh $(BIN_DEBUG)
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) SPEAKBRIDGE_VECTORS_BIN=$(CURDIR)/$(SCRATCH)/debug/speakbridge-vectors \
-	  $(SWIFT) test --skip-build --scratch-path $(SCRATCH)
+	  SWIFT=$(SWIFT) bash Tests/swift-test.sh --scratch-path $(SCRATCH)
 	@$(MAKE) --no-print-directory fuzz-short
 	SPEAKBRIDGE_BIN=$(CURDIR)/$(BIN_DEBUG) bash Tests/python/run.sh
 	bash Tests/python/smoke-examples.sh
