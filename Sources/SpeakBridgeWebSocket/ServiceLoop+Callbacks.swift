@@ -181,6 +181,7 @@ extension ServiceLoop {
             guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
             connection.isAuthenticated = true
             admission.remove(id)
+            authenticatedMarks.add(1, ordering: .relaxed)
             if connection.deadline != nil {
                 connection.deadline = nil
                 rescheduleDeadlineTimer()

@@ -124,6 +124,9 @@ final class ServiceLoop: @unchecked Sendable {
     let directWrites = Atomic<Int>(0)
     /// Times the application's timer fired, for tests.
     let appTimerFires = Atomic<Int>(0)
+    /// Connections `markAuthenticated` took out of the admission count so far, for tests (it is applied on the
+    /// service thread, later than the call).
+    let authenticatedMarks = Atomic<Int>(0)
     /// Why the application's timer fell back from its timerfd to an lws timer (nil: it did not), as logged.
     let appTimerFallbackReason = Locked<String?>(nil)
     /// Makes the application timer's timerfd (ServiceLoop+Timer.swift); tests pass one that fails.

@@ -92,6 +92,12 @@ public final class WebSocketServer: Sendable {
         loop.connectionInfo.withLock { $0[connection] }
     }
 
+    /// How many ``markAuthenticated(_:)`` calls have taken effect (on the service thread), for tests that must know
+    /// a slot is free before they connect again.
+    package var authenticatedCount: Int {
+        loop.authenticatedMarks.load(ordering: .relaxed)
+    }
+
     /// Frames written in the loop turn that sent them, without waiting for a WRITEABLE callback (nothing was
     /// queued ahead of them), for tests.
     package var directWriteCount: Int {

@@ -104,7 +104,7 @@ final class WaylandCompositor {
     }
 
     /// What `record` holds, waiting up to `patience` for it to equal `expected`.
-    func received(_ record: String, expecting expected: String, patience: Duration = .seconds(5)) -> String {
+    func received(_ record: String, expecting expected: String, patience: Duration = .seconds(30)) -> String {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: patience)
         var last = ""

@@ -73,7 +73,7 @@ final class XtermWindow {
 
     /// What the xterm received, waiting up to `patience` for it to equal `expected` (the X server has processed
     /// every key when `deliver` returns; xterm and cat take a moment more).
-    func received(expecting expected: String, patience: Duration = .seconds(5)) -> String {
+    func received(expecting expected: String, patience: Duration = .seconds(30)) -> String {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: patience)
         var last = received()

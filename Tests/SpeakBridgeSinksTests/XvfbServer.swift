@@ -52,7 +52,7 @@ final class XvfbServer {
 
     /// The selection's content as `xclip -o` reads it, waiting up to `patience` for it to equal `expected`
     /// (the selection owner the sink started may take a moment to announce itself to the server).
-    func selection(primary: Bool, expecting expected: String, patience: Duration = .seconds(5)) -> String? {
+    func selection(primary: Bool, expecting expected: String, patience: Duration = .seconds(30)) -> String? {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: patience)
         var last: String?

@@ -16,12 +16,12 @@ struct LifecycleTests {
         defer { client.shutdown() }
         let clock = ContinuousClock()
         let start = clock.now
-        let id = client.connect(host: "127.0.0.1", port: port, path: "/speakbridge.v1/session")
-        let reason = try #require(await log.waitClosed(id, timeout: .seconds(3)))
+        let id = client.connect(host: "127.0.0.1", port: port, path: "/speakbridge.v1/session", timeout: 60)
+        let reason = try #require(await log.waitClosed(id, timeout: .seconds(60)))
         let elapsed = clock.now - start
         #expect(reason.hasPrefix("connect failed"))
-        // Refused at once, not after the 5 s connect timeout (generous bound: the machine is shared).
-        #expect(elapsed < .seconds(4), "took \(elapsed)")
+        // Refused at once, not after the 60 s connect timeout (generous bound: the machine is shared).
+        #expect(elapsed < .seconds(30), "took \(elapsed)")
         #expect(log.all.count == 1)
     }
 
@@ -37,7 +37,7 @@ struct LifecycleTests {
         let clock = ContinuousClock()
         let start = clock.now
         let id = client.connect(host: "127.0.0.1", port: port, path: "/speakbridge.v1/session", timeout: 1)
-        #expect(await log.waitClosed(id, timeout: .seconds(4)) == "connect timeout")
+        #expect(await log.waitClosed(id, timeout: .seconds(30)) == "connect timeout")
         let elapsed = clock.now - start
         // The upper bound only catches "never timed out" (a sanitizer build on a loaded machine is slow).
         #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(30), "took \(elapsed)")

@@ -15,9 +15,10 @@ final class EventLog: Sendable {
 
     var all: [WebSocketEvent] { events.withLock { $0 } }
 
-    /// Polls until `condition` holds or `timeout` passes; returns whether it held.
+    /// Polls until `condition` holds or `timeout` passes; returns whether it held. The default bound only catches a
+    /// hang: a CI machine running 800 tests in parallel on 2 cores can starve a thread for seconds.
     @discardableResult
-    func wait(timeout: Duration = .seconds(5), until condition: ([WebSocketEvent]) -> Bool) async -> Bool {
+    func wait(timeout: Duration = .seconds(30), until condition: ([WebSocketEvent]) -> Bool) async -> Bool {
         let clock = ContinuousClock()
         let end = clock.now + timeout
         while clock.now < end {
@@ -42,13 +43,13 @@ final class EventLog: Sendable {
         return nil
     }
 
-    func waitOpened(_ id: WebSocketConnectionID, timeout: Duration = .seconds(5)) async -> Bool {
+    func waitOpened(_ id: WebSocketConnectionID, timeout: Duration = .seconds(30)) async -> Bool {
         await wait(timeout: timeout) { events in
             events.contains { if case let .opened(oid, _, _) = $0 { oid == id } else { false } }
         }
     }
 
-    func waitClosed(_ id: WebSocketConnectionID, timeout: Duration = .seconds(5)) async -> String? {
+    func waitClosed(_ id: WebSocketConnectionID, timeout: Duration = .seconds(30)) async -> String? {
         await wait(timeout: timeout) { self.closedReason(id, $0) != nil }
         return closedReason(id)
     }
@@ -155,7 +156,8 @@ func connectClient(
     _ client: WebSocketClient, _ log: EventLog, port: Int,
     path: String = "/speakbridge.v1/session", subprotocol: String = "speakbridge.v1"
 ) async throws -> WebSocketConnectionID {
-    let id = client.connect(host: "127.0.0.1", port: port, path: path, subprotocol: subprotocol)
+    // 30 s to connect, not the client's 5: on loopback only a starved service thread takes longer than a moment.
+    let id = client.connect(host: "127.0.0.1", port: port, path: path, subprotocol: subprotocol, timeout: 30)
     let opened = await log.waitOpened(id)
     try #require(opened, "client \(id) did not open: \(log.closedReason(id) ?? "no event")")
     return id
@@ -186,7 +188,8 @@ final class RawWebSocket {
             }
         }
         try #require(result == 0, "connect failed: errno \(errno)")
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        // Reads give up after 30 s: a bound that only catches a hang (a refusal is an EOF, seen at once).
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
