@@ -75,7 +75,7 @@ func temporaryHome(_ label: String) -> Home {
         // A bus with no keyring on it: the file, quickly.
         let started = ContinuousClock.now
         #expect(try SecretBackends.choose(for: home, environment: env) is FileSecretBackend)
-        #expect(ContinuousClock.now - started < .seconds(4))
+        #expect(ContinuousClock.now - started < .seconds(15))  // not D-Bus's 25 s call timeout
         #expect(throws: ConfigError.self) {
             try SecretBackends.choose(for: home, environment: env.merging(["SPEAKBRIDGE_SECRETS": "secret-service"]) { $1 })
         }
