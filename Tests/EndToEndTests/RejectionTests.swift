@@ -165,9 +165,11 @@ final class RawLink: @unchecked Sendable {
                 self.lock.broadcast()
             }
         }
-        id = client.connect(host: "127.0.0.1", port: port, path: path, subprotocol: SpeakBridgeProtocol.subprotocol, timeout: 5)
+        // Bounds of 30 s here only catch a hang (a loaded CI machine can starve a thread for seconds).
+        id = client.connect(host: "127.0.0.1", port: port, path: path, subprotocol: SpeakBridgeProtocol.subprotocol,
+                            timeout: 30)
         lock.withLock {
-            let deadline = Date().addingTimeInterval(5)
+            let deadline = Date().addingTimeInterval(30)
             while !opened && !closed && lock.wait(until: deadline) {}
         }
     }
@@ -176,7 +178,7 @@ final class RawLink: @unchecked Sendable {
 
     func send(_ bytes: [UInt8]) { client.send(bytes, on: id) }
 
-    func next(timeout: Double = 5) throws -> [UInt8] {
+    func next(timeout: Double = 30) throws -> [UInt8] {
         try lock.withLock {
             let deadline = Date().addingTimeInterval(timeout)
             while inbox.isEmpty && !closed && lock.wait(until: deadline) {}
@@ -185,7 +187,7 @@ final class RawLink: @unchecked Sendable {
         }
     }
 
-    func waitClosed(timeout: Double = 5) throws {
+    func waitClosed(timeout: Double = 30) throws {
         try lock.withLock {
             let deadline = Date().addingTimeInterval(timeout)
             while !closed && lock.wait(until: deadline) {}
