@@ -91,6 +91,26 @@ final class XServer {
         display = ":\(number)"
     }
 
+    /// An Xvfb on display `:number`, for a test that stops it while a tool still points there: `-displayfd`
+    /// servers take the lowest free numbers, so one stopped at a low number is soon replaced by another suite's, and a
+    /// tool pointed at it then reaches a live display. A number far above those stays dead once stopped.
+    init(number: Int) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
+        process.arguments = [":\(number)", "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        display = ":\(number)"
+        let socket = "/tmp/.X11-unix/X\(number)"
+        do {
+            try Harness.wait("Xvfb to listen on \(display)") { !process.isRunning || access(socket, F_OK) == 0 }
+        } catch {
+            stop()
+            throw error
+        }
+        guard process.isRunning else { throw HarnessError("Xvfb could not start on \(display) (taken?)") }
+    }
+
     func read(_ selection: String) -> String? {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/xclip")

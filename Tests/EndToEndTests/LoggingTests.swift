@@ -114,8 +114,11 @@ struct LoggingTests {
         let pair = Pair()
         defer { pair.stop() }
         // An X server that goes away after the daemon started (a dead display at start stops `serve`), so xclip
-        // fails at once.
-        let xvfb = try XServer()
+        // fails at once. On a display number far above those `Xvfb -displayfd` picks for other suites: at a low one,
+        // another suite's server took the number as soon as this one stopped, and xclip reached it (a flaky test).
+        var number = 300 + Int.random(in: 0..<200)
+        while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
+        let xvfb = try XServer(number: number)
         let display = xvfb.display
         try pair.startDaemon(sinks: ["clipboard"], env: ["DISPLAY": display, "WAYLAND_DISPLAY": ""])
         xvfb.stop()
@@ -123,8 +126,15 @@ struct LoggingTests {
         let sender = try pair.sendLines(["secret dictation"])
         defer { sender.kill9() }
         let said = "xclip failed with exit status 1: xclip: Error: Can't open display: \(display)"
-        try Harness.wait("the tool's words in status") {
-            (try? run(["status"], home: pair.desktopHome).stdout.contains("sink clipboard: waiting: \(said)")) == true
+        var status = ""
+        do {
+            try Harness.wait("the tool's words in status") {
+                status = (try? run(["status"], home: pair.desktopHome).stdout) ?? ""
+                return status.contains("sink clipboard: waiting: \(said)")
+            }
+        } catch {
+            Issue.record("\(error); the last status:\n\(status)")
+            return
         }
         let log = pair.daemon!.stderr
         let warnings = log.split(separator: "\n")
