@@ -59,9 +59,21 @@ final class Proc: @unchecked Sendable {
         environment["SPEAKBRIDGE_SECRETS"] = "file"
         for (k, v) in env { environment[k] = v }
         process.environment = environment
-        process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
-        process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        let output = FileHandle(forWritingAtPath: stdoutPath)
+        let errors = FileHandle(forWritingAtPath: stderrPath)
+        process.standardOutput = output
+        process.standardError = errors
         process.standardInput = stdin ?? FileHandle.nullDevice
+        // The child has its own copies now. Ours are closed at once: Foundation's Process is never freed unless
+        // someone calls waitUntilExit (its run-loop source retains it), and with it these two handles stayed open,
+        // over 1,100 descriptors by the end of a full run. Past about 1,360 open descriptors, Foundation's
+        // `Process.run` itself can crash: it copies each `/proc/self/fd` entry's 256-byte `d_name` out of readdir's
+        // buffer, reading past its end (the bug `directoryEntryName` avoids in our code; seen as a SIGSEGV in
+        // `Process.run` under LIBDISPATCH_COOPERATIVE_POOL_STRICT=1).
+        defer {
+            try? output?.close()
+            try? errors?.close()
+        }
         try process.run()
     }
 
