@@ -58,9 +58,13 @@ struct HumanPaceSendTests {
         defer { send.terminate() }
         let before = try #require(Self.sleeps(send.pid, thread: "sb-ws-client"))
         let lines = 8
+        let clock = ContinuousClock()
+        var slowest = Duration.zero  // the longest a line took from this test's write to the FIFO
         for i in 1...lines {
+            let written = clock.now
             try writer.write(contentsOf: Data("phrase \(i)\n".utf8))
             try Harness.wait("phrase \(i) on the FIFO") { reader.count == i + 1 }
+            slowest = max(slowest, clock.now - written)
             usleep(150_000)  // its ack (after the desktop's fsync) and its write's deadline, 50 ms after it
         }
         let after = try #require(Self.sleeps(send.pid, thread: "sb-ws-client"))
@@ -68,16 +72,19 @@ struct HumanPaceSendTests {
         let outcome = try send.wait(timeout: 30)
         #expect(outcome.status == 0, "\(outcome.stderr)")
 
-        // The line's wake-up and its deadline's (which reads the ack; the lazy tick 0.5 s later is not needed then).
-        // A few spare for an ack slower than 50 ms on a loaded machine (then that write is fsynced, as below).
-        let woke = after - before
-        if ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] == nil {
-            #expect(woke <= 2 * lines + 4, "the socket thread slept \(woke) times for \(lines) lines")
-        }
         let marks = TraceTests.marks(try String(contentsOfFile: trace, encoding: .utf8))
         #expect((marks["journal"] ?? []).count == lines + 1)
-        // An ack later than 45 ms (a loaded machine: the suite runs tests in parallel) costs that line an fsync; the
-        // seventh session's `send` fsynced every line (lines + 1).
+        // What follows holds only while the desktop acknowledges in time: an ack later than 45 ms costs its line an
+        // fsync and a wake-up, by design. When the machine is that loaded (the suite runs tests in parallel; seen: a
+        // line taking 60 ms to reach the FIFO), the counts say nothing about `send`, so they are not asserted then;
+        // on a quieter machine (this suite alone, a CI run that is not starved) they are.
+        let inTime = slowest < .milliseconds(15) && ProcessInfo.processInfo.environment["SPEAKBRIDGE_SANITIZER"] == nil
+        guard inTime else { return }
+        // The line's wake-up and its deadline's (which reads the ack; the lazy tick 0.5 s later is not needed then),
+        // and a few spare.
+        let woke = after - before
+        #expect(woke <= 2 * lines + 4, "the socket thread slept \(woke) times for \(lines) lines")
+        // The seventh session's `send` fsynced every line (lines + 1).
         #expect((marks["jsync"] ?? []).count <= lines / 2, "most lines were acknowledged in time: \(marks["jsync"] ?? [])")
     }
 
@@ -98,9 +105,15 @@ struct HumanPaceSendTests {
         }
         let syncThread = Self.threads(send.pid, named: "sb-fsync")
         #expect(syncThread.count == 1, "\(syncThread)")
-        let marks = TraceTests.marks(try String(contentsOfFile: trace, encoding: .utf8))
-        let journal = (marks["journal"] ?? []).map(\.0).sorted()
-        let syncs = (marks["jsync"] ?? []).map(\.0).sorted()
+        // Each write's fsync comes by its deadline, 50 ms after it; a starved machine may run it later, so the test
+        // waits (a bound that only catches a write never synced) before it looks.
+        var journal: [UInt64] = [], syncs: [UInt64] = []
+        try? Harness.wait("an fsync after every journal write") {
+            let marks = TraceTests.marks((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "")
+            journal = (marks["journal"] ?? []).map(\.0).sorted()
+            syncs = (marks["jsync"] ?? []).map(\.0).sorted()
+            return journal.count == lines + 1 && journal.dropFirst().allSatisfy { at in syncs.contains { $0 > at } }
+        }
         #expect(journal.count == lines + 1, "\(journal)")
         for (i, at) in journal.enumerated().dropFirst() {  // the first line was acknowledged in time
             // Handed over at the write's deadline; on a loaded machine the fsync may end after the next line's write.

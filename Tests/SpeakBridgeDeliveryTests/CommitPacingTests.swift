@@ -84,7 +84,11 @@ struct CommitPacingTests {
         submit(long, 1)
         try waitUntil("first ack") { stopped.last == 1 }
         submit(long, 2)
-        try waitUntil("the sink took it") { log.progress(sink: "fifo", device: device, session: "s") == 2 }
+        // Its advance waiting for the committer: not just its progress record, which the runner writes a moment
+        // before it hands the advance over (a stop in between finds nothing pending and flushes nothing).
+        try waitUntil("the sink took it") {
+            log.progress(sink: "fifo", device: device, session: "s") == 2 && long.lock.locked { long.levels.hasPending }
+        }
         long.stop()
         try waitUntil("stop flushed the waiting advance") { stopped.last == 2 }
     }

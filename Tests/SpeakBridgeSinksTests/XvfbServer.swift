@@ -9,21 +9,29 @@ final class XvfbServer {
     let display: String
     private let process: Process
 
-    init() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.executable.orThrow("Xvfb is not installed"))
-        process.arguments = ["-displayfd", "1", "-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+    /// `stoppedWhileUsed`: for a test that stops the server while a sink still points at it. Such a server takes
+    /// a display number far above those `-displayfd` picks (the lowest free): a low number freed by `stop()` is soon
+    /// taken by another suite's server, and the sink would reach that live display instead of a dead one.
+    init(stoppedWhileUsed: Bool = false) throws {
+        if stoppedWhileUsed {
+            var number = 300 + Int.random(in: 0..<200)
+            while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
+            let process = try Self.spawn([":\(number)"], output: FileHandle.nullDevice)
+            self.process = process
+            display = ":\(number)"
+            let clock = ContinuousClock()
+            let deadline = clock.now.advanced(by: .seconds(20))
+            while process.isRunning, access("/tmp/.X11-unix/X\(number)", F_OK) != 0, clock.now < deadline {
+                sleepFor(.milliseconds(20))
+            }
+            guard process.isRunning, access("/tmp/.X11-unix/X\(number)", F_OK) == 0 else {
+                stop()
+                throw TestFailure("Xvfb did not start on \(display)")
+            }
+            return
+        }
         let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        // Foundation's Process hands the calling thread's signal mask to the child, and test threads are
-        // libdispatch workers that block nearly all signals: Xvfb would then ignore SIGTERM. Spawn unmasked.
-        var unmasked = sigset_t(), previous = sigset_t()
-        sigemptyset(&unmasked)
-        pthread_sigmask(SIG_SETMASK, &unmasked, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        try process.run()
+        let process = try Self.spawn(["-displayfd", "1"], output: output)
         self.process = process
         let announced = readUntil(fd: output.fileHandleForReading.fileDescriptor, deadline: .seconds(20)) {
             $0.contains(0x0A)
@@ -35,6 +43,23 @@ final class XvfbServer {
             throw TestFailure("Xvfb did not announce a display (got \(number.debugDescription))")
         }
         display = ":\(number)"
+    }
+
+    private static func spawn(_ display: [String], output: Any) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.executable.orThrow("Xvfb is not installed"))
+        process.arguments = display + ["-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        // Foundation's Process hands the calling thread's signal mask to the child, and test threads are
+        // libdispatch workers that block nearly all signals: Xvfb would then ignore SIGTERM. Spawn unmasked.
+        var unmasked = sigset_t(), previous = sigset_t()
+        sigemptyset(&unmasked)
+        pthread_sigmask(SIG_SETMASK, &unmasked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        try process.run()
+        return process
     }
 
     /// Environment for sinks and tools talking to this server.
