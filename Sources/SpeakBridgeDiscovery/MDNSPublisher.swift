@@ -5,7 +5,13 @@
 //      -> .registering. A local collision (another client of the same daemon owns the name)
 //      comes back at once as -8 from add_service: rename and add again.
 //   2. Group ESTABLISHED -> .established(name). Group COLLISION (another host probed the name
-//      first): rename with avahi_alternative_service_name ("Desk" -> "Desk #2"), reset, add again.
+//      first): rename with avahi_alternative_service_name ("Desk" -> "Desk #2"), reset, and add again
+//      after a random wait (`collisionWait`). Why random: two desktops started together with one name
+//      can both be told COLLISION (seen in the LAN test, where each desktop's records differ), and
+//      both then pick the same alternative. Re-probing at once kept them in step,
+//      colliding name after name (seen: "office #14" after 20 s in the LAN test). So the wait is random,
+//      and grows with each collision in a row (up to 1.5, 3, then 6 s); from the second collision in a
+//      row on, a coin also decides whether to skip one alternative ("#3" instead of "#2").
 //   3. Group FAILURE -> .failed(reason), and a new attempt after the retry interval.
 //   4. The daemon goes away -> .noDaemon(reason); the connection reconnects and step 1 runs again
 //      with the requested name (the other host may be gone by then).
@@ -114,7 +120,18 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
     private var group: OpaquePointer?               // AvahiEntryGroup*
     private var reported: PublisherState = .starting
     private var retryTimer: PollTimer?
+    /// Re-registers after a group collision, after `collisionWait`.
+    private var collisionTimer: PollTimer?
+    /// Group collisions since the name was last established (or the daemon came back).
+    private var collisionsInARow = 0
     private static let maxRenames = 50
+
+    /// How long the `collisions`-th collision in a row waits before it probes for the next name, in milliseconds: a
+    /// random part of 1.5 s, then of 3 s, then of 6 s, so two hosts in step probe their next names at different
+    /// moments (a probe takes avahi about a second).
+    static func collisionWait(_ collisions: Int) -> Int {
+        Int.random(in: 0...(1_500 << min(max(collisions - 1, 0), 2)))
+    }
 
     init(avahi: sb_avahi_api, name: String, port: UInt16, txt: [TXTEntry], events: EventQueue<PublisherState>,
          retryInterval: Duration) {
@@ -132,6 +149,7 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
             return
         }
         retryTimer = makeTimer { [unowned self] in retryRegistration() }
+        collisionTimer = makeTimer { [unowned self] in retryRegistration() }
         if let error = start(failIfAbsent: false) {
             report(.failed(error.description))
         }
@@ -157,6 +175,8 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
         group = nil                                  // freed with its client
         name = requestedName
         retryTimer?.disarm()
+        collisionTimer?.disarm()
+        collisionsInARow = 0
         report(.noDaemon(reason))
     }
 
@@ -231,12 +251,17 @@ final class PublisherCore: AvahiConnection, @unchecked Sendable {
         guard !isShutDown else { return }
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
+            collisionsInARow = 0
             report(.established(name: name))
         case AVAHI_ENTRY_GROUP_COLLISION:
-            // Another host's service won the probe for this name.
+            // Another host's service won the probe for this name (or both lost it to each other): the next name
+            // is probed after a random wait, so that two hosts in step get out of it (see the top of the file).
+            collisionsInARow += 1
             rename()
+            if collisionsInARow >= 2 && Bool.random() { rename() }
             _ = avahi.avahi_entry_group_reset(group)
-            if let client = avahi.avahi_entry_group_get_client(group) { register(client) }
+            report(.registering)
+            collisionTimer?.arm(after: .milliseconds(Self.collisionWait(collisionsInARow)))
         case AVAHI_ENTRY_GROUP_FAILURE:
             let error = avahi.avahi_client_errno(avahi.avahi_entry_group_get_client(group))
             failAndRetry("avahi could not publish \"\(name)\": \(message(error))")

@@ -18,7 +18,8 @@
 #      (the only desktop B is paired with) answered, well before its timeout; from a home paired with none it
 #      returns once avahi's list is complete for now (about 1 s), still listing A and C
 #  5b. two more desktops started at the same moment with --name office: two different names, "office" and
-#      usually "office #2" (both may rename at once: then "office #3")
+#      usually "office #2" (both may be told of a collision at once: each then waits a random time before its next
+#      name and may skip one, e.g. "office #2" and "office #4"; before, they collided in step up to "office #14")
 #   4b. A stopped and C now at A's old address and port: `send --timeout 5` gives up (77 refused or 75), C refuses the
 #      handshake, nothing reaches C's FIFO
 #   6. no avahi-daemon in A: `serve` starts, warns exactly once, `status` says why; `send --address`
@@ -439,8 +440,8 @@ OFFICE_A=$!; OURS+=("$OFFICE_A")
 "$LAN" exec c "$BIN" serve --home "$HOC" --listen 0.0.0.0:0 --sink stdout --name office \
     < /dev/null > /dev/null 2> "$WORK/office-c.err" &
 OFFICE_C=$!; OURS+=("$OFFICE_C")
-# Usually "office" and "office #2"; when both probe in the same instant each may see the other's probe, rename
-# to "office #2", collide again, and one moves on to "office #3" (mDNS makes names unique, not predictable).
+# Usually "office" and "office #2"; when both probe in the same instant both may be told of a collision, and each
+# waits a random time before it probes its next name (mDNS makes names unique, not predictable).
 office_names() {
     local na nc
     na=$(published_name a "$HOA") nc=$(published_name c "$HOC")
