@@ -162,8 +162,17 @@ struct DirectorySyncFailureTests {
                 try box.markAcked(2)
             }
             disk.failUnlinks(endingWith: "/" + desktop.compact + ".journal")
-            let error = storeError { () throws(StoreError) in _ = try OutboxShelf.hold(home: home, desktop: desktop) }
-            let message = try #require(error?.message, "before: the failed unlink was ignored, hold returned 0")
+            let before = files()
+            var held = -1
+            let error = storeError { () throws(StoreError) in
+                held = try OutboxShelf.hold(home: home, desktop: desktop)
+            }
+            // What hold found, for a failure seen once in a full run and never alone: whether the journal was there,
+            // whether it had lines pending (then it is moved aside, not removed), whether failfs refused an unlink.
+            let seen = "hold returned \(held); files before \(before), after \(files()); unlinks failed "
+                + "\(disk.failedUnlinks); control on: \(disk.failingUnlinks)"
+            let message = try #require(error?.message,
+                                       "before: the failed unlink was ignored, hold returned 0 (\(seen))")
             let live = home.outboxDirectory + "/" + desktop.compact + ".journal"
             #expect(message == "cannot remove \(live): Input/output error: every line in it was acknowledged, so "
                     + "nothing is lost or sent again, but the next `send` would go on with the earlier pairing's "
