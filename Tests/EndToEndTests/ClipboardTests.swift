@@ -61,6 +61,8 @@ struct SinkProbeTests {
 final class XServer {
     let process = Process()
     let display: String
+    /// The display number this server was told to take (`init(number:)`); nil when Xvfb chose it.
+    private var number: Int?
 
     /// `Xvfb -displayfd` picks a free display number itself and announces it: no guessing, so suites that start
     /// servers at the same time (they run in parallel) never race for one number.
@@ -109,6 +111,7 @@ final class XServer {
             throw error
         }
         guard process.isRunning else { throw HarnessError("Xvfb could not start on \(display) (taken?)") }
+        self.number = number  // listening: its socket and lock file are this server's to remove at `stop`
     }
 
     func read(_ selection: String) -> String? {
@@ -131,6 +134,12 @@ final class XServer {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+        }
+        // Killed, Xvfb leaves its socket and lock file behind; `-displayfd` servers reuse theirs, but a number
+        // chosen by `init(number:)` would be skipped by every later run that finds its socket.
+        if let number {
+            unlink("/tmp/.X11-unix/X\(number)")
+            unlink("/tmp/.X\(number)-lock")
         }
     }
 }
