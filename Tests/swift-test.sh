@@ -13,6 +13,6 @@ if [ "$status" -ne 0 ]; then
     echo "== the Swift suite failed (exit $status); what it recorded, again:"
     # Each issue's first line (test, file:line, expectation) and a crash's last words, cut to fit the tail of a CI
     # log (16 lines of 200 bytes).
-    grep -a -E 'recorded an issue|Fatal error|Crash|exited with signal|unexpected signal' "$log" | cut -c1-200 | head -n 16
+    grep -a -E 'recorded an issue|Fatal error|Program crashed|unexpected signal' "$log" | cut -c1-200 | head -n 16
 fi
 exit "$status"

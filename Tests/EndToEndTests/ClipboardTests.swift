@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeTestSupport
 import Testing
 
 /// The clipboard sink under a real X server: the daemon's xclip-backed sink, read back with `xclip -o`.
@@ -46,8 +47,7 @@ struct SinkProbeTests {
     func deadDisplayStopsServe(_ sink: String) throws {
         let home = Harness.tempDir("deadclip")
         defer { try? FileManager.default.removeItem(atPath: home) }
-        var number = 57
-        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") { number += 100 }
+        let number = ChosenDisplay.unused()
         let p = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns", "--sink", sink], home: home,
                          env: ["DISPLAY": ":\(number)", "WAYLAND_DISPLAY": ""], label: "serve")
         let out = try p.wait(timeout: 20)
@@ -103,9 +103,8 @@ final class XServer {
         process.standardError = FileHandle.nullDevice
         try process.run()
         display = ":\(number)"
-        let socket = "/tmp/.X11-unix/X\(number)"
         do {
-            try Harness.wait("Xvfb to listen on \(display)") { !process.isRunning || access(socket, F_OK) == 0 }
+            try Harness.wait("Xvfb to listen on \(display)") { !process.isRunning || ChosenDisplay.hasSocket(number) }
         } catch {
             stop()
             throw error
@@ -137,9 +136,6 @@ final class XServer {
         }
         // Killed, Xvfb leaves its socket and lock file behind; `-displayfd` servers reuse theirs, but a number
         // chosen by `init(number:)` would be skipped by every later run that finds its socket.
-        if let number {
-            unlink("/tmp/.X11-unix/X\(number)")
-            unlink("/tmp/.X\(number)-lock")
-        }
+        if let number { ChosenDisplay.removeLeftovers(number) }
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeTestSupport
 import Testing
 
 /// The real binary's stderr: plain lines when it is a file, journald priorities when JOURNAL_STREAM names it,
@@ -116,9 +117,7 @@ struct LoggingTests {
         // An X server that goes away after the daemon started (a dead display at start stops `serve`), so xclip
         // fails at once. On a display number far above those `Xvfb -displayfd` picks for other suites: at a low one,
         // another suite's server took the number as soon as this one stopped, and xclip reached it (a flaky test).
-        var number = 300 + Int.random(in: 0..<200)
-        while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
-        let xvfb = try XServer(number: number)
+        let xvfb = try XServer(number: ChosenDisplay.unused())
         let display = xvfb.display
         try pair.startDaemon(sinks: ["clipboard"], env: ["DISPLAY": display, "WAYLAND_DISPLAY": ""])
         xvfb.stop()

@@ -1,4 +1,5 @@
 import Foundation
+import SpeakBridgeTestSupport
 import Glibc
 import Testing
 import SpeakBridgeSinks
@@ -112,11 +113,9 @@ struct ClipboardSinkXvfbTests {
     }
 
     @Test func unreachableDisplayIsAnErrorNamingTheToolNotTheText() throws {
-        // A display nobody serves: a number far above those `Xvfb -displayfd` picks for other suites (a server of
-        // this test stopped at a low number was soon replaced by another suite's, and xclip reached that one).
-        var number = 300 + Int.random(in: 0..<200)
-        while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
-        let environment = ["DISPLAY": ":\(number)", "PATH": "/usr/bin:/bin"]
+        // A display nobody serves (`ChosenDisplay`: a server of this test stopped at a low number was soon replaced
+        // by another suite's, and xclip reached that one).
+        let environment = ["DISPLAY": ":\(ChosenDisplay.unused())", "PATH": "/usr/bin:/bin"]
         let sink = try ClipboardSink(backend: .xclip, primary: false, environment: environment)
         let clock = ContinuousClock()
         let started = clock.now

@@ -1,4 +1,5 @@
 import Foundation
+import SpeakBridgeTestSupport
 import Glibc
 
 /// A private X server for tests: `Xvfb -displayfd` picks a free display number itself (no guessing, no races with
@@ -8,26 +9,28 @@ final class XvfbServer {
 
     let display: String
     private let process: Process
+    /// The number `stoppedWhileUsed` chose (nil: Xvfb chose it): its leftovers are removed at `stop`.
+    private var chosenNumber: Int?
 
     /// `stoppedWhileUsed`: for a test that stops the server while a sink still points at it. Such a server takes
     /// a display number far above those `-displayfd` picks (the lowest free): a low number freed by `stop()` is soon
     /// taken by another suite's server, and the sink would reach that live display instead of a dead one.
     init(stoppedWhileUsed: Bool = false) throws {
         if stoppedWhileUsed {
-            var number = 300 + Int.random(in: 0..<200)
-            while access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
+            let number = ChosenDisplay.unused()
             let process = try Self.spawn([":\(number)"], output: FileHandle.nullDevice)
             self.process = process
             display = ":\(number)"
             let clock = ContinuousClock()
             let deadline = clock.now.advanced(by: .seconds(20))
-            while process.isRunning, access("/tmp/.X11-unix/X\(number)", F_OK) != 0, clock.now < deadline {
+            while process.isRunning, !ChosenDisplay.hasSocket(number), clock.now < deadline {
                 sleepFor(.milliseconds(20))
             }
-            guard process.isRunning, access("/tmp/.X11-unix/X\(number)", F_OK) == 0 else {
+            guard process.isRunning, ChosenDisplay.hasSocket(number) else {
                 stop()
                 throw TestFailure("Xvfb did not start on \(display)")
             }
+            chosenNumber = number  // listening: its leftovers are this server's to remove at `stop`
             return
         }
         let output = Pipe()
@@ -73,6 +76,7 @@ final class XvfbServer {
         while process.isRunning, clock.now < deadline { sleepFor(.milliseconds(20)) }
         if process.isRunning { kill(pid, SIGKILL) }
         process.waitUntilExit()
+        if let chosenNumber { ChosenDisplay.removeLeftovers(chosenNumber) }
     }
 
     /// The selection's content as `xclip -o` reads it, waiting up to `patience` for it to equal `expected`
