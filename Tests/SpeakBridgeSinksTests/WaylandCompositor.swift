@@ -73,17 +73,39 @@ final class WaylandCompositor {
         ]))
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(20))
+        // Ready once a connect succeeds: the socket file appears at bind(2), a moment before listen(2) (a connect
+        // in between is refused; seen under load), and a compositor that died after binding leaves the file too.
         var found: String?
         while found == nil, clock.now < deadline {
             found = (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory))?
                 .first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
+                .flatMap { Self.accepts("\(runtimeDirectory)/\($0)") ? $0 : nil }
             if found == nil { sleepFor(.milliseconds(20)) }
         }
         guard let found else {
             stop()
-            throw TestFailure("\(kind.rawValue) did not create its Wayland socket")
+            throw TestFailure("\(kind.rawValue) did not listen on its Wayland socket within 20 s")
         }
         socketName = found
+    }
+
+    /// Whether a connect to the Unix socket at `path` succeeds (the connection is closed at once).
+    private static func accepts(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
+        }
     }
 
     /// Starts foot running `cat` into a file (as the compositor's user) and waits until it runs; sway gives a new
