@@ -71,7 +71,7 @@ public final class ConfigExchange: @unchecked Sendable {
     let peers: PeerStore
     let desktop: Peer
     let shell: ConfigShell
-    let queue = DispatchQueue(label: "sb-config")
+    let queue = LockedQueue(label: "sb-config")
     let done = DispatchSemaphore(value: 0)
     var link: SessionLink!
     // Owned by `queue`.
@@ -214,7 +214,7 @@ public final class ConfigExchange: @unchecked Sendable {
         guard outcome == nil else { return }
         outcome = .some(error)
         // Give the last frames a moment to leave before the connection goes.
-        queue.asyncAfter(deadline: .now() + 0.05) {
+        queue.asyncAfter(.milliseconds(50)) {
             self.link.hangUp()
             self.done.signal()
         }

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import SpeakBridgeDiscovery
 import SpeakBridgeProtocol
+import SpeakBridgeSupport
 
 /// Finds a desktop by its key over mDNS: browses `_speakbridge._tcp` and reports the addresses of services
 /// whose TXT `id` is the desktop's device ID. Discovery data is only a hint: the Noise handshake decides.
@@ -9,7 +10,7 @@ import SpeakBridgeProtocol
 final class DesktopFinder: @unchecked Sendable {
     let browser: MDNSBrowser?
 
-    init(desktop: DeviceID, queue: DispatchQueue, onFound: @escaping @Sendable ([Candidate]) -> Void) {
+    init(desktop: DeviceID, queue: LockedQueue, onFound: @escaping @Sendable ([Candidate]) -> Void) {
         browser = try? MDNSBrowser { services in
             // Only services that speak our protocol version and carry the paired desktop's ID.
             let matches = services.filter { s in

@@ -7,6 +7,7 @@ import SpeakBridgeClientCore
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 import SpeakBridgeWebSocket
 
 /// `speakbridge join CODE`: pairs this installation with the desktop that showed the code.
@@ -103,7 +104,7 @@ final class PairingSession: @unchecked Sendable {
     let desktopKey: X25519PublicKey
     let secret: SymmetricKey
     let name: String
-    let queue = DispatchQueue(label: "sb-join")
+    let queue = LockedQueue(label: "sb-join")
     let done = DispatchSemaphore(value: 0)
     var driver: LinkDriver!
     // Owned by `queue`.
@@ -143,7 +144,7 @@ final class PairingSession: @unchecked Sendable {
             queue.sync { step { $0.timedOut() } }
         }
         driver.shutdown()
-        switch queue.sync(execute: { outcome! }) {
+        switch queue.sync({ outcome! }) {
         case .success(let value): return value
         case .failure(let error): throw error
         }

@@ -3,6 +3,7 @@ import FoundationEssentials
 import SpeakBridgeClientCore
 import SpeakBridgeProtocol
 import SpeakBridgeWebSocket
+import SpeakBridgeSupport
 
 /// `Candidate` lives in the core; clients of this module (the CLI, `ConfigExchange`) name it from here.
 public typealias Candidate = SpeakBridgeClientCore.Candidate
@@ -10,8 +11,9 @@ public typealias Candidate = SpeakBridgeClientCore.Candidate
 /// The sockets of a client role: carries out a core's `dial`/`send`/`close` on libwebsockets and mDNS lookups,
 /// and hands back what happened as events on `queue`. It decides nothing (`LinkCore` does).
 ///
-/// `@unchecked Sendable`: every mutable member is read and written on `queue` only (socket events come in through
-/// `queue.sync`, mDNS results through `queue.async`, and the owner calls in on `queue`); `client` is set once in
+/// `@unchecked Sendable`: every mutable member is read and written on `queue` only (a `LockedQueue`: socket events
+/// come in through `queue.sync`, in place on the socket thread; mDNS results through `queue.async`; and the owner
+/// calls in on `queue`); `client` is set once in
 /// `init` and is itself `Sendable`, which is all `shutdown` (called off the queue) touches.
 final class LinkDriver: @unchecked Sendable {
     enum Event {
@@ -22,7 +24,7 @@ final class LinkDriver: @unchecked Sendable {
         case found([Candidate])
     }
 
-    let queue: DispatchQueue
+    let queue: LockedQueue
     var client: WebSocketClient!
     // Owned by `queue`: the owner's handler, the socket of each attempt and back, the mDNS browser.
     var onEvent: (Event) -> Void = { _ in }
@@ -33,8 +35,9 @@ final class LinkDriver: @unchecked Sendable {
     /// entry of both tables, or nil (cleared when its socket closes).
     var recent: (id: AttemptID, socket: WebSocketConnectionID)?
     var finder: DesktopFinder?
-    /// A `findDesktop` waiting for its grace period (see `mdnsGrace`); `findingStopped` after `stopFinding`.
-    var pendingFind: DispatchWorkItem?
+    /// The desktop of a `findDesktop` waiting for its grace period (see `mdnsGrace`); `findingStopped` after
+    /// `stopFinding`.
+    var pendingFind: DeviceID?
     var findingStopped = false
     var anyOpened = false
 
@@ -47,11 +50,11 @@ final class LinkDriver: @unchecked Sendable {
 
     /// - Parameter waitForContext: false: `ready()` must return before anything else is called (see
     ///   `WebSocketClient.init`), and the caller works meanwhile.
-    init(queue: DispatchQueue, waitForContext: Bool = true) throws {
+    init(queue: LockedQueue, waitForContext: Bool = true) throws {
         self.queue = queue
         client = try WebSocketClient(waitForContext: waitForContext) { [weak self] event in
             guard let self else { return }
-            self.queue.sync { self.handle(event) }  // inline when idle: no extra wake-up per frame
+            self.queue.sync { self.handle(event) }  // right here: no extra wake-up per frame
         }
     }
 
@@ -62,15 +65,17 @@ final class LinkDriver: @unchecked Sendable {
     /// connection opening, whichever comes first; what is found comes as `.found`. Must be called on `queue`.
     func findDesktop(_ desktop: DeviceID, after grace: Duration = LinkDriver.mdnsGrace) {
         guard finder == nil, pendingFind == nil, !findingStopped else { return }
-        let start = DispatchWorkItem { [weak self] in self?.startFinding(desktop) }
         if grace <= .zero {
-            start.perform()
+            startFinding(desktop)
             return
         }
-        pendingFind = start
-        let (seconds, attoseconds) = grace.components
-        queue.asyncAfter(deadline: .now() + .milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)),
-                         execute: start)
+        pendingFind = desktop
+        queue.asyncAfter(grace) { [weak self] in self?.startPendingFind() }
+    }
+
+    /// Starts the waiting `findDesktop` now, if one still waits (its grace passed, or every dial failed).
+    private func startPendingFind() {
+        if let desktop = pendingFind { startFinding(desktop) }
     }
 
     private func startFinding(_ desktop: DeviceID) {
@@ -126,7 +131,6 @@ final class LinkDriver: @unchecked Sendable {
     /// Stops mDNS (the core's `hangUp` closes the connections). Must be called on `queue`.
     func stopFinding() {
         findingStopped = true
-        pendingFind?.cancel()
         pendingFind = nil
         finder?.stop()
     }
@@ -137,8 +141,7 @@ final class LinkDriver: @unchecked Sendable {
         client.watchReadable(fd: fd, onReadable: onReadable)
     }
 
-    /// `work` as the socket thread runs it: on `queue`, through `queue.sync` — inline there when the queue is
-    /// idle, no thread woken. Made once and passed to `schedule` or `afterSends` as often as needed (a closure
+    /// `work` as the socket thread runs it: on `queue`, through `queue.sync` — right there, no thread woken. Made once and passed to `schedule` or `afterSends` as often as needed (a closure
     /// made per use costs a few allocations a line).
     func onQueue(_ work: @escaping () -> Void) -> @Sendable () -> Void {
         // Why the box: `work` runs on `queue` only (the `queue.sync` below), which is what this type's
@@ -178,10 +181,7 @@ final class LinkDriver: @unchecked Sendable {
             guard let id = attempts.removeValue(forKey: socket) else { return }
             sockets[id] = nil
             if recent?.socket == socket { recent = nil }
-            if let pendingFind, attempts.isEmpty, !anyOpened {   // every dial failed: look for the desktop now
-                pendingFind.perform()
-                pendingFind.cancel()
-            }
+            if attempts.isEmpty, !anyOpened { startPendingFind() }  // every dial failed: look for the desktop now
             onEvent(.closed(id, reason))
         }
     }

@@ -77,7 +77,7 @@ public final class Sender: @unchecked Sendable {
     let desktop: Peer
     let peers: PeerStore
     let outbox: Outbox
-    let queue: DispatchQueue
+    let queue: LockedQueue
     let syncQueue = DispatchQueue(label: "sb-send-fsync")
     /// The journal's fsyncs, on a thread of their own (`JournalSyncer`).
     let syncer = JournalSyncer()
@@ -126,7 +126,7 @@ public final class Sender: @unchecked Sendable {
         self.options = options
         // The socket thread creates its libwebsockets context while this one reads the identity, peers.json and the
         // journal (`run` waits for it before the first dial).
-        let queue = DispatchQueue(label: "sb-send")
+        let queue = LockedQueue(label: "sb-send")
         self.queue = queue
         launched = Result { try LinkDriver(queue: queue, waitForContext: false) }
         (identity, peers) = try SessionLink.localState(options.home)
@@ -383,7 +383,7 @@ public final class Sender: @unchecked Sendable {
         // Give the bye frame a moment to leave before the context goes away: at most 50 ms, less when the desktop
         // closes the connection first (it does once it has read the bye).
         finishing = true
-        queue.asyncAfter(deadline: .now() + 0.05) { self.complete() }
+        queue.asyncAfter(.milliseconds(50)) { self.complete() }
     }
 
     /// Closes every connection and lets `run` return. Once; on `queue`.

@@ -41,7 +41,7 @@ final class SessionLink: @unchecked Sendable {
     static let rememberedAddresses = LinkCore.rememberedAddresses
 
     init(identity: Identity, desktop: Peer, peers: PeerStore, agent: String, extraCandidates: [Candidate],
-         queue: DispatchQueue, onEvent: @escaping @Sendable (Event) -> Void) throws(ClientError) {
+         queue: LockedQueue, onEvent: @escaping @Sendable (Event) -> Void) throws(ClientError) {
         self.desktop = desktop
         self.peers = peers
         self.handler = Handler(call: onEvent)

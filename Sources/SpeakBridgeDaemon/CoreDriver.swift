@@ -1,35 +1,27 @@
 import Dispatch
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeSupport
 import SpeakBridgeWebSocket
-import Synchronization
 
 /// Runs the `DesktopCore` under one lock and carries out its actions.
 ///
-/// Threads: `lock` owns the core and everything below marked "on `queue`" (held by whoever runs the core: the lws
-/// thread for transport events, right there; the committer for acks; a control request); other threads hand events
-/// to `queue` (sb-core, serial: `post`, in order), whose blocks take the lock too, as does the clock's timer. Why a
-/// lock and not `queue.sync` for the lws thread: the Swift overlay's `sync` copies its closure into a heap block per
-/// call, about 800 instructions of every received frame. Taking the lock twice on one thread is a bug that
-/// `locked` traps (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial
+/// Threads: `queue` owns the core and everything below marked "on `queue`" (a `LockedQueue`: entered in place by
+/// whoever runs the core — the lws thread for transport events, right there; the committer for acks; a control
+/// request — while other threads hand events to its dispatch queue, sb-core, serial: `post`, in order; the clock's timer
+/// enters it too). Why not `queue.sync` for the lws thread: see `LockedQueue`. Entering twice on one thread traps
+/// (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial
 /// effect queues — `effects` (sb-effects: peers.json, fsynced) and `configCalls` (sb-config: the config module,
 /// which may wait on the keyring over D-Bus, so a slow keyring never delays a pairing) — and its results come back
-/// through `post`: nothing that holds the lock waits for a disk flush or for D-Bus.
+/// through `post`: nothing inside `queue` waits for a disk flush or for D-Bus.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
-// with `lock` held (`locked`; "on `queue`" below means that) — except `stopTicking`'s cancel of `ticker`, which
+// inside `queue` (`locked`; "on `queue`" below means that) — except `stopTicking`'s cancel of `ticker`, which
 // `attach` set before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable
 // and themselves thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
-    let queue = DispatchQueue(label: "sb-core")
-    private let lock = ThreadLock()
-    /// The thread holding `lock` (`pthread_self`), 0 when none: a second `locked` on it traps instead of hanging.
-    private let owner = Atomic<UInt>(0)
+    private let queue = LockedQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
     let configCalls = DispatchQueue(label: "sb-config")
     /// On `queue`.
@@ -64,7 +56,7 @@ final class CoreDriver: @unchecked Sendable {
         try locked {
             let s = try make()
             self.server = s
-            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let timer = DispatchSource.makeTimerSource(queue: queue.dispatchQueue)
             timer.schedule(deadline: .distantFuture, repeating: .never)
             timer.setEventHandler { [weak self] in
                 guard let self else { return }
@@ -120,7 +112,7 @@ final class CoreDriver: @unchecked Sendable {
 
     /// An event from any other thread: handled later, in order, on `queue`.
     func post(_ event: DesktopEvent) {
-        queue.async { self.locked { self.dispatch(event) } }
+        queue.async { self.dispatch(event) }
     }
 
     /// An event from a thread that the core's holders never wait for (the pipeline's committer): handled on the
@@ -139,18 +131,10 @@ final class CoreDriver: @unchecked Sendable {
         locked { dispatch(event) }
     }
 
-    /// Runs `body` holding `lock`. Traps when this thread holds it already.
+    /// Runs `body` inside `queue`. Traps when this thread is inside already.
     @inline(__always)
     private func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        let me = UInt(pthread_self())
-        precondition(owner.load(ordering: .relaxed) != me, "CoreDriver: the core's lock taken twice on one thread")
-        lock.lock()
-        owner.store(me, ordering: .relaxed)
-        defer {
-            owner.store(0, ordering: .relaxed)
-            lock.unlock()
-        }
-        return try body()
+        try queue.sync(body)
     }
 
     /// On `queue`.
