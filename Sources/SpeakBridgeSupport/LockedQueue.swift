@@ -15,7 +15,10 @@ import Glibc
 /// As with `DispatchQueue.sync` on the queue itself, entering again from the thread that is inside is a bug: it
 /// traps (`sync` checks the owner), never a silent deadlock. Unlike a queue, a `sync` does not wait for pieces
 /// queued by `async` before it: they are ordered among themselves, and each runs whole, but a `sync` may come
-/// between them (no user relies on more: each says so where it posts).
+/// between them. Nothing here relied on more: what the users post (a journal-sync failure, a notice, mDNS
+/// results, a timed end, the desktop's events from its effect queues) comes at a time unrelated to what runs with
+/// `sync`, so a queue's order promised nothing more; and what `sync` runs that depends on a post (a socket event
+/// after the dial the post made) comes after it by cause.
 ///
 /// `@unchecked Sendable` is sound: `lock` is a thread-safe pthread mutex, `owner` an atomic, `dispatchQueue` a
 /// thread-safe dispatch queue; nothing else is stored.
