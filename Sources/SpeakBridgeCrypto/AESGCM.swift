@@ -1,6 +1,7 @@
 // AES-256-GCM with a 96-bit nonce, via libsodium's crypto_aead_aes256gcm_* (sealed and opened by `NoiseCipher`
-// through `SodiumAEAD.aes256GCM`). libsodium implements it only with the AES-NI and CLMUL instructions:
-// `isAvailable` says whether this CPU has them, and every call checks it (`ensureAvailable`).
+// through `SodiumAEAD`, with the key expanded once per CipherState: `AESGCMKeyState`). libsodium implements it only
+// with the AES-NI and CLMUL instructions: `isAvailable` says whether this CPU has them, and every key expansion and
+// every per-message call checks it (`ensureAvailable`).
 internal import CSodium
 #if canImport(Glibc)
 import Glibc

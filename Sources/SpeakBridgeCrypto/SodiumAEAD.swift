@@ -1,6 +1,8 @@
 // The one seal/open over libsodium's IETF-style AEADs. ChaCha20-Poly1305 (RFC 8439) and AES-256-GCM share the
 // signature (c, clen_p, m, mlen, ad, adlen, nsec, npub, k) and the sizes (32-byte key, 12-byte nonce, 16-byte tag);
-// only the functions differ.
+// only the functions differ. AES-256-GCM also seals and opens with a key expanded once (`AESGCMKeyState`, libsodium's
+// `_afternm` functions, the same signature with the state in place of k): the same bytes without the key
+// expansion on every message.
 internal import CSodium
 
 struct SodiumAEAD: Sendable {
@@ -19,6 +21,13 @@ struct SodiumAEAD: Sendable {
         UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>?, UInt64, UnsafePointer<UInt8>?, UnsafePointer<UInt8>,
         UnsafePointer<UInt8>
     ) -> Int32
+
+    /// One sealing call with the key already bound: (c, clen_p, m, mlen, ad, adlen, npub).
+    private typealias SealCall = (UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt64>, UnsafePointer<UInt8>,
+                                  UInt64, UnsafePointer<UInt8>, UInt64, UnsafePointer<UInt8>) -> Int32
+    /// One opening call with the key already bound: (m, mlen_p, c, clen, ad, adlen, npub).
+    private typealias OpenCall = (UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt64>, UnsafePointer<UInt8>,
+                                  UInt64, UnsafePointer<UInt8>, UInt64, UnsafePointer<UInt8>) -> Int32
 
     /// For error messages: "ChaCha20-Poly1305", "AES-GCM".
     let name: String
@@ -80,25 +89,24 @@ struct SodiumAEAD: Sendable {
     func seal(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8],
               ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
-        try checkNonce(nonce.count)
-        let outputCount = plaintext.count + Self.tagByteCount
-        return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
-            var written: UInt64 = 0
-            let rc = key.storage.withUnsafeBytes { keyBytes in
-                withSodiumInput(keyBytes) { k, _ in
-                    withSodiumInput(plaintext) { m, mCount in
-                        withSodiumInput(ad) { a, aCount in
-                            withSodiumInput(nonce) { npub, _ in
-                                // Why unsafe: `out` has room for plaintext + ABYTES, the most libsodium writes.
-                                encrypt(UnsafeMutableRawBufferPointer(out).sodiumOutput, &written,
-                                        m, UInt64(mCount), a, UInt64(aCount), nil, npub, k)
-                            }
-                        }
-                    }
+        return try key.storage.withUnsafeBytes { keyBytes in
+            try withSodiumInput(keyBytes) { k, _ in
+                try seal(nonceBytes: nonce, plaintext: plaintext, ad: ad) { c, written, m, mCount, a, aCount, npub in
+                    encrypt(c, written, m, mCount, a, aCount, nil, npub, k)
                 }
             }
-            try Sodium.check(rc, orThrow: .messageTooLarge)
-            initialized = Int(written)
+        }
+    }
+
+    /// AES-256-GCM's `seal` with the key expanded once (`crypto_aead_aes256gcm_encrypt_afternm`): the same bytes
+    /// as `aes256GCM.seal` under the key `state` was made from.
+    static func sealAES256GCM(state: AESGCMKeyState, nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8],
+                              ad: [UInt8]) throws -> [UInt8] {
+        try state.withUnsafeState { ctx in
+            try aes256GCM.seal(nonceBytes: nonce, plaintext: plaintext, ad: ad) {
+                c, written, m, mCount, a, aCount, npub in
+                crypto_aead_aes256gcm_encrypt_afternm(c, written, m, mCount, a, aCount, nil, npub, ctx)
+            }
         }
     }
 
@@ -111,6 +119,50 @@ struct SodiumAEAD: Sendable {
     func open(key: SymmetricKey, nonceBytes nonce: UnsafeRawBufferPointer, ciphertext: [UInt8],
               ad: [UInt8]) throws -> [UInt8] {
         try Sodium.ensureAvailable()
+        return try key.storage.withUnsafeBytes { keyBytes in
+            try withSodiumInput(keyBytes) { k, _ in
+                try open(nonceBytes: nonce, ciphertext: ciphertext, ad: ad) { m, written, c, cCount, a, aCount, npub in
+                    decrypt(m, written, nil, c, cCount, a, aCount, npub, k)
+                }
+            }
+        }
+    }
+
+    /// AES-256-GCM's `open` with the key expanded once (`crypto_aead_aes256gcm_decrypt_afternm`).
+    static func openAES256GCM(state: AESGCMKeyState, nonceBytes nonce: UnsafeRawBufferPointer, ciphertext: [UInt8],
+                              ad: [UInt8]) throws -> [UInt8] {
+        try state.withUnsafeState { ctx in
+            try aes256GCM.open(nonceBytes: nonce, ciphertext: ciphertext, ad: ad) {
+                m, written, c, cCount, a, aCount, npub in
+                crypto_aead_aes256gcm_decrypt_afternm(m, written, nil, c, cCount, a, aCount, npub, ctx)
+            }
+        }
+    }
+
+    /// Seals into a new array of plaintext + 16 bytes through `call`, which has the key bound.
+    private func seal(nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8], ad: [UInt8],
+                      _ call: SealCall) throws -> [UInt8] {
+        try checkNonce(nonce.count)
+        let outputCount = plaintext.count + Self.tagByteCount
+        return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+            var written: UInt64 = 0
+            let rc = withSodiumInput(plaintext) { m, mCount in
+                withSodiumInput(ad) { a, aCount in
+                    withSodiumInput(nonce) { npub, _ in
+                        // Why unsafe: `out` has room for plaintext + ABYTES, the most libsodium writes.
+                        call(UnsafeMutableRawBufferPointer(out).sodiumOutput, &written, m, UInt64(mCount),
+                             a, UInt64(aCount), npub)
+                    }
+                }
+            }
+            try Sodium.check(rc, orThrow: .messageTooLarge)
+            initialized = Int(written)
+        }
+    }
+
+    /// Opens into a new array through `call`, which has the key bound.
+    private func open(nonceBytes nonce: UnsafeRawBufferPointer, ciphertext: [UInt8], ad: [UInt8],
+                      _ call: OpenCall) throws -> [UInt8] {
         try checkNonce(nonce.count)
         guard ciphertext.count >= Self.tagByteCount else { throw CryptoError.messageTooShort }
         let outputCount = ciphertext.count - Self.tagByteCount
@@ -120,16 +172,12 @@ struct SodiumAEAD: Sendable {
         var written: UInt64 = 0
         var rc: Int32 = -1
         let plaintext = [UInt8](unsafeUninitializedCapacity: Swift.max(outputCount, 1)) { out, initialized in
-            rc = key.storage.withUnsafeBytes { keyBytes in
-                withSodiumInput(keyBytes) { k, _ in
-                    withSodiumInput(ciphertext) { c, cCount in
-                        withSodiumInput(ad) { a, aCount in
-                            withSodiumInput(nonce) { npub, _ in
-                                // Why unsafe: `out` has room for ciphertext - ABYTES, the most libsodium writes.
-                                decrypt(UnsafeMutableRawBufferPointer(out).sodiumOutput, &written, nil, c,
-                                        UInt64(cCount), a, UInt64(aCount), npub, k)
-                            }
-                        }
+            rc = withSodiumInput(ciphertext) { c, cCount in
+                withSodiumInput(ad) { a, aCount in
+                    withSodiumInput(nonce) { npub, _ in
+                        // Why unsafe: `out` has room for ciphertext - ABYTES, the most libsodium writes.
+                        call(UnsafeMutableRawBufferPointer(out).sodiumOutput, &written, c, UInt64(cCount),
+                             a, UInt64(aCount), npub)
                     }
                 }
             }

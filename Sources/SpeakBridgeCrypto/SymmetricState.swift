@@ -36,7 +36,7 @@ struct SymmetricState: Sendable {
         ck = outputs[0]
         // If HASHLEN is 64, then truncates temp_k to 32 bytes. (HASHLEN is 32 for SHA-256: nothing to do.)
         // Calls InitializeKey(temp_k).
-        cipher = CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
+        cipher = try CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
     }
 
     /// MixHash(data): Sets h = HASH(h || data).
@@ -54,7 +54,7 @@ struct SymmetricState: Sendable {
         mixHash(outputs[1].copyBytes())
         // If HASHLEN is 64, then truncates temp_k to 32 bytes. (Not for SHA-256.)
         // Calls InitializeKey(temp_k).
-        cipher = CipherState(key: SymmetricKey(storage: outputs[2]), cipher: cipherFunctions)
+        cipher = try CipherState(key: SymmetricKey(storage: outputs[2]), cipher: cipherFunctions)
     }
 
     /// EncryptAndHash(plaintext): Sets ciphertext = EncryptWithAd(h, plaintext), calls MixHash(ciphertext),
@@ -85,8 +85,8 @@ struct SymmetricState: Sendable {
         // If HASHLEN is 64, then truncates temp_k1 and temp_k2 to 32 bytes. (Not for SHA-256.)
         // Creates two new CipherState objects c1 and c2.
         // Calls c1.InitializeKey(temp_k1) and c2.InitializeKey(temp_k2).
-        let c1 = CipherState(key: SymmetricKey(storage: outputs[0]), cipher: cipherFunctions)
-        let c2 = CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
+        let c1 = try CipherState(key: SymmetricKey(storage: outputs[0]), cipher: cipherFunctions)
+        let c2 = try CipherState(key: SymmetricKey(storage: outputs[1]), cipher: cipherFunctions)
         wipe()
         // Returns the pair (c1, c2).
         return (c1, c2)
