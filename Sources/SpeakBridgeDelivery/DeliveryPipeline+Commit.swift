@@ -80,6 +80,7 @@ extension DeliveryPipeline {
             let batch = levels.takePending()
             lock.unlock()
             lastSync = ThreadCondition.monotonicNanoseconds
+            Trace.mark("commit", 0)  // the fsync starts (`fsync` marks its end): Tests/bench/fsync_overlap.py
             do {
                 try progress.sync()
             } catch {

@@ -6,8 +6,8 @@ Marks (VALUE = the chunk's seq where the stage knows it, else 0):
   sender:  read (stdin read returned), journal (outbox append done, last seq), encrypt (a frame sealed and handed
            to the socket thread), ackrecv (a frame from the desktop arrived)
   desktop: recv (a frame off the socket, before decryption), ledger (decrypted, ledger accepted, submitted; last
-           seq), progress (progress record written; seq), sink (sink write returned; last seq), fsync (group commit
-           durable; highest seq), ack (ack frames queued; highest seq)
+           seq), progress (progress record written; seq), sink (sink write returned; last seq), commit (a group
+           commit's fsync starts; 0), fsync (group commit durable; highest seq), ack (ack frames queued; highest seq)
   start-up (sender): spawn (written by the bench just before it starts `send`), main (entry point), parsed
            (arguments parsed), loaded (identity and peers.json read), outbox (journal open and locked), wsctx
            (libwebsockets context up), dial, upgraded (WebSocket open), noise (handshake done, `resume` goes next),
