@@ -5,7 +5,8 @@ Runs a traced daemon and streaming `send` (SPEAKBRIDGE_TRACE, as bench.py's trac
 3,000 at 2 ms), then joins each line's `read` (stdin read) and `sink` (FIFO write returned) marks with the desktop's
 fsync intervals (`commit` → `fsync` marks) and prints: the share of time an fsync was under way, the share of lines
 that overlapped one, the latency p50/p99 of lines that did and did not, and how many of the slowest 1 % and 5 %
-overlapped one. Not part of `make bench`."""
+overlapped one; then, stage by stage (stages.py's), the median of all lines beside that of the slowest 1 %: where the
+tail's time goes. Not part of `make bench`."""
 import os, sys, time, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench, stages
@@ -70,6 +71,16 @@ def main():
     print(f"lines clear of fsyncs: {len(clear)}: p50 {pct(clear, 50):.0f} µs, p99 {pct(clear, 99):.0f} µs")
     print(f"slowest 1 % (≥ {p99:.0f} µs): {slow1[0]} of {slow1[1]} overlapped an fsync; "
           f"slowest 5 % (≥ {p95:.0f} µs): {slow5[0]} of {slow5[1]}")
+    rows = stages.lines(marks)
+    if rows:
+        total = [(r["sink"] - r["read"]) / 1e3 for r in rows]
+        cut = pct(total, 99)
+        tail = [r for r, v in zip(rows, total) if v >= cut]
+        print(f"stage by stage, µs: median of all {len(rows)} lines | median of the slowest {len(tail)} (≥ {cut:.0f} µs)")
+        for label, a, b in stages.STEPS[:6]:
+            every = [(r[b] - r[a]) / 1e3 for r in rows]
+            slow = [(r[b] - r[a]) / 1e3 for r in tail]
+            print(f"  {label:45s} {pct(every, 50):8.1f} | {pct(slow, 50):8.1f}")
 
 
 main()
