@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@testable import SpeakBridgeSinks
 
 /// A private headless Wayland compositor for tests: sway (wlroots: has the virtual-keyboard protocol) or weston
 /// (has not). Its runtime directory is a fresh private one; sway refuses to run as root, so as root both run as
@@ -79,7 +80,11 @@ final class WaylandCompositor {
         while found == nil, clock.now < deadline {
             found = (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory))?
                 .first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
-                .flatMap { Self.accepts("\(runtimeDirectory)/\($0)") ? $0 : nil }
+                .flatMap { name in
+                    // The sinks' own probe: a connect (closed at once), an error when refused.
+                    (try? DisplayProbe.checkWayland(["WAYLAND_DISPLAY": name, "XDG_RUNTIME_DIR": runtimeDirectory]))
+                        .map { name }
+                }
             if found == nil { sleepFor(.milliseconds(20)) }
         }
         guard let found else {
@@ -87,25 +92,6 @@ final class WaylandCompositor {
             throw TestFailure("\(kind.rawValue) did not listen on its Wayland socket within 20 s")
         }
         socketName = found
-    }
-
-    /// Whether a connect to the Unix socket at `path` succeeds (the connection is closed at once).
-    private static func accepts(_ path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
-            }
-        }
     }
 
     /// Starts foot running `cat` into a file (as the compositor's user) and waits until it runs; sway gives a new
