@@ -13,8 +13,8 @@ public typealias Candidate = SpeakBridgeClientCore.Candidate
 ///
 /// `@unchecked Sendable`: every mutable member is read and written on `queue` only (a `LockedQueue`: socket events
 /// come in through `queue.sync`, in place on the socket thread; mDNS results through `queue.async`; and the owner
-/// calls in on `queue`); `client` is set once in
-/// `init` and is itself `Sendable`, which is all `shutdown` (called off the queue) touches.
+/// calls in on `queue`); `client` is set once in `init` and is itself `Sendable`, which is all `shutdown` (called
+/// off the queue) touches.
 final class LinkDriver: @unchecked Sendable {
     enum Event {
         /// `subprotocol`: the one the desktop chose, which selects the Noise cipher (`LinkCore.opened`).
@@ -141,8 +141,9 @@ final class LinkDriver: @unchecked Sendable {
         client.watchReadable(fd: fd, onReadable: onReadable)
     }
 
-    /// `work` as the socket thread runs it: on `queue`, through `queue.sync` — right there, no thread woken. Made once and passed to `schedule` or `afterSends` as often as needed (a closure
-    /// made per use costs a few allocations a line).
+    /// `work` as the socket thread runs it: on `queue`, through `queue.sync` — right there, no thread woken. Made
+    /// once and passed to `schedule` or `afterSends` as often as needed (a closure made per use costs a few
+    /// allocations a line).
     func onQueue(_ work: @escaping () -> Void) -> @Sendable () -> Void {
         // Why the box: `work` runs on `queue` only (the `queue.sync` below), which is what this type's
         // `@unchecked Sendable` already rests on; the socket thread only hands it over.
