@@ -17,9 +17,10 @@ import SpeakBridgeWebSocket
 /// which may wait on the keyring over D-Bus, so a slow keyring never delays a pairing) — and its results come back
 /// through `post`: nothing inside `queue` waits for a disk flush or for D-Bus.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
-// inside `queue` (`locked`; "on `queue`" below means that) — except `stopTicking`'s cancel of `ticker`, which
-// `attach` set before, and cancelling a dispatch source is thread-safe; the other stored properties are immutable
-// and themselves thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock inside; the config handler is Sendable).
+// inside `queue` (`queue.sync`, or a block on its dispatch queue; "on `queue`" below means that) — except
+// `stopTicking`'s cancel of `ticker`, which `attach` set before, and cancelling a dispatch source is thread-safe; the
+// other stored properties are immutable and themselves thread-safe (PeerStore, ProgressLog and DeliveryPipeline lock
+// inside; the config handler is Sendable).
 final class CoreDriver: @unchecked Sendable {
     private let queue = LockedQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
@@ -53,14 +54,14 @@ final class CoreDriver: @unchecked Sendable {
     /// clock that lets a pairing code expire on time (its secret is wiped then, not at the next attempt). The clock
     /// is armed only while the core has a deadline (`rearm`): idle, the daemon does not wake at all.
     func attach(_ make: () throws -> WebSocketServer) throws -> WebSocketServer {
-        try locked {
+        try queue.sync {
             let s = try make()
             self.server = s
             let timer = DispatchSource.makeTimerSource(queue: queue.dispatchQueue)
             timer.schedule(deadline: .distantFuture, repeating: .never)
             timer.setEventHandler { [weak self] in
                 guard let self else { return }
-                self.locked {
+                self.queue.sync {
                     self.armedFor = nil  // fired: arm again even if the deadline did not move (a clock step)
                     self.dispatch(.tick)
                 }
@@ -89,12 +90,12 @@ final class CoreDriver: @unchecked Sendable {
     }
 
     func restore(live: [SessionLevel], retired: [SessionLevel]) {
-        locked { perform(core.restore(live: live, retired: retired)) }
+        queue.sync { perform(core.restore(live: live, retired: retired)) }
     }
 
     /// An lws event (on the lws thread).
     func transport(_ event: WebSocketEvent) {
-        locked {
+        queue.sync {
             switch event {
             case let .opened(id, path, remote):
                 // The cipher the subprotocol chose and the listener it came through (the browser route's TLS port).
@@ -118,23 +119,17 @@ final class CoreDriver: @unchecked Sendable {
     /// An event from a thread that the core's holders never wait for (the pipeline's committer): handled on the
     /// calling thread as soon as the lock is free — no thread wake-up per ack, unlike `post`.
     func postNow(_ event: DesktopEvent) {
-        locked { dispatch(event) }
+        queue.sync { dispatch(event) }
     }
 
     /// Runs `read` on the core, on `queue` (for `status`: a snapshot, no actions).
     func read<T>(_ read: (DesktopCore) -> T) -> T {
-        locked { read(core) }
+        queue.sync { read(core) }
     }
 
     /// Handles an event now and waits until its actions are carried out (control requests).
     func send(_ event: DesktopEvent) {
-        locked { dispatch(event) }
-    }
-
-    /// Runs `body` inside `queue`. Traps when this thread is inside already.
-    @inline(__always)
-    private func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        try queue.sync(body)
+        queue.sync { dispatch(event) }
     }
 
     /// On `queue`.
