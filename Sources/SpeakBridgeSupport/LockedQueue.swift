@@ -47,7 +47,8 @@ public final class LockedQueue: @unchecked Sendable {
         return try body()
     }
 
-    /// Runs `work` later on `dispatchQueue`, holding the lock; pieces posted this way run in the order they were posted.
+    /// Runs `work` later on `dispatchQueue`, holding the lock; pieces posted this way run in the order they were
+    /// posted.
     public func async(_ work: @escaping @Sendable () -> Void) {
         dispatchQueue.async { self.sync(work) }
     }
@@ -55,8 +56,11 @@ public final class LockedQueue: @unchecked Sendable {
     /// Runs `work` on `dispatchQueue` after `delay`, holding the lock.
     public func asyncAfter(_ delay: Duration, _ work: @escaping @Sendable () -> Void) {
         let (seconds, attoseconds) = delay.components
-        let nanoseconds = Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
-        dispatchQueue.asyncAfter(deadline: .now() + .nanoseconds(Swift.max(0, nanoseconds))) { self.sync(work) }
+        // Saturating: a delay past Int.max nanoseconds (292 years) waits "forever", it does not wrap to the past.
+        let (whole, overflow) = Int(clamping: Swift.max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+        let (sum, carried) = whole.addingReportingOverflow(Swift.max(0, Int(attoseconds / 1_000_000_000)))
+        let nanoseconds = overflow || carried ? Int.max : sum
+        dispatchQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { self.sync(work) }
     }
 
     /// Whether the calling thread is inside (for preconditions).

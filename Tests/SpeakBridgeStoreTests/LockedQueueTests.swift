@@ -78,6 +78,18 @@ struct LockedQueueTests {
         }
     }
 
+    @Test("asyncAfter with a delay past Int.max nanoseconds waits (saturates), it does not wrap to a past deadline")
+    func hugeDelaySaturates() {
+        let queue = LockedQueue(label: "test-locked")
+        let ran = Locked(false)
+        queue.asyncAfter(.seconds(Int64.max)) { ran.withLock { $0 = true } }
+        queue.asyncAfter(.seconds(9_300_000_000)) { ran.withLock { $0 = true } }  // × 10^9 just past Int.max
+        let later = DispatchSemaphore(value: 0)
+        queue.asyncAfter(.milliseconds(200)) { later.signal() }
+        later.wait()
+        #expect(!ran.withLock { $0 })
+    }
+
     @Test("entering again on the thread that is inside traps (a deadlock with a queue), in a child process")
     func reentryTraps() async {
         await #expect(processExitsWith: .failure) {
