@@ -45,6 +45,8 @@ echo "     NEEDED: $needed"
 for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode; do
     check "the release binary does not link $lib" bash -c "! grep -q '$lib\\.so' <<<'$needed'"
 done
+# libstdc++ is linked statically (Makefile, RELEASE_FLAGS: a start no longer binds its ~4,300 symbols).
+check "the release binary does not link libstdc++.so" bash -c "! grep -q 'libstdc++\\.so' <<<'$needed'"
 check "--version loads neither libsecret, avahi, glib nor qrencode" \
     bash -c "LD_DEBUG=files '$BIN' --version 2>'$TMP/ld-files' >/dev/null && grep -q 'file=libc.so.6' '$TMP/ld-files' &&
              ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode)' '$TMP/ld-files'"
