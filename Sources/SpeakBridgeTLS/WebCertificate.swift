@@ -112,6 +112,7 @@ public struct WebCertificate: Sendable {
     static func newKey(_ api: sb_crypto_api) throws(Failure) -> [UInt8] {
         var pem: UnsafeMutablePointer<CChar>?
         var length = 0
+        // The C helpers take the table by address; the pointer lives only for the call.
         let made = withUnsafePointer(to: api) { sb_ec_key_pem($0, &pem, &length) }
         guard made == 1, let pem else { throw .openSSL("generate a P-256 key") }
         // The buffer holds the private key: copy it out, then wipe and free it.
