@@ -54,7 +54,7 @@ let package = Package(
         .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets", providers: [.apt(["libwebsockets-dev"])]),
         // No pkgConfig: it would link libqrencode, which SpeakBridgeQR dlopens on first use (qrencode.h is in /usr/include).
         .systemLibrary(name: "CQREncode", path: "Sources/CQREncode", providers: [.apt(["libqrencode-dev"])]),
-        // OpenSSL (libssl-dev) for the browser route's web certificate: headers only; SpeakBridgeTLS dlopens libcrypto.so.3.
+        // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", providers: [.apt(["libssl-dev"])]),
         // No pkgConfig here: avahi-client.pc adds -D_REENTRANT, which SwiftPM drops with a warning on every build.
         // The headers are in /usr/include; the modulemap links nothing (SpeakBridgeDiscovery dlopens

@@ -36,17 +36,13 @@ depends=$(cd "$OUTDIR/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/speakbridge" 
     die "dpkg-shlibdeps failed: $(cat "$OUTDIR/shlibdeps.log")"
 depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
-# libwebsockets, OpenSSL's libcrypto, libsecret, avahi-client and libqrencode are opened with dlopen on first use
-# (SharedLibrary in SpeakBridgeSupport; LibWebSockets, LibCrypto, LibSecret, LibAvahi, LibQREncode), not linked, so
-# dpkg-shlibdeps cannot see them. They stay in Depends, not Recommends: every connection needs libwebsockets, the
-# browser route's certificate libcrypto, the Secret Service is the default secret store, mDNS is on by default in
-# `serve`, `join` and `send`, and `pair` shows a QR code; without them those features stop with an error naming the
-# package. Minimum versions: the newest symbol SpeakBridge resolves, from the packages' symbols files
-# (libwebsockets: lws_sul_schedule and lws_sul_cancel, 4.1.0; libcrypto: all 3.0.0; libsecret:
-# secret_password_searchv_sync and secret_retrievable_get_attributes, 0.19.1; avahi-client and avahi-common: all
-# 0.6.16; libqrencode: 3.2.0).
-depends="$depends, libwebsockets17 (>= 4.1.0), libssl3 (>= 3.0.0), libavahi-client3 (>= 0.6.16)"
-depends="$depends, libsecret-1-0 (>= 0.19.1), libqrencode4 (>= 3.2.0)"
+# libsecret, avahi-client and libqrencode are opened with dlopen on first use (SharedLibrary in SpeakBridgeSupport;
+# LibSecret, LibAvahi, LibQREncode), not linked, so dpkg-shlibdeps cannot see them. They stay in Depends, not
+# Recommends: the Secret Service is the default secret store, mDNS is on by default in `serve`, `join` and `send`,
+# and `pair` shows a QR code; without them those features stop with an error naming the package. Minimum versions:
+# the newest symbol SpeakBridge resolves, from the packages' symbols files (libsecret: secret_password_searchv_sync
+# and secret_retrievable_get_attributes, 0.19.1; avahi-client and avahi-common: all 0.6.16; libqrencode: 3.2.0).
+depends="$depends, libavahi-client3 (>= 0.6.16), libsecret-1-0 (>= 0.19.1), libqrencode4 (>= 3.2.0)"
 # `make release` packs relative relocations (DT_RELR): the binary then needs the GLIBC_ABI_DT_RELR version, which
 # glibc has since 2.36 and which dpkg-shlibdeps does not count (its libc6 minimum comes from the symbols only).
 if readelf -V "$stage/usr/bin/speakbridge" | grep -q 'GLIBC_ABI_DT_RELR'; then

@@ -42,19 +42,17 @@ check "the release binary's stack is not executable" bash -c "grep GNU_STACK <<<
 # (SharedLibrary in SpeakBridgeSupport). The release binary must not link them, and a missing one must be a clear error, never a crash.
 needed=$(readelf -d "$BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 echo "     NEEDED: $needed"
-for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode libwebsockets \
-           libssl libcrypto; do
+for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode libwebsockets; do
     check "the release binary does not link $lib" bash -c "! grep -q '$lib\\.so' <<<'$needed'"
 done
 # libstdc++ is linked statically (Makefile, RELEASE_FLAGS: a start no longer binds its ~4,300 symbols).
 check "the release binary does not link libstdc++.so" bash -c "! grep -q 'libstdc++\\.so' <<<'$needed'"
-check "--version loads neither libsecret, avahi, glib, qrencode, libwebsockets nor OpenSSL" \
+check "--version loads neither libsecret, avahi, glib nor qrencode" \
     bash -c "LD_DEBUG=files '$BIN' --version 2>'$TMP/ld-files' >/dev/null && grep -q 'file=libc.so.6' '$TMP/ld-files' &&
-             ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode|websockets|ssl|crypto)' '$TMP/ld-files'"
+             ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode|websockets)' '$TMP/ld-files'"
 # Each loader's soname is shipped by the Debian package it names (the one its error tells users to install).
 for loader in Sources/SpeakBridgeKeyring/LibSecret.swift Sources/SpeakBridgeDiscovery/LibAvahi.swift \
-              Sources/SpeakBridgeQR/LibQREncode.swift Sources/SpeakBridgeWebSocket/LibWebSockets.swift \
-              Sources/SpeakBridgeTLS/LibCrypto.swift; do
+              Sources/SpeakBridgeQR/LibQREncode.swift; do
     so=$(sed -n 's/.*static let soname = "\(.*\)"/\1/p' "$loader")
     pkg=$(sed -n 's/.*static let package = "\(.*\)"/\1/p' "$loader")
     check "$loader: $so is shipped by $pkg" bash -c "[ -n '$so' ] && dpkg -S '*/$so' | grep -q '^$pkg[:,]'"
@@ -227,15 +225,13 @@ DEB=$(ls "$SCRATCH"/deb/speakbridge_"$version"_*.deb 2>/dev/null | head -1)
 if [ -z "$DEB" ]; then fail "no .deb built"; finish; fi
 dpkg-deb -I "$DEB" >"$TMP/info"
 depends=$(dpkg-deb -f "$DEB" Depends)
-for lib in libsodium23 libwebsockets17 libssl3 libqrencode4 libavahi-client3 libsecret-1-0 libc6; do
+for lib in libsodium23 libwebsockets17 libqrencode4 libavahi-client3 libsecret-1-0 libc6; do
     check "Depends names $lib" grep -q "\\b$lib\\b" <<<"$depends"
 done
-# The libraries opened with dlopen (LibWebSockets, LibCrypto, LibSecret, LibAvahi, LibQREncode): dpkg-shlibdeps
-# cannot see them, so deb.sh names them.
+# The libraries opened with dlopen (LibSecret, LibAvahi): dpkg-shlibdeps cannot see them, so deb.sh names them.
 check "Depends names the dlopened libraries with minimum versions" \
     bash -c "grep -q 'libavahi-client3 (>= 0.6.16)' <<<'$depends' && grep -q 'libsecret-1-0 (>= 0.19.1)' <<<'$depends' &&
-             grep -q 'libqrencode4 (>= 3.2.0)' <<<'$depends' && grep -q 'libwebsockets17 (>= 4.1.0)' <<<'$depends' &&
-             grep -q 'libssl3 (>= 3.0.0)' <<<'$depends'"
+             grep -q 'libqrencode4 (>= 3.2.0)' <<<'$depends'"
 check "a binary with packed relocations (DT_RELR) depends on libc6 (>= 2.36)" bash -c \
     "! readelf -V '$BIN' | grep -q GLIBC_ABI_DT_RELR || grep -q 'libc6 (>= 2.36)' <<<'$depends'"
 check "Depends names only installed Debian packages" bash -c \
