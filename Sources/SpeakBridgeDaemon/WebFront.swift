@@ -153,7 +153,7 @@ final class WebFront: Sendable {
         } catch {
             var hint = "check web-cert.pem, web-key.pem and web-cert.meta in \(settings.home.config); "
                 + "removing all three makes a new certificate at the next start"
-            if let own = error.hint { hint = own }
+            if case let .store(stored) = error, let own = stored.hint { hint = own }
             return .failure(Failure(message: error.description, hint: hint))
         }
         if certificate.rotated {

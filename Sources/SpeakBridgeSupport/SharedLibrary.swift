@@ -6,8 +6,7 @@
 // daemon's resident memory, while only config transfer (libsecret) and mDNS (avahi) use them.
 //
 // Flow (one loader per library, in the single Swift target that uses it: LibSecret in SpeakBridgeKeyring,
-// LibAvahi in SpeakBridgeDiscovery, LibQREncode in SpeakBridgeQR, LibCrypto (libcrypto, for the web certificate)
-// in SpeakBridgeTLS):
+// LibAvahi in SpeakBridgeDiscovery):
 //   1. `static let` of the loader (Swift runs it once, thread-safely, on first use) calls `SharedLibrary.open`
 //      with the soname including its major version (what the package ships, not the -dev symlink),
 //      RTLD_NOW | RTLD_LOCAL: bound at once, and its symbols never leak into the global namespace.

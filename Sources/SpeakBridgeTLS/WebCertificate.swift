@@ -1,8 +1,6 @@
 // The desktop's self-signed web certificate (ECDSA P-256), for the browser route's HTTPS/WSS listener.
 //
 // Flow of `prepare`:
-// 0. Load libcrypto (LibCrypto: dlopen on first use, kept for the process). Without it nothing else happens: the
-//    failure names the Debian package to install.
 // 1. Read the metadata file (identity, addresses, expiry, fingerprints). Keep the certificate when it was made for
 //    this identity, lists exactly the addresses the daemon listens on now, and has more than 30 days left.
 // 2. Otherwise: reuse the key when the identity is the same (so the key a user or test pinned survives an
@@ -16,7 +14,6 @@ import Glibc
 import FoundationEssentials
 import SpeakBridgeCrypto
 import SpeakBridgeStore
-import SpeakBridgeSupport
 
 public struct WebCertificate: Sendable {
     public var certificatePath: String
@@ -35,24 +32,11 @@ public struct WebCertificate: Sendable {
 
     public enum Failure: Error, CustomStringConvertible {
         case openSSL(String)
-        /// libcrypto.so.3 could not be loaded, or lacks a function the certificate needs.
-        case libraryMissing(SharedLibraryError)
         case store(StoreError)
         public var description: String {
             switch self {
             case .openSSL(let what): "cannot make the web certificate: OpenSSL failed to \(what)"
-            case .libraryMissing(let error): "cannot make the web certificate: \(error.fullDescription)"
             case .store(let error): error.description
-            }
-        }
-
-        /// What to do next, when the failure knows better than its caller's general advice.
-        public var hint: String? {
-            switch self {
-            case .openSSL: nil
-            // The description already says which package; the load is not retried within a process.
-            case .libraryMissing(let error): "after installing \(error.package), restart the daemon (it looks for \(error.soname) once)"
-            case .store(let error): error.hint
             }
         }
     }
@@ -60,17 +44,6 @@ public struct WebCertificate: Sendable {
     /// Loads the certificate for `identity` and `addresses`, or issues a new one (see the flow above).
     public static func prepare(home: Home, identity: String, addresses: [String],
                                now: Date = Date()) throws(Failure) -> WebCertificate {
-        try prepare(home: home, identity: identity, addresses: addresses, now: now, crypto: LibCrypto.shared)
-    }
-
-    /// `prepare` with libcrypto as loaded (or not) by `LibCrypto.load`, so that tests can give it an absent one.
-    static func prepare(home: Home, identity: String, addresses: [String], now: Date,
-                        crypto: Result<sb_crypto_api, SharedLibraryError>) throws(Failure) -> WebCertificate {
-        let api: sb_crypto_api
-        switch crypto {
-        case .success(let loaded): api = loaded
-        case .failure(let error): throw .libraryMissing(error)
-        }
         let keyPath = home.config + "/web-key.pem"
         let certPath = home.config + "/web-cert.pem"
         let metaPath = home.config + "/web-cert.meta"
@@ -88,12 +61,12 @@ public struct WebCertificate: Sendable {
         if meta?.identity == identity, haveKey, let existing = try store({ () throws(StoreError) in try FileIO.read(keyPath) }) {
             keyPEM = existing
         } else {
-            keyPEM = try newKey(api)
+            keyPEM = try newKey()
             let fresh = keyPEM
             try store { () throws(StoreError) in try FileIO.atomicWrite(keyPath, fresh) }
         }
         defer { SecretMemory.wipe(&keyPEM) }
-        let issued = try issue(api, keyPEM: keyPEM, commonName: "SpeakBridge \(identity)", addresses: wanted)
+        let issued = try issue(keyPEM: keyPEM, commonName: "SpeakBridge \(identity)", addresses: wanted)
         let notAfter = now.timeIntervalSince1970 + TimeInterval(validityDays * 86_400)
         let newMeta = Meta(identity: identity, addresses: wanted, notAfter: notAfter,
                            fingerprint: issued.fingerprint, spki: issued.spki)
@@ -109,18 +82,16 @@ public struct WebCertificate: Sendable {
         do { return try body() } catch { throw .store(error) }
     }
 
-    static func newKey(_ api: sb_crypto_api) throws(Failure) -> [UInt8] {
+    static func newKey() throws(Failure) -> [UInt8] {
         var pem: UnsafeMutablePointer<CChar>?
         var length = 0
-        // The C helpers take the table by address; the pointer lives only for the call.
-        let made = withUnsafePointer(to: api) { sb_ec_key_pem($0, &pem, &length) }
-        guard made == 1, let pem else { throw .openSSL("generate a P-256 key") }
+        guard sb_ec_key_pem(&pem, &length) == 1, let pem else { throw .openSSL("generate a P-256 key") }
         // The buffer holds the private key: copy it out, then wipe and free it.
         defer { memset(pem, 0, length); free(pem) }
         return Array(UnsafeRawBufferPointer(start: pem, count: length))
     }
 
-    static func issue(_ api: sb_crypto_api, keyPEM: [UInt8], commonName: String,
+    static func issue(keyPEM: [UInt8], commonName: String,
                       addresses: [String]) throws(Failure) -> (pem: [UInt8], fingerprint: String, spki: String) {
         // Only IP literals reach here (the daemon's listening addresses); anything else would be config syntax.
         let san = addresses.filter(isIPLiteral).map { "IP:" + $0 }.joined(separator: ",")
@@ -131,20 +102,16 @@ public struct WebCertificate: Sendable {
         var certDERLength: Int32 = 0
         var spkiDER: UnsafeMutablePointer<UInt8>?
         var spkiDERLength: Int32 = 0
-        let ok = withUnsafePointer(to: api) { api in
-            keyPEM.withUnsafeBufferPointer { key in
-                key.withMemoryRebound(to: CChar.self) { key in
-                    sb_self_signed(api, key.baseAddress, key.count, commonName, san, Int(validityDays),
-                                   &certPEM, &certPEMLength, &certDER, &certDERLength, &spkiDER, &spkiDERLength)
-                }
+        let ok = keyPEM.withUnsafeBufferPointer { key in
+            key.withMemoryRebound(to: CChar.self) { key in
+                sb_self_signed(key.baseAddress, key.count, commonName, san, Int(validityDays),
+                               &certPEM, &certPEMLength, &certDER, &certDERLength, &spkiDER, &spkiDERLength)
             }
         }
         defer {
             free(certPEM)
-            withUnsafePointer(to: api) { api in
-                sb_openssl_free(api, certDER)
-                sb_openssl_free(api, spkiDER)
-            }
+            sb_openssl_free(certDER)
+            sb_openssl_free(spkiDER)
         }
         guard ok == 1, let certPEM, let certDER, let spkiDER else { throw .openSSL("issue a certificate") }
         let pem = Array(UnsafeRawBufferPointer(start: certPEM, count: certPEMLength))
