@@ -49,9 +49,8 @@ let package = Package(
         // C leaves
         .systemLibrary(name: "CSodium", path: "Sources/CSodium",
                        pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        // No pkgConfig: it would link libwebsockets (and with it libssl, libcrypto, libcap), which
-        // SpeakBridgeWebSocket dlopens on its service thread (LibWebSockets.swift); libwebsockets.h is in /usr/include.
-        .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets", providers: [.apt(["libwebsockets-dev"])]),
+        .systemLibrary(name: "CLibWebSockets", path: "Sources/CLibWebSockets",
+                       pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         // No pkgConfig: it would link libqrencode, which SpeakBridgeQR dlopens on first use (qrencode.h is in /usr/include).
         .systemLibrary(name: "CQREncode", path: "Sources/CQREncode", providers: [.apt(["libqrencode-dev"])]),
         // OpenSSL (libssl-dev; libwebsockets already links it for TLS): the browser route's web certificate.
@@ -119,7 +118,7 @@ let package = Package(
         .executableTarget(name: "speakbridge", dependencies: [
             "SpeakBridgeDaemon", "SpeakBridgeClient", "SpeakBridgeStore", "SpeakBridgeProtocol", "SpeakBridgeQR",
             "SpeakBridgeConfig", "SpeakBridgeSinks", "SpeakBridgeControl", "SpeakBridgeSupport", "SpeakBridgeDelivery",
-            "SpeakBridgeWebSocket", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // the generator of Pairing/vectors/ (checked in `make test`)

@@ -127,7 +127,7 @@ final class PairingSession: @unchecked Sendable {
         do {
             driver = try LinkDriver(queue: queue)
         } catch {
-            throw ClientError("cannot start the WebSocket client: \(error)", hint: (error as? WebSocketError)?.hint)
+            throw ClientError("cannot start the WebSocket client: \(error)")
         }
         driver.onEvent = { [weak self] event in self?.handle(event) }
         queue.async {

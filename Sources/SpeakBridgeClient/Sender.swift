@@ -164,7 +164,7 @@ public final class Sender: @unchecked Sendable {
             }
             try driver.ready()
         } catch {
-            Console.error("cannot start the WebSocket client: \(error)", hint: (error as? WebSocketError)?.hint)
+            Console.error("cannot start the WebSocket client: \(error)")
             return 1
         }
         Trace.mark("wsctx")

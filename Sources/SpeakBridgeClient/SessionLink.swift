@@ -51,7 +51,7 @@ final class SessionLink: @unchecked Sendable {
         do {
             driver = try LinkDriver(queue: queue)
         } catch {
-            throw ClientError("cannot start the WebSocket client: \(error)", hint: (error as? WebSocketError)?.hint)
+            throw ClientError("cannot start the WebSocket client: \(error)")
         }
         driver.onEvent = { [weak self] event in self?.handle(event) }
     }

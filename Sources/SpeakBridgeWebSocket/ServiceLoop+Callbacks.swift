@@ -36,8 +36,8 @@ func lwsProtocolCallback(
     _ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
     _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
-    guard let wsi, let context = lws.pointee.lws_get_context(wsi), let owner = lws.pointee.lws_context_user(context) else {
-        return lws.pointee.lws_callback_http_dummy(wsi, reason, user, input, length)
+    guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
     // `info.user` is the loop, which the service thread keeps alive while the context exists.
     let loop = Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue()
@@ -111,8 +111,8 @@ extension ServiceLoop {
         case LWS_CALLBACK_HTTP:
             // Plain HTTP is not served (only WebSocket upgrades), except the TLS listener's file mount, which lws
             // answers itself; it calls here for a file the mount does not have: a 404 there, a hang-up elsewhere.
-            if lws.pointee.lws_is_ssl(wsi) != 0 {
-                _ = lws.pointee.lws_return_http_status(wsi, 404, nil)
+            if lws_is_ssl(wsi) != 0 {
+                _ = lws_return_http_status(wsi, 404, nil)
             }
             return -1
         case LWS_CALLBACK_HTTP_FILE_COMPLETION:
@@ -120,7 +120,7 @@ extension ServiceLoop {
             // until the handshake deadline (a page load opens several connections from one address).
             return -1
         default:
-            return lws.pointee.lws_callback_http_dummy(wsi, reason, user, input, length)
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
         }
     }
 
@@ -154,7 +154,7 @@ extension ServiceLoop {
             // Producers only wake us when the inbox was empty, so a non-empty one left behind
             // needs a wake-up from here.
             if !inbox.commands.isEmpty, let context = inbox.context {
-                lws.pointee.lws_cancel_service(context.pointer)
+                lws_cancel_service(context.pointer)
             }
         }
     }
@@ -190,7 +190,7 @@ extension ServiceLoop {
             guard let connection = connections[id], connection.isEstablished, let wsi = connection.wsi else { return }
             // Frames lws already read stay buffered and are delivered after a resume; no new bytes are read
             // from the socket meanwhile, so the peer's TCP window fills and it is held back by the kernel.
-            _ = lws.pointee.lws_rx_flow_control(wsi, enabled ? 1 : 0)
+            lws_rx_flow_control(wsi, enabled ? 1 : 0)
         case let .receiveLazily(id, lazy):
             setLazy(id, lazy)
         case let .receivePending(id):
@@ -211,7 +211,7 @@ extension ServiceLoop {
 
     private func requestWriteable(_ connection: Connection) {
         if connection.isEstablished, let wsi = connection.wsi {
-            _ = lws.pointee.lws_callback_on_writable(wsi)
+            lws_callback_on_writable(wsi)
         }
     }
 
@@ -229,7 +229,7 @@ extension ServiceLoop {
         requestWriteable(connection)
         // If the peer stops reading, WRITEABLE may never come: give up after a while.
         if let wsi = connection.wsi {
-            lws.pointee.lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 5)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 5)
         }
     }
 
@@ -239,8 +239,8 @@ extension ServiceLoop {
     func abandon(_ connection: Connection, reason: String) {
         forget(connection)
         if let wsi = connection.wsi {
-            lws.pointee.lws_set_opaque_user_data(wsi, nil)
-            lws.pointee.lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            lws_set_opaque_user_data(wsi, nil)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         if connection.isAnnounced {
             emit(.closed(connection.id, reason: reason))
@@ -294,7 +294,7 @@ extension ServiceLoop {
     // MARK: both sides
 
     func connection(for wsi: OpaquePointer) -> Connection? {
-        guard let raw = lws.pointee.lws_get_opaque_user_data(wsi) else { return nil }
+        guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
         return connections[WebSocketConnectionID(rawValue: UInt64(UInt(bitPattern: raw)))]
     }
 
@@ -304,9 +304,9 @@ extension ServiceLoop {
         guard let connection = connection(for: wsi) else { return -1 }
         let bytes = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: input == nil ? 0 : max(0, length))
         // size_t as lws returns it; reinterpreted, never converted with a trapping initializer.
-        let remaining = UInt64(UInt(bitPattern: lws.pointee.lws_remaining_packet_payload(wsi)))
+        let remaining = UInt64(UInt(bitPattern: lws_remaining_packet_payload(wsi)))
         let step = connection.incoming.receive(
-            isBinary: lws.pointee.lws_frame_is_binary(wsi) != 0, isFinalFragment: lws.pointee.lws_is_final_fragment(wsi) != 0,
+            isBinary: lws_frame_is_binary(wsi) != 0, isFinalFragment: lws_is_final_fragment(wsi) != 0,
             bytes: bytes, announcedRemaining: remaining)
         switch step {
         case .needMore:
@@ -341,7 +341,7 @@ extension ServiceLoop {
     /// Reports a connection gone (once) and forgets it.
     private func finish(_ wsi: OpaquePointer, reason: String) {
         guard let connection = connection(for: wsi) else { return }
-        lws.pointee.lws_set_opaque_user_data(wsi, nil)
+        lws_set_opaque_user_data(wsi, nil)
         forget(connection)
         if connection.isAnnounced {
             emit(.closed(connection.id, reason: connection.closeReason ?? reason))
@@ -351,17 +351,17 @@ extension ServiceLoop {
     // MARK: small lws helpers
 
     func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
-        let total = Int(lws.pointee.lws_hdr_total_length(wsi, token))
+        let total = Int(lws_hdr_total_length(wsi, token))
         guard total > 0, total <= 8192 else { return nil }
         var buffer = [CChar](repeating: 0, count: total + 1)
-        let copied = lws.pointee.lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
+        let copied = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
         guard copied >= 0 else { return nil }
         return String(decoding: buffer.prefix(Int(copied)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func peerAddress(_ wsi: OpaquePointer) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
-        guard lws.pointee.lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
+        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
         let text = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         return String(decoding: text, as: UTF8.self)
     }

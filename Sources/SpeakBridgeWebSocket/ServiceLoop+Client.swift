@@ -41,7 +41,7 @@ extension ServiceLoop {
                             info.host = host
                             info.protocol = subprotocol
                             info.local_protocol_name = localName
-                            return lws.pointee.lws_client_connect_via_info(&info)
+                            return lws_client_connect_via_info(&info)
                         }
                     }
                 }
@@ -77,7 +77,7 @@ extension ServiceLoop {
         connectionInfo.withLock { $0[connection.id] = chosen }
         emit(.opened(connection.id, path: connection.path, remoteAddress: peerAddress(wsi)))
         if connection.hasOutgoing {
-            _ = lws.pointee.lws_callback_on_writable(wsi)
+            lws_callback_on_writable(wsi)
         }
     }
 }

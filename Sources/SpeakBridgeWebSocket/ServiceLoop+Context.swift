@@ -1,7 +1,6 @@
 // Creating and releasing the lws context (service thread only): the creation info for the server
 // or client role, the memory lws keeps pointers to, and a readable reason when creation fails.
 internal import CLibWebSockets
-import SpeakBridgeSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,8 +9,6 @@ extension ServiceLoop {
     /// Creates the context on the service thread. For a server the listening socket is
     /// bound when this returns.
     func createContext() -> Result<(context: OpaquePointer, port: Int), WebSocketError> {
-        // The library first (here, on the service thread, so the caller goes on meanwhile; LibWebSockets.swift).
-        do throws(SharedLibraryError) { _ = try LibWebSockets.api() } catch { return .failure(.libraryMissing(error)) }
         var info = lws_context_creation_info()
         let protocolName: String
         let rxBufferSize = 4096
@@ -77,7 +74,7 @@ extension ServiceLoop {
         let isClient: Bool
         if case .client = role { isClient = true } else { isClient = false }
         let (created, lines) = WebSocketLog.capturingLines({
-            isClient ? ClientDescriptorCap.withLoweredLimit { lws.pointee.lws_create_context(&info) } : lws.pointee.lws_create_context(&info)
+            isClient ? ClientDescriptorCap.withLoweredLimit { lws_create_context(&info) } : lws_create_context(&info)
         }, forward: { $0 != nil })
         guard let context = created else {
             let detail = ServiceLoop.describeCreationFailure(lines.map(\.1))
@@ -91,13 +88,13 @@ extension ServiceLoop {
         guard case let .server(configuration) = role else {
             return .success((context, 0))
         }
-        let port = Int(lws.pointee.lws_get_vhost_listen_port(lws.pointee.lws_get_vhost_by_name(context, "default")))
+        let port = Int(lws_get_vhost_listen_port(lws_get_vhost_by_name(context, "default")))
         if let secure = configuration.secure {
             switch createSecureVhost(context, secure, host: configuration.host, configuration: configuration) {
             case let .success(securePort):
                 self.securePort.store(securePort, ordering: .releasing)
             case let .failure(error):
-                lws.pointee.lws_context_destroy(context)
+                lws_context_destroy(context)
                 return .failure(error)
             }
         }

@@ -25,10 +25,10 @@ extension ServiceLoop {
               connection.pendingClose == nil, let wsi = connection.wsi, connection.lazyReceive != lazy else { return }
         connection.lazyReceive = lazy
         if lazy {
-            if !connection.peeking { _ = lws.pointee.lws_rx_flow_control(wsi, 0) }
+            if !connection.peeking { lws_rx_flow_control(wsi, 0) }
         } else {
             connection.peeking = false
-            _ = lws.pointee.lws_rx_flow_control(wsi, 1)
+            lws_rx_flow_control(wsi, 1)
         }
     }
 
@@ -38,7 +38,7 @@ extension ServiceLoop {
         connection.peeking = true
         connection.peekFresh = true
         peeking.append(connection)
-        _ = lws.pointee.lws_rx_flow_control(wsi, 1)
+        lws_rx_flow_control(wsi, 1)
     }
 
     /// Between two `lws_service` calls (outside any lws callback): connections that joined `peeking` during the
@@ -53,7 +53,7 @@ extension ServiceLoop {
             connection.peekFresh = false
             if connections[connection.id] === connection, connection.lazyReceive, connection.pendingClose == nil,
                let wsi = connection.wsi {
-                _ = lws.pointee.lws_rx_flow_control(wsi, 0)
+                lws_rx_flow_control(wsi, 0)
             }
             return true
         }
@@ -61,7 +61,7 @@ extension ServiceLoop {
 
     /// The socket holds at least one unread byte (or a pending error or end of stream, which lws must see).
     static func socketHasInput(_ wsi: OpaquePointer) -> Bool {
-        let fd = lws.pointee.lws_get_socket_fd(wsi)
+        let fd = lws_get_socket_fd(wsi)
         guard fd >= 0 else { return false }
         var byte: UInt8 = 0
         let got = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))

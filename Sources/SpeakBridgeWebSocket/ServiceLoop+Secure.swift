@@ -178,7 +178,7 @@ extension ServiceLoop {
             memory.headerCount = count
             info.headers = UnsafePointer(list)
         }
-        let (vhost, lines) = WebSocketLog.capturingLines({ lws.pointee.lws_create_vhost(context, &info) },
+        let (vhost, lines) = WebSocketLog.capturingLines({ lws_create_vhost(context, &info) },
                                                           forward: { $0 != nil })
         guard let vhost else {
             // lws destroyed the vhost already (flow, step 3): nothing points at its memory any more.
@@ -187,7 +187,7 @@ extension ServiceLoop {
             return .failure(.bindFailed(host: host, port: secure.port, reason: detail))
         }
         secureMemory.append(memory)
-        return .success(Int(lws.pointee.lws_get_vhost_listen_port(vhost)))
+        return .success(Int(lws_get_vhost_listen_port(vhost)))
     }
 
     /// After lws_context_destroy (or a failed context): what the TLS vhost pointed at.
@@ -198,9 +198,9 @@ extension ServiceLoop {
 
     /// Records what the application may ask about an accepted connection (before `.opened` goes out).
     func recordInfo(_ id: WebSocketConnectionID, _ wsi: OpaquePointer) {
-        let name = lws.pointee.lws_get_protocol(wsi).flatMap { $0.pointee.name.map { String(cString: $0) } } ?? ""
+        let name = lws_get_protocol(wsi).flatMap { $0.pointee.name.map { String(cString: $0) } } ?? ""
         let agent = header(wsi, WSI_TOKEN_HTTP_USER_AGENT).map { String(decoding: Array($0.utf8.prefix(256)), as: UTF8.self) } ?? ""
-        let info = WebSocketConnectionInfo(subprotocol: name, isSecure: lws.pointee.lws_is_ssl(wsi) != 0, userAgent: agent)
+        let info = WebSocketConnectionInfo(subprotocol: name, isSecure: lws_is_ssl(wsi) != 0, userAgent: agent)
         connectionInfo.withLock { $0[id] = info }
     }
 }

@@ -33,7 +33,7 @@ extension ServiceLoop {
     /// Step 2: admit (maybe evicting someone) and start the handshake deadline.
     func serverAccepted(_ wsi: OpaquePointer) -> Bool {
         guard let configuration = serverConfiguration, !stopRequested,
-              let address = AddressKey(peerOf: lws.pointee.lws_get_socket_fd(wsi)) else { return false }
+              let address = AddressKey(peerOf: lws_get_socket_fd(wsi)) else { return false }
         let id = makeConnectionID()
         switch admission.admit(id, from: address) {
         case .refuse:
@@ -48,7 +48,7 @@ extension ServiceLoop {
         connection.wsi = wsi
         connection.deadline = monotonicNanoseconds() + UInt64(configuration.handshakeTimeout) * 1_000_000_000
         connections[id] = connection
-        lws.pointee.lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
+        lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
         rescheduleDeadlineTimer()
         return true
     }
@@ -65,7 +65,7 @@ extension ServiceLoop {
         } else {
             return 0
         }
-        _ = lws.pointee.lws_return_http_status(wsi, UInt32(status), nil)
+        _ = lws_return_http_status(wsi, UInt32(status), nil)
         return -1
     }
 

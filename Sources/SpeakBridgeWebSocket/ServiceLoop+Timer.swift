@@ -77,8 +77,8 @@ extension ServiceLoop {
         appFallbackTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         // lws 4.1 takes a pending sul out of its list before inserting it again; cancelling first keeps that true
         // whatever the version.
-        lws.pointee.lws_sul_cancel(&appFallbackTimer.pointee.sul)
-        lws.pointee.lws_sul_schedule(context, 0, &appFallbackTimer.pointee.sul, appFallbackTimerFired, lws_usec_t(delay))
+        lws_sul_cancel(&appFallbackTimer.pointee.sul)
+        lws_sul_schedule(context, 0, &appFallbackTimer.pointee.sul, appFallbackTimerFired, lws_usec_t(delay))
     }
 
     /// Drops a schedule not yet fired: no wake-up comes for it. Nothing to do when none is armed.
@@ -86,7 +86,7 @@ extension ServiceLoop {
         guard appTimerHandler != nil else { return }
         appTimerHandler = nil
         if appTimerFallback {
-            lws.pointee.lws_sul_cancel(&appFallbackTimer.pointee.sul)
+            lws_sul_cancel(&appFallbackTimer.pointee.sul)
             return
         }
         guard appTimerFD >= 0 else { return }
@@ -126,7 +126,7 @@ extension ServiceLoop {
         appTimerFallback = true
         let message = "the application timer's timerfd is unusable (\(reason)); timing with an lws timer instead"
         appTimerFallbackReason.withLock { $0 = message }
-        swift_lws_log(lws, LLL_WARN, message)
+        swift_lws_log(LLL_WARN, message)
     }
 
     /// The watched timerfd polled readable (service thread, inside the watch's callback). False ends the watch:

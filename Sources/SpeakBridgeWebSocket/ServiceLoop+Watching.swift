@@ -96,7 +96,7 @@ extension ServiceLoop {
     /// Adopts a dup of the request's descriptor (service thread). False if lws refused it.
     func adopt(_ request: WatchRequest) -> Bool {
         guard let context, !stopRequested, let protocols,
-              let vhost = lws.pointee.lws_get_vhost_by_name(context, "default") else { return false }
+              let vhost = lws_get_vhost_by_name(context, "default") else { return false }
         let copy = fcntl(request.fd, F_DUPFD_CLOEXEC, 0)
         guard copy >= 0 else { return false }
         // lws makes what it adopts non-blocking, and a dup shares the open file description with the caller's
@@ -112,7 +112,7 @@ extension ServiceLoop {
         info.fd = lws_sock_file_fd_type(filefd: copy)
         info.vh_prot_name = protocols[0].name
         info.opaque = UnsafeMutableRawPointer(bitPattern: UInt(request.id.rawValue))
-        guard let wsi = lws.pointee.lws_adopt_descriptor_vhost_via_info(&info) else {
+        guard let wsi = lws_adopt_descriptor_vhost_via_info(&info) else {
             // Whether lws closed the copy on failure is not documented; leaking one descriptor
             // is the safe side of that.
             watches[request.id] = nil
@@ -123,7 +123,7 @@ extension ServiceLoop {
     }
 
     private func watch(for wsi: OpaquePointer) -> Watch? {
-        guard let raw = lws.pointee.lws_get_opaque_user_data(wsi) else { return nil }
+        guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
         return watches[WebSocketWatchID(rawValue: UInt64(UInt(bitPattern: raw)))]
     }
 
@@ -133,7 +133,7 @@ extension ServiceLoop {
         if watch.handler.call(false) {
             return 0
         }
-        lws.pointee.lws_set_opaque_user_data(wsi, nil)
+        lws_set_opaque_user_data(wsi, nil)
         watches[watch.id] = nil
         return -1
     }
@@ -142,7 +142,7 @@ extension ServiceLoop {
     /// handler gets one last call, which reads what is left up to the end (or the error).
     func watchedClosed(_ wsi: OpaquePointer) {
         guard let watch = watch(for: wsi) else { return }
-        lws.pointee.lws_set_opaque_user_data(wsi, nil)
+        lws_set_opaque_user_data(wsi, nil)
         watches[watch.id] = nil
         _ = watch.handler.call(true)
     }
@@ -152,7 +152,7 @@ extension ServiceLoop {
     func forgetWatches(dropped: [Command]) {
         for watch in watches.values {
             if let wsi = watch.wsi {
-                lws.pointee.lws_set_opaque_user_data(wsi, nil)
+                lws_set_opaque_user_data(wsi, nil)
             }
         }
         watches.removeAll()

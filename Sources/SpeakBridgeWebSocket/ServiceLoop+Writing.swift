@@ -36,12 +36,12 @@ extension ServiceLoop {
             connection.dropFirstOutgoing()
             frames += 1
             // lws buffered part of that frame: no more writes until it calls us again.
-            if lws.pointee.lws_partial_buffered(wsi) != 0 {
+            if lws_partial_buffered(wsi) != 0 {
                 break
             }
         }
         if connection.hasOutgoing {
-            _ = lws.pointee.lws_callback_on_writable(wsi)
+            lws_callback_on_writable(wsi)
             return 0
         }
         if frames == 0, let pending = connection.pendingClose {
@@ -49,7 +49,7 @@ extension ServiceLoop {
             return -1
         }
         if connection.pendingClose != nil {
-            _ = lws.pointee.lws_callback_on_writable(wsi)
+            lws_callback_on_writable(wsi)
         }
         return 0
     }
@@ -60,13 +60,13 @@ extension ServiceLoop {
     /// taken, like one a WRITEABLE callback failed to write (the connection's `.closed` follows).
     func writeNow(_ message: [UInt8], on connection: Connection) -> Bool {
         guard connection.isEstablished, !connection.hasOutgoing, connection.pendingClose == nil,
-              let wsi = connection.wsi, lws.pointee.lws_partial_buffered(wsi) == 0 else { return false }
+              let wsi = connection.wsi, lws_partial_buffered(wsi) == 0 else { return false }
         directWrites.add(1, ordering: .relaxed)
         if !write(message, on: connection, wsi) {
             // Not inside this wsi's callback, so it cannot return -1: lws closes it at its next timeout check. A
             // reason already known (the peer started closing, and lws takes no more frames) is kept.
             if connection.closeReason == nil { connection.closeReason = "connection lost" }
-            lws.pointee.lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
         return true
     }
@@ -81,7 +81,7 @@ extension ServiceLoop {
                 payload.copyMemory(from: base, byteCount: bytes.count)
             }
         }
-        let written = lws.pointee.lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), message.count, LWS_WRITE_BINARY)
+        let written = lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), message.count, LWS_WRITE_BINARY)
         // lws buffers what the socket did not take, so anything short of the full length is
         // an error.
         return Int(written) >= message.count
@@ -96,7 +96,7 @@ extension ServiceLoop {
         let built = message.withUnsafeBytes { ClientFrame.write(payload: $0, key: keys.take(), into: frame) }
         // LWS_WRITE_HTTP (LWS_WRITE_RAW): `lws_issue_raw` as is; what the socket does not take lws keeps and sends
         // first, and it returns the whole length then.
-        let written = lws.pointee.lws_write(wsi, frame.assumingMemoryBound(to: UInt8.self), built, LWS_WRITE_HTTP)
+        let written = lws_write(wsi, frame.assumingMemoryBound(to: UInt8.self), built, LWS_WRITE_HTTP)
         return Int(written) >= built
     }
 
@@ -116,7 +116,7 @@ extension ServiceLoop {
             bytes.removeLast()
         }
         bytes.withUnsafeMutableBufferPointer { buffer in
-            lws.pointee.lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), buffer.baseAddress, buffer.count)
+            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), buffer.baseAddress, buffer.count)
         }
     }
 }

@@ -205,6 +205,7 @@ final class ServiceLoop: @unchecked Sendable {
         appFallbackTimer = .allocate(capacity: 1)
         appFallbackTimer.initialize(to: swift_lws_timer())
         scratch = .allocate(byteCount: Int(SWIFT_LWS_PRE) + 4096, alignment: 16)
+        WebSocketLog.installHook()
     }
 
     deinit {
@@ -321,7 +322,7 @@ final class ServiceLoop: @unchecked Sendable {
         // The wake-up goes out after the unlock: the service thread, woken, takes the inbox lock at once
         // to drain it, and found it still held (a futex wait and wake, and a context switch, per message).
         if let wake {
-            lws.pointee.lws_cancel_service(wake.pointer)
+            lws_cancel_service(wake.pointer)
             wakers.subtract(1, ordering: .releasing)
         }
         return queued
@@ -353,7 +354,7 @@ final class ServiceLoop: @unchecked Sendable {
         watches.reserveCapacity(2)
 
         while !(stopRequested && (connections.isEmpty || monotonicNanoseconds() >= stopDeadline)) {
-            if lws.pointee.lws_service(context, 0) < 0 {
+            if lws_service(context, 0) < 0 {
                 break
             }
             if !peeking.isEmpty {
@@ -369,7 +370,7 @@ final class ServiceLoop: @unchecked Sendable {
         connectionInfo.withLock { $0.removeAll() }  // no `info(of:)` for a connection that is gone
         for connection in remaining {
             if let wsi = connection.wsi {
-                lws.pointee.lws_set_opaque_user_data(wsi, nil)
+                lws_set_opaque_user_data(wsi, nil)
             }
             if connection.isAnnounced {
                 emit(.closed(connection.id, reason: connection.closeReason ?? "shutdown"))
@@ -389,12 +390,12 @@ final class ServiceLoop: @unchecked Sendable {
         // A thread that took the context before it was cleared may still be inside `lws_cancel_service`
         // (`enqueue`): the context must outlive that call. No new waker can start now.
         while wakers.load(ordering: .acquiring) > 0 { sched_yield() }
-        lws.pointee.lws_sul_cancel(&deadlineTimer.pointee.sul)
-        lws.pointee.lws_sul_cancel(&appFallbackTimer.pointee.sul)
+        lws_sul_cancel(&deadlineTimer.pointee.sul)
+        lws_sul_cancel(&appFallbackTimer.pointee.sul)
         appTimerHandler = nil
         // Nil first, so that nothing running inside the destroy (CLOSED callbacks) can use it.
         self.context = nil
-        lws.pointee.lws_context_destroy(context)
+        lws_context_destroy(context)
         releaseContextMemory()
         closeAppTimer()  // lws closed its copy with the context
     }
@@ -415,13 +416,13 @@ final class ServiceLoop: @unchecked Sendable {
             }
         }
         if earliest == UInt64.max {
-            lws.pointee.lws_sul_cancel(&deadlineTimer.pointee.sul)
+            lws_sul_cancel(&deadlineTimer.pointee.sul)
             return
         }
         let now = monotonicNanoseconds()
         let delayMicroseconds = earliest > now ? (earliest - now + 999) / 1000 : 0
         deadlineTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        lws.pointee.lws_sul_schedule(context, 0, &deadlineTimer.pointee.sul, deadlineTimerFired, lws_usec_t(delayMicroseconds))
+        lws_sul_schedule(context, 0, &deadlineTimer.pointee.sul, deadlineTimerFired, lws_usec_t(delayMicroseconds))
     }
 }
 

@@ -18,6 +18,7 @@ public enum WebSocketLog {
     /// Replaces the receiver of lws log lines (process-wide). The handler is called on
     /// whichever thread lws logs from, usually a service thread, so it must not block.
     public static func setHandler(_ handler: @escaping @Sendable (Level, String) -> Void) {
+        installHook()
         logState.withLock { $0.handler = LogHandler(receive: handler) }
     }
 
@@ -29,14 +30,11 @@ public enum WebSocketLog {
     /// Sends one line through lws's own logger, so that the whole path (lws → emit hook →
     /// handler) can be checked.
     package static func emitThroughLibrary(_ level: Level, _ message: String) {
-        guard case let .success(api) = LibWebSockets.shared else { return }
         installHook()
-        swift_lws_log(api.pointer, level == .error ? LLL_ERR : LLL_WARN, message)
+        swift_lws_log(level == .error ? LLL_ERR : LLL_WARN, message)
     }
 
-    /// Sets lws's log level and emit hook once per process; lws keeps both in globals. Called where lws is
-    /// about to run (a context is being created), so the library is loaded then; the handler itself
-    /// (`setHandler`) can be set at any time, without loading it.
+    /// Sets lws's log level and emit hook once per process; lws keeps both in globals.
     static func installHook() {
         _ = hookInstalled
     }
@@ -96,8 +94,7 @@ private struct LogState: Sendable {
 private let logState = Locked(LogState())
 
 private let hookInstalled: Void = {
-    // Without the library there is no lws log to take over.
-    if case let .success(api) = LibWebSockets.shared { api.pointer.pointee.lws_set_log_level(LLL_ERR | LLL_WARN, lwsEmit) }
+    lws_set_log_level(LLL_ERR | LLL_WARN, lwsEmit)
 }()
 
 /// The emit hook lws calls for each line; file-level so that it captures nothing and is

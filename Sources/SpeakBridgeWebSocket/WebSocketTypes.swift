@@ -1,5 +1,3 @@
-import SpeakBridgeSupport
-
 /// Identifies one WebSocket connection of a ``WebSocketServer`` or ``WebSocketClient``.
 ///
 /// IDs come from one process-wide counter, so they are unique across all servers and
@@ -53,8 +51,6 @@ public enum WebSocketError: Error, CustomStringConvertible, Sendable {
     case stopped
     /// The service thread did not answer within the given time.
     case timedOut(seconds: Double)
-    /// libwebsockets could not be loaded (not installed, or too old): the error names the Debian package.
-    case libraryMissing(SharedLibraryError)
 
     public var description: String {
         switch self {
@@ -70,15 +66,7 @@ public enum WebSocketError: Error, CustomStringConvertible, Sendable {
             "the websocket server has stopped"
         case let .timedOut(seconds):
             "the websocket service thread did not answer within \(seconds) s"
-        case let .libraryMissing(error):
-            error.description
         }
-    }
-
-    /// What the user can do about it, when this error knows (the Debian package to install).
-    public var hint: String? {
-        if case let .libraryMissing(error) = self { return error.hint }
-        return nil
     }
 
     static func hostPort(_ host: String, _ port: Int) -> String {

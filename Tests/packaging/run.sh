@@ -42,14 +42,14 @@ check "the release binary's stack is not executable" bash -c "grep GNU_STACK <<<
 # (SharedLibrary in SpeakBridgeSupport). The release binary must not link them, and a missing one must be a clear error, never a crash.
 needed=$(readelf -d "$BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 echo "     NEEDED: $needed"
-for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode libwebsockets; do
+for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 libgobject-2.0 libqrencode; do
     check "the release binary does not link $lib" bash -c "! grep -q '$lib\\.so' <<<'$needed'"
 done
 # libstdc++ is linked statically (Makefile, RELEASE_FLAGS: a start no longer binds its ~4,300 symbols).
 check "the release binary does not link libstdc++.so" bash -c "! grep -q 'libstdc++\\.so' <<<'$needed'"
 check "--version loads neither libsecret, avahi, glib nor qrencode" \
     bash -c "LD_DEBUG=files '$BIN' --version 2>'$TMP/ld-files' >/dev/null && grep -q 'file=libc.so.6' '$TMP/ld-files' &&
-             ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode|websockets)' '$TMP/ld-files'"
+             ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode)' '$TMP/ld-files'"
 # Each loader's soname is shipped by the Debian package it names (the one its error tells users to install).
 for loader in Sources/SpeakBridgeKeyring/LibSecret.swift Sources/SpeakBridgeDiscovery/LibAvahi.swift \
               Sources/SpeakBridgeQR/LibQREncode.swift; do
@@ -95,17 +95,6 @@ if unshare -m true 2>/dev/null; then
     rc=$?
     check "config without libsecret (auto): works with the file, warns naming libsecret-1-0" bash -c \
         "[ $rc -eq 0 ] && grep -q '^# secrets: file' '$TMP/nosecret-auto' && grep -q 'warning: .*libsecret-1-0' '$TMP/nosecret-auto'"
-    # libwebsockets (dlopened by the first loop's service thread): serve says which package, and what needs no
-    # network still works.
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    (hide libwebsockets.so.17 "$BIN" serve --home "$H/w" --listen "127.0.0.1:$port" --sink stdout --no-mdns) \
-        >"$TMP/nolws" 2>&1
-    rc=$?
-    check "serve without libwebsockets: exit 1, error and hint name libwebsockets17" bash -c \
-        "[ $rc -eq 1 ] && grep -q '^speakbridge: error: cannot start: cannot load libwebsockets.so.17' '$TMP/nolws' &&
-         grep -q '^speakbridge: hint: install the Debian package libwebsockets17' '$TMP/nolws'"
-    (hide libwebsockets.so.17 "$BIN" --version) >"$TMP/nolws-version" 2>&1
-    check "--version without libwebsockets works" grep -qx "$version" "$TMP/nolws-version"
 else
     echo "skip unshare -m is not permitted (not root): missing-library behaviour not checked"
 fi

@@ -11,7 +11,6 @@ import SpeakBridgeProtocol
 import SpeakBridgeSinks
 import SpeakBridgeStore
 import SpeakBridgeSupport
-import SpeakBridgeWebSocket
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -86,8 +85,6 @@ struct Serve: ParsableCommand {
             throw CLIError(error)
         } catch let error as SinkError {
             throw CLIError(error.message, hint: error.hint)
-        } catch let error as WebSocketError where error.hint != nil {
-            throw CLIError("cannot start: \(error)", hint: error.hint)
         } catch {
             throw CLIError("cannot start: \(error)",
                            hint: "is another program using port \(port)? choose one with --listen HOST:PORT")
