@@ -391,9 +391,10 @@ public struct ClientCore {
 
     /// The dialer's reasons ("addr: why; addr: why; …", one per failed attempt) without repeats, at most three.
     public static func shortReason(_ reason: String) -> String {
-        let parts = reason.split(separator: "; ", omittingEmptySubsequences: true).map(String.init).uniquedInOrder()
+        // The plain loops (SpeakBridgeSupport/PlainText.swift): this runs on a first dial that fails.
+        let parts = reason.splitPlain(separator: "; ").uniquedInOrder()
         guard !parts.isEmpty else { return "no answer" }
-        return parts.suffix(3).joined(separator: "; ")
+        return Array(parts.suffix(3)).joinedPlain(separator: "; ")
     }
 }
 

@@ -110,6 +110,10 @@ public struct LinkCore {
         self.psk = psk
         self.known = known
         self.extra = extra
+        // The table's storage now rather than at the first dial: the first `[AttemptID: Attempt]` of a process makes
+        // the Swift runtime check `AttemptID: Hashable` against every conformance record (~0.2 M instructions). A
+        // `send` makes its core while its socket thread creates the libwebsockets context, which it waits for anyway.
+        attempts.reserveCapacity(4)
     }
 
     public var isEstablished: Bool {

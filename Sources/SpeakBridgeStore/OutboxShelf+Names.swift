@@ -25,7 +25,7 @@ extension OutboxShelf {
             guard name.hasSuffix(suffix) else { continue }
             let stem = String(name.dropLast(suffix.count))
             var journal = JournalName(file: name, desktop: stem, heldSince: nil)
-            if let marker = stem.firstRange(of: heldMarker) {
+            if let marker = stem.plainRange(of: heldMarker) {  // not firstRange(of:): PlainText.swift
                 journal.desktop = String(stem[..<marker.lowerBound])
                 let stamp = stem[marker.upperBound...].prefix { $0.isNumber }
                 journal.heldSince = Double(stamp).map(Date.init(timeIntervalSince1970:)) ?? Date(timeIntervalSince1970: 0)

@@ -1,3 +1,4 @@
+import SpeakBridgeSupport
 /// WebSocket client connections (libwebsockets) on one dedicated thread, named
 /// "sb-ws-client". One client can hold several connections at once, e.g. to try several
 /// addresses of the same peer in parallel.
@@ -69,7 +70,7 @@ public final class WebSocketClient: Sendable {
     ) -> WebSocketConnectionID {
         let id = makeConnectionID()
         let request = ConnectRequest(host: host, port: port, path: path,
-                                     subprotocol: subprotocols.joined(separator: ", "), timeoutSeconds: timeout)
+                                     subprotocol: subprotocols.joinedPlain(separator: ", "), timeoutSeconds: timeout)
         loop.enqueue(.connect(id, request))
         return id
     }
