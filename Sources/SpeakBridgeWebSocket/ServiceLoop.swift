@@ -262,6 +262,7 @@ final class ServiceLoop: @unchecked Sendable {
     /// Waits until the thread `launch` created has its context (or failed to create it); the
     /// listening port (0 for a client). Any number of times, from any thread.
     func awaitStart() throws(WebSocketError) -> Int {
+        Self.warmTableTypes()
         started.wait()
         started.signal()  // every later (or concurrent) caller gets through too
         switch startup.withLock({ $0 }) {
@@ -327,6 +328,24 @@ final class ServiceLoop: @unchecked Sendable {
         }
         return queued
     }
+
+    /// Makes the metadata of the service thread's two tables while the caller waits for the context anyway: the
+    /// first `[WebSocketConnectionID: …]` and `[WebSocketWatchID: …]` of a process each make the Swift runtime check
+    /// `Hashable` against every conformance record (~0.2 M instructions each). The service thread reserves its
+    /// tables right after its context (`run`), when a `send`'s first dial is already on its way to it; made here
+    /// first, that is a cache hit. Once per process; later calls do nothing.
+    static func warmTableTypes() {
+        _ = tableTypesWarmed
+    }
+
+    /// The capacities are returned (and kept) so that the optimizer cannot drop the two tables as unused.
+    private static let tableTypesWarmed: Int = {
+        var connections: [WebSocketConnectionID: Connection] = [:]
+        connections.reserveCapacity(1)
+        var watches: [WebSocketWatchID: Watch] = [:]
+        watches.reserveCapacity(1)
+        return connections.capacity + watches.capacity
+    }()
 
     // MARK: the service thread
 
