@@ -62,9 +62,12 @@ deps-test: deps-build
 # Swift runtime's C++ code is static already, and the shared libstdc++ cost every start ~4,300 symbol bindings.
 # --no-export-dynamic undoes the toolchain's -export-dynamic: nothing looks our symbols up at run time, and the
 # loader then searches 496 dynamic symbols of ours instead of 6,974 for every symbol of every library.
+# --disable-local-rpath: no RUNPATH $ORIGIN. With it the loader first looked for every library beside the binary
+# (about 25 failed openat/stat calls at each start), and a libsodium.so.23 or libcrypto.so.3 that another user could
+# drop beside a binary run from a shared directory would have been loaded; the static runtime needs none there.
 RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc -Xfrontend -Xswiftc -function-sections \
                 -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/speakbridge.order -Xlinker --no-warn-symbol-ordering -Xlinker -z -Xlinker pack-relative-relocs -Xlinker -z -Xlinker now \
-                -Xswiftc -L$(CURDIR)/packaging/static-libstdc++ -Xlinker --no-export-dynamic
+                -Xswiftc -L$(CURDIR)/packaging/static-libstdc++ -Xlinker --no-export-dynamic --disable-local-rpath
 release: deps-build
 	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(SCRATCH)
 

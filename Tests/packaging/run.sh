@@ -47,6 +47,11 @@ for lib in libsecret-1 libavahi-client libavahi-common libglib-2.0 libgio-2.0 li
 done
 # libstdc++ is linked statically (Makefile, RELEASE_FLAGS: a start no longer binds its ~4,300 symbols).
 check "the release binary does not link libstdc++.so" bash -c "! grep -q 'libstdc++\\.so' <<<'$needed'"
+# No RUNPATH/RPATH ($ORIGIN): libraries are never looked for beside the binary (a directory others may write to).
+check "the release binary has no RUNPATH or RPATH" bash -c "! readelf -d '$BIN' | grep -qE '\\((RUNPATH|RPATH)\\)'"
+mkdir -p "$TMP/beside" && cp "$BIN" "$TMP/beside/speakbridge" && : >"$TMP/beside/libsodium.so.23"
+check "a libsodium.so.23 planted beside the binary is not loaded" \
+    bash -c "'$TMP/beside/speakbridge' --version 2>&1 | grep -qx '$version'"
 check "--version loads neither libsecret, avahi, glib nor qrencode" \
     bash -c "LD_DEBUG=files '$BIN' --version 2>'$TMP/ld-files' >/dev/null && grep -q 'file=libc.so.6' '$TMP/ld-files' &&
              ! grep -qE 'file=lib(secret|avahi|glib|gio|dbus|qrencode)' '$TMP/ld-files'"
