@@ -23,34 +23,37 @@ extension Array where Element == String {
 extension StringProtocol {
     /// The first range of `needle`'s UTF-8 bytes in these bytes; nil when absent or when `needle` is empty.
     public func plainRange(of needle: String) -> Range<String.Index>? {
-        let hay = Array(utf8)
         let pattern = Array(needle.utf8)
-        guard !pattern.isEmpty, hay.count >= pattern.count else { return nil }
-        for start in 0...(hay.count - pattern.count) where hay[start] == pattern[0] {
-            var matched = true
-            for offset in 1..<pattern.count where hay[start + offset] != pattern[offset] {
-                matched = false
-                break
-            }
-            if matched {
-                let lower = utf8.index(utf8.startIndex, offsetBy: start)
-                let upper = utf8.index(lower, offsetBy: pattern.count)
-                return lower..<upper
-            }
-        }
-        return nil
+        guard let start = plainMatch(of: pattern, in: Array(utf8), from: 0) else { return nil }
+        let lower = utf8.index(utf8.startIndex, offsetBy: start)
+        return lower..<utf8.index(lower, offsetBy: pattern.count)
     }
 
-    /// The parts between occurrences of `separator` (non-empty, ASCII), left to right, without the empty ones:
-    /// `split(separator:omittingEmptySubsequences: true)` with a string separator.
+    /// The parts between occurrences of `separator` (ASCII), left to right, without the empty ones:
+    /// `split(separator:omittingEmptySubsequences: true)` with a string separator. One pass over the bytes.
     public func splitPlain(separator: String) -> [String] {
+        let bytes = Array(utf8)
+        let pattern = Array(separator.utf8)
         var parts: [String] = []
-        var rest = self[...]
-        while let range = rest.plainRange(of: separator) {
-            if range.lowerBound > rest.startIndex { parts.append(String(rest[..<range.lowerBound])) }
-            rest = rest[range.upperBound...]
+        var from = 0
+        func take(_ end: Int) {
+            if end > from { parts.append(String(decoding: bytes[from..<end], as: UTF8.self)) }
         }
-        if !rest.isEmpty { parts.append(String(rest)) }
+        while let start = plainMatch(of: pattern, in: bytes, from: from) {
+            take(start)
+            from = start + pattern.count
+        }
+        take(bytes.count)
         return parts
     }
+}
+
+/// The offset of the first occurrence of `pattern` in `bytes` at or after `from`; nil when none or when `pattern` is
+/// empty.
+private func plainMatch(of pattern: [UInt8], in bytes: [UInt8], from: Int) -> Int? {
+    guard let first = pattern.first, bytes.count - from >= pattern.count else { return nil }
+    for start in from...(bytes.count - pattern.count) where bytes[start] == first {
+        if bytes[start..<(start + pattern.count)].elementsEqual(pattern) { return start }
+    }
+    return nil
 }

@@ -331,9 +331,9 @@ final class ServiceLoop: @unchecked Sendable {
 
     /// Makes the metadata of the service thread's two tables while the caller waits for the context anyway: the
     /// first `[WebSocketConnectionID: …]` and `[WebSocketWatchID: …]` of a process each make the Swift runtime check
-    /// `Hashable` against every conformance record (~0.2 M instructions each). The service thread reserves its
-    /// tables right after its context (`run`), when a `send`'s first dial is already on its way to it; made here
-    /// first, that is a cache hit. Once per process; later calls do nothing.
+    /// `Hashable` against every conformance record (~0.2 M instructions each). Made by the service thread at its
+    /// first connection, that came after a `send`'s first dial was queued; every caller waits here before it
+    /// enqueues anything (`launch`), so the service thread's first insert is a cache hit. Once per process.
     static func warmTableTypes() {
         _ = tableTypesWarmed
     }
@@ -365,13 +365,6 @@ final class ServiceLoop: @unchecked Sendable {
         self.context = context
         withInbox { $0.context = ContextHandle(pointer: context) }
         started.signal()
-        // The tables' storage made now, while the caller still starts up (a `send` reads its identity and
-        // peers.json meanwhile), rather than at the first connection: the first `[WebSocketConnectionID: …]` and
-        // `[WebSocketWatchID: …]` of a process each look up `Hashable` among every conformance record of the
-        // binary (about 0.15 M instructions each), which at the first dial came before the TCP connect.
-        connections.reserveCapacity(4)
-        watches.reserveCapacity(2)
-
         while !(stopRequested && (connections.isEmpty || monotonicNanoseconds() >= stopDeadline)) {
             if lws_service(context, 0) < 0 {
                 break
