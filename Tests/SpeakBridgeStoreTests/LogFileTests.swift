@@ -163,4 +163,84 @@ struct LogFileTests {
         #expect(throws: StoreError.self) { try LogFile.open(path, end: 0, extents: small) }
         #expect(!FileIO.exists(root + "/elsewhere"))
     }
+
+    @Test("records are copied into a mapped window that moves with the end; read(2) sees exactly the records, and a record longer than half a window is written with pwrite(2)")
+    func mappedWindowMoves() throws {
+        defer { cleanup() }
+        let log = try LogFile.create(path, records: Array("head\n".utf8), extents: small)
+        #expect(log.mappedWindowStart == nil)  // nothing mapped before the first record
+        var written = Array("head\n".utf8)
+        var starts: Set<Int> = []
+        var n = 0
+        while written.count < 3 * LogFile.windowLength {
+            try log.append(record(n))
+            written += record(n)
+            n += 1
+            let start = try #require(log.mappedWindowStart)
+            #expect(start % 4096 == 0 && start <= log.end - record(n - 1).count)
+            #expect(log.end <= start + LogFile.windowLength)
+            starts.insert(start)
+        }
+        #expect(starts.count >= 3)  // moved along at least twice
+        let long = [UInt8](repeating: 0x42, count: LogFile.windowLength / 2 + 1) + [0x0A]
+        try log.append(long)
+        written += long
+        try log.append(record(n))
+        written += record(n)
+        #expect(log.guardedFaults == 0)
+        // Another descriptor, read(2): the page cache the mapping wrote into.
+        #expect(try LogFile.readRecords(path) == written)
+        #expect(try log.sync() == .full)  // it grew
+    }
+
+    @Test("a SIGBUS in the mapping (the file cut short beneath it) stops that copy only: the record is written with pwrite(2) and the process lives on")
+    func sigbusFallsBackToPwrite() throws {
+        defer { cleanup() }
+        let log = try LogFile.create(path, records: [], extents: small)
+        try log.append(record(0))
+        #expect(log.mappedWindowStart == 0)
+        // Someone cuts the file to nothing: the mapped pages are beyond its end now, a store into them is a SIGBUS.
+        #expect(truncate(path, 0) == 0)
+        try log.append(record(1))
+        #expect(log.guardedFaults == 1)
+        #expect(log.mappedWindowStart == nil)
+        try log.append(record(2))  // pwrite(2) from now on: no second fault
+        #expect(log.guardedFaults == 1 && log.mappedWindowStart == nil)
+        // pwrite(2) put both records at their offsets; the cut first record reads back as zeros.
+        let bytes = try #require(try FileIO.read(path))
+        let first = record(0).count
+        #expect(bytes.count == first + record(1).count + record(2).count)
+        #expect(bytes[..<first].allSatisfy { $0 == 0 })
+        #expect(texts(bytes) == [record(1), record(2)].map { String(decoding: $0.dropLast(), as: UTF8.self) })
+    }
+
+    @Test("a SIGBUS outside a guarded copy still ends the process with SIGBUS (the handler passes it on)")
+    func foreignSigbusStillKills() throws {
+        defer { cleanup() }
+        let log = try LogFile.create(path, records: [], extents: small)
+        try log.append(record(0))  // installs the handler
+        let fd = open(path, O_RDWR)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let map = try #require(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
+        #expect(map != MAP_FAILED)
+        defer { munmap(map, 8192) }
+        #expect(ftruncate(fd, 0) == 0)
+        let child = fork()
+        if child == 0 {
+            // Only async-signal-safe calls and a store in the child of a threaded process. The test process's own
+            // crash reporter (the Swift runtime's, the handler ours passes the signal to) would print a crash
+            // report for the child: to /dev/null. The store faults: past the file's end.
+            let null = open("/dev/null", O_WRONLY)
+            dup2(null, 1)
+            dup2(null, 2)
+            map.storeBytes(of: 0x41, as: UInt8.self)
+            _exit(0)
+        }
+        #expect(child > 0)
+        var status: Int32 = 0
+        #expect(waitpid(child, &status, 0) == child)
+        let signaled = (status & 0x7f) != 0 && (status & 0x7f) != 0x7f
+        #expect(signaled && status & 0x7f == SIGBUS, "child status \(status)")
+    }
 }
