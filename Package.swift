@@ -3,8 +3,7 @@
 //
 // Layout (dependencies point inward):
 //   support leaf    SpeakBridgeSupport (Locked, Hex, PeerText escaping, Console over swift-log)
-//   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target;
-//                   CGuardedCopy (our own C: a copy into a file mapping that survives SIGBUS; SpeakBridgeStore only)
+//   C leaves        CSodium, CLibWebSockets, CQREncode, CAvahi, CSecret — each imported by exactly one Swift target
 //   adapters        SpeakBridgeCrypto (libsodium + Noise), SpeakBridgeWebSocket (lws), SpeakBridgeQR (qrencode),
 //                   SpeakBridgeDiscovery (avahi), SpeakBridgeKeyring (libsecret),
 //                   SpeakBridgeSinks (stdout, FIFO, jsonl, transcript files, clipboard, typing)
@@ -65,9 +64,6 @@ let package = Package(
         // see `multiarch` above) go to the single target that imports CSecret. The modulemap links nothing:
         // SpeakBridgeKeyring dlopens libsecret on first use.
         .systemLibrary(name: "CSecret", path: "Sources/CSecret", providers: [.apt(["libsecret-1-dev"])]),
-        // Our one C file: a memcpy into a shared file mapping that returns -1 instead of dying of SIGBUS (a
-        // siglongjmp out of the handler, which Swift cannot express); for `LogFile`'s mapped appends.
-        .target(name: "CGuardedCopy", path: "Sources/CGuardedCopy"),
 
         // the support leaf: small types every layer may use (no C, no Foundation): the lock, hex, peer-text escaping,
         // and the Console facade over swift-log
@@ -95,7 +91,7 @@ let package = Package(
 
         // persistence and roles
         .target(name: "SpeakBridgeStore", dependencies: [
-            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport", "CGuardedCopy",
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
         .target(name: "SpeakBridgeConfig", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeKeyring", "SpeakBridgeSupport",

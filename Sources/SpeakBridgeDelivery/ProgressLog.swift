@@ -13,9 +13,8 @@ import SpeakBridgeSupport
 /// - `["sink","DEVICE-ID","session",seq]`: that sink's progress (makes the session live again if it was retired);
 /// - `["","DEVICE-ID","session",seq]`: the session was retired at ack level `seq` (its sink lines are dropped);
 /// - `["","DEVICE-ID","",0]`: the device was revoked (everything of it is dropped).
-/// The lines are followed by zero padding: the file is a `LogFile` (records written in place — copied into a shared
-/// mapping of the file, or pwrite(2) — its size ahead of them). `record` is one `LogFile.append` (in the page cache
-/// when it returns: survives the process being killed at once); `sync` is the
+/// The lines are followed by zero padding: the file is a `LogFile` (records written in place with pwrite(2), its
+/// size ahead of them). `record` is one pwrite(2) (survives the process being killed at once); `sync` is the
 /// fdatasync (an fsync after the file grew) that makes everything recorded so far survive a power cut, and the
 /// desktop acks only after it. Each live key is a `ProgressSlot` (its line's fixed part encoded once); a caller
 /// that records one key again and again passes the slot back. An old log without padding loads the same (every
@@ -114,7 +113,7 @@ public final class ProgressLog: @unchecked Sendable {
         _ = try record(Key(sink: sink, device: device, session: session), seq: seq, cached: nil)
     }
 
-    /// Records `seq` for `key` (one `LogFile.append`). `cached`: the slot an earlier call returned, when it may be the
+    /// Records `seq` for `key` (one pwrite(2)). `cached`: the slot an earlier call returned, when it may be the
     /// same key (checked here; a detached or other slot is looked up again). Returns the key's slot, to pass next
     /// time, and the seq recorded for it before (nil: none was live).
     public func record(_ key: Key, seq: UInt64, cached: ProgressSlot?) throws(StoreError)
@@ -263,7 +262,7 @@ public final class ProgressLog: @unchecked Sendable {
         let padding = LogFile.progressExtents.minimum
         unlink(temp)
         // O_EXCL|O_NOFOLLOW: never write through a planted file or link.
-        let newFD = open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let newFD = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         var failure: StoreError? = newFD >= 0 ? nil : .io("create", temp, errno: errno)
         if newFD >= 0 {
             do throws(StoreError) {

@@ -172,20 +172,19 @@ public enum FileIO {
 
     /// Opens `path` for appending (created 0600). O_NOFOLLOW, and the descriptor must pass `PrivatePath.checkFile`.
     public static func openAppend(_ path: String, leaked: String? = nil) throws(StoreError) -> Int32 {
-        try openPrivate(path, O_WRONLY | O_APPEND, leaked: leaked)
+        try openPrivate(path, O_APPEND, leaked: leaked)
     }
 
     /// Opens `path` for positioned writes (pwrite(2); created 0600), for a `LogFile`: like `openAppend` but without
-    /// O_APPEND, which would make Linux's pwrite append wherever it was asked to write, and read-write, which a
-    /// shared writable mapping of the file needs (`LogFile` copies records into one).
+    /// O_APPEND, which would make Linux's pwrite append wherever it was asked to write.
     public static func openLog(_ path: String, leaked: String? = nil) throws(StoreError) -> Int32 {
-        try openPrivate(path, O_RDWR, leaked: leaked)
+        try openPrivate(path, 0, leaked: leaked)
     }
 
-    /// `path` opened with `flags` (the access mode and extra flags), created 0600, never through a symlink; the
-    /// descriptor must pass `PrivatePath.checkFile` (closed if it does not).
-    private static func openPrivate(_ path: String, _ flags: Int32, leaked: String?) throws(StoreError) -> Int32 {
-        let fd = open(path, O_CREAT | flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+    /// `path` opened write-only with `extra` flags, created 0600, never through a symlink; the descriptor must pass
+    /// `PrivatePath.checkFile` (closed if it does not).
+    private static func openPrivate(_ path: String, _ extra: Int32, leaked: String?) throws(StoreError) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | extra | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == ELOOP { throw PrivatePath.symlinkRefused(path) }
             throw .io("open", path, errno: errno)

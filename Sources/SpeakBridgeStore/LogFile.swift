@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-private import CGuardedCopy
 import SpeakBridgeSupport
 
 /// An append-only log of newline-ended records, kept in a file whose size runs ahead of its records: the records,
@@ -24,29 +23,13 @@ import SpeakBridgeSupport
 /// sync covered less), or corruption; splitting there keeps every whole record around it. A record torn by a kill
 /// and followed by zeros is a torn last line, as it was when the file ended there. A file of zeros holds no record.
 ///
-/// A record is copied into a shared mapping of the file (`window`: 64 KiB of it around the end, moved along as the
-/// records grow) rather than written with pwrite(2). Why: measured with a 2 ms pause before each record (a line's
-/// pace), an 81-byte pwrite(2) into this ext4 cost 14–16 µs of CPU, the same copy into a mapping 1.3 µs: the write
-/// path's ext4 and page-cache code runs cache-cold on every line, the copy touches one page that stays mapped. The
-/// record is in the page cache as soon as the copy returns, as with pwrite(2): it survives the process being
-/// killed, and `sync` (fdatasync of the descriptor) writes the mapping's dirty pages like any others. Only the first
-/// copy into a page after each sync faults (the page was made read-only by its writeback). (README → Experiments.)
-///
-/// A store into a file mapping that the kernel cannot back — no space for a copy-on-write filesystem's new block,
-/// a read error paging the file back in, the file cut short by someone else — is a SIGBUS, not an error return. The
-/// copy is `sb_guarded_copy` (CGuardedCopy): such a SIGBUS ends the copy with -1, and the record is written again
-/// with pwrite(2), which reports the error as before (ENOSPC, EIO) or succeeds; that log never maps again. A
-/// mapping that cannot be made (mmap(2) refused: a filesystem without shared mappings) means pwrite(2) too, and so
-/// does a record longer than half a window (a burst's batch: one pwrite(2) is cheap beside its size).
-///
 /// Threads: one appender at a time (the owner serializes `append`, `rewind`), and any thread may call `sync` and
 /// `growAhead` meanwhile (the desktop's committer, the sender's fsync thread). A grow writes its zeros beyond `allocated`, which no append touches, holding `growth`, so an
 /// append that needs room waits for a grow in progress instead of writing where its zeros will land.
 ///
 /// `@unchecked Sendable` is sound: `fd` and the extent bounds are immutable; `end`, `allocated`, `grown` and the
 /// counters are read and written only with `state` held; `growth` serializes grows (taken before `state`, never the
-/// other way round); the window's fields (`window`, `windowStart`, `unmappable`, `guardedFaults`) are used only by
-/// `append` and `rewind`, which the owner serializes (the one-appender rule above), and by `deinit`.
+/// other way round).
 public final class LogFile: @unchecked Sendable {
     public let path: String
     let fd: Int32
@@ -60,16 +43,6 @@ public final class LogFile: @unchecked Sendable {
     private var grown: Bool
     private var fullSyncs = 0
     private var dataSyncs = 0
-    /// The mapped part of the file (`windowLength` bytes from `windowStart`, a page boundary), nil before the first
-    /// record and after `rewind`. Appender-only (see above).
-    private var window: UnsafeMutableRawPointer?
-    private var windowStart = 0
-    /// mmap(2) failed, or a copy into the mapping was stopped by SIGBUS: every record is a pwrite(2) from now on.
-    private var unmappable = false
-    /// Copies into the mapping that a SIGBUS stopped (at most 1: the log stops mapping after it), for tests.
-    private(set) var guardedFaults = 0
-    /// Where the mapped window starts, nil when none is mapped; for tests (on the appender's thread).
-    var mappedWindowStart: Int? { window == nil ? nil : windowStart }
 
     public enum SyncKind: Sendable, Equatable {
         /// fsync(2): data and inode (after a grow, or the first sync of a log opened as it was).
@@ -99,10 +72,7 @@ public final class LogFile: @unchecked Sendable {
         grown = !synced
     }
 
-    deinit {
-        dropWindow()
-        close(fd)
-    }
+    deinit { close(fd) }
 
     /// Opens the log at `path` as it is (records up to `end`, zeros after), growing it at once if it has little
     /// room left (an old file without padding is upgraded here).
@@ -138,53 +108,8 @@ public final class LogFile: @unchecked Sendable {
     public func append(_ bytes: [UInt8]) throws(StoreError) {
         let (offset, room) = state.withLock { (endOffset, allocatedSize) }
         if bytes.count > room - offset { try grow(toHold: offset + bytes.count) }
-        if !copyIntoWindow(bytes, at: offset) {
-            try FileIO.writeAll(fd, bytes, at: offset, path: path)
-        }
+        try FileIO.writeAll(fd, bytes, at: offset, path: path)
         state.withLock { endOffset = offset + bytes.count }
-    }
-
-    /// The bytes of a mapping: 16 pages, so the window moves (an munmap and an mmap) once per 64 KiB of records, and
-    /// a log adds at most that much to the process's resident memory.
-    static let windowLength = 64 << 10
-    /// The SIGBUS handler, installed once per process on the first mapped append: nil when sigaction(2) failed
-    /// (then no log maps).
-    private static let guardInstalled: Bool = sb_guarded_copy_install() == 0
-
-    /// Copies `bytes` (at most half a window, inside the file's size) into the mapping at `offset`, moving the window
-    /// first if they lie outside it. False when they must be written with pwrite(2): no mapping could be made, the
-    /// copy was stopped by SIGBUS (then no later record is mapped either), or they are too long for a window.
-    private func copyIntoWindow(_ bytes: [UInt8], at offset: Int) -> Bool {
-        guard !unmappable, !bytes.isEmpty, bytes.count <= Self.windowLength / 2 else { return false }
-        if window == nil || offset < windowStart || offset + bytes.count > windowStart + Self.windowLength {
-            dropWindow()
-            let start = offset & ~4095
-            guard Self.guardInstalled else {
-                unmappable = true
-                return false
-            }
-            let mapped = mmap(nil, Self.windowLength, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start))
-            guard let mapped, mapped != MAP_FAILED else {
-                unmappable = true
-                return false
-            }
-            window = mapped
-            windowStart = start
-        }
-        guard let base = window else { return false }
-        let copied = bytes.withUnsafeBytes { source in
-            sb_guarded_copy(base + (offset - windowStart), source.baseAddress, source.count, base, base + Self.windowLength)
-        }
-        if copied == 0 { return true }
-        guardedFaults += 1
-        unmappable = true
-        dropWindow()
-        return false
-    }
-
-    private func dropWindow() {
-        if let window { munmap(window, Self.windowLength) }
-        window = nil
     }
 
     /// Makes everything appended so far durable: fdatasync, or fsync when the size changed since the last sync.
@@ -216,7 +141,6 @@ public final class LogFile: @unchecked Sendable {
     public func rewind(to records: [UInt8]) throws(StoreError) {
         growth.lock()
         defer { growth.unlock() }
-        dropWindow()  // its pages go with the truncation; the next record maps the new end
         guard ftruncate(fd, 0) == 0 else { throw .io("truncate", path, errno: errno) }
         state.withLock {
             endOffset = 0

@@ -9,9 +9,8 @@ import SpeakBridgeSupport
 /// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
 ///
 /// JSON lines: a header `{"session":"…","acked":N,"reserved":R,"boot":"…"}`, then `{"c":{chunk}}` for every chunk,
-/// `{"a":N}` for every cumulative ack and `{"r":R,"b":"…"}` for every reservation (below), then zero padding: a `LogFile` (records written in place — copied into a shared
-/// mapping of the file, or one pwrite(2) —, synced with fdatasync(2) while the size stays). A chunk is written (one
-/// `LogFile.append`: in the page cache when it returns) before it is sent, so killing `send` at
+/// `{"a":N}` for every cumulative ack and `{"r":R,"b":"…"}` for every reservation (below), then zero padding: a `LogFile` (records written in place with pwrite(2), synced with
+/// fdatasync(2) while the size stays). A chunk is written (one pwrite(2)) before it is sent, so killing `send` at
 /// any point loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the
 /// desktop drops what it already has. `sync` is batched by the caller. The file is compacted on open when it is
 /// large or its last line torn (`compactAbove`), and an exclusive flock keeps two `send` processes from interleaving.
@@ -139,7 +138,7 @@ public final class Outbox: @unchecked Sendable {
     /// instead of escaping the text again.
     ///
     /// `ack`: the latest acknowledgement not journaled yet, if above `acked` — its record (`markAcked`'s) goes first
-    /// in the same append, saving the ack's own write. `load` reads it the same either way (an ack record only
+    /// in the same pwrite(2), saving the ack's own write. `load` reads it the same either way (an ack record only
     /// raises `acked`; the new chunks are above it), and a kill mid-write can only tear the last line, which `load`
     /// skips: a chunk not sent yet, as before.
     public func append(texts: [String], ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
@@ -161,7 +160,7 @@ public final class Outbox: @unchecked Sendable {
         return chunks
     }
 
-    /// `append(texts: [text], ack:)` without the arrays: journals one text (one append, with the pending ack's
+    /// `append(texts: [text], ack:)` without the arrays: journals one text (one pwrite(2), with the pending ack's
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
     public func append(text: String, ack: UInt64 = 0) throws(StoreError) -> Chunk {
