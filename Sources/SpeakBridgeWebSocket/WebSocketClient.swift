@@ -1,4 +1,5 @@
 import SpeakBridgeSupport
+
 /// WebSocket client connections (libwebsockets) on one dedicated thread, named
 /// "sb-ws-client". One client can hold several connections at once, e.g. to try several
 /// addresses of the same peer in parallel.
