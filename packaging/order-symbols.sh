@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Regenerates packaging/speakbridge.order: the linkage names of the functions `speakbridge serve` runs, then those
-# only `send` runs, which `make release` passes to lld (--symbol-ordering-file) so that this code sits together at
-# the front of the text segment, the daemon's first. Why: the kernel maps 64 KiB around each page fault in a file
-# mapping (fault-around), so code scattered over the 11 MB text keeps most of it resident; clustered, the daemon's
-# code spans few 64 KiB windows. A `send` starts faster with its own code clustered after it: fewer page faults,
-# and after the page cache let the binary go, fewer distinct places read from disk.
+# Regenerates packaging/speakbridge.order: the linkage names of the functions a paced line runs (the daemon's, then
+# those only `send` runs), then the rest of what `speakbridge serve` runs, then the rest of what only `send` runs,
+# which `make release` passes to lld (--symbol-ordering-file) so that this code sits together at the front of the
+# text segment in that order. Why the per-line functions first: after a 2 ms sleep every code page a line touches
+# costs a TLB miss and a page walk on this VM (a C probe: 1,000 calls after a 2 ms sleep cost 13 µs packed on 16
+# pages, 41 µs spread over 140; README -> Experiments, thirteenth session); sorted among the whole daemon's code
+# they spanned 113 pages, packed they fit in about 24. Why the rest clustered: the kernel maps 64 KiB around each
+# page fault in a file mapping (fault-around), so code scattered over the 11 MB text keeps most of it resident;
+# clustered, the daemon's code spans few 64 KiB windows. A `send` starts faster with its own code clustered after
+# it: fewer page faults, and after the page cache let the binary go, fewer distinct places read from disk.
 #
 # Flow: release build (BIN, default .build/release/speakbridge, built by the caller: `make release`) -> a daemon
 # with a fifo sink on loopback started under `valgrind --tool=callgrind` -> `pair --json` + `join` a phone home ->
-# a `send` (under callgrind too) connects, 1,000 lines, a 20,000-line burst, 1 s idle, status -> a one-shot
-# `send --text` under callgrind -> SIGTERM -> every function callgrind saw executed in the binary itself (not in
-# libc and the other shared libraries) in either of two such runs, by its mangled name: the daemon's sorted, then
-# the ones only the two `send`s ran, sorted (a stable order: the sets are what matter for fault-around, and
-# sorting keeps diffs readable).
+# a `send` (under callgrind too) connects, 400 lines paced 10 ms (the last 300 counted on their own: the per-line
+# set), 1,000 lines, a 20,000-line burst, 1 s idle, status -> a one-shot `send --text` under callgrind -> SIGTERM
+# -> every function callgrind saw executed in the binary itself (not in libc and the other shared libraries) in
+# either of two such runs, by its mangled name, each group sorted (a stable order: the sets are what matter for
+# fault-around and TLB reach, and sorting keeps diffs readable).
 #
 # Needs valgrind (apt-get install valgrind) and python3; `make release` does not: it only reads the committed file,
 # and stale names (code that changed since) are ignored by lld (--no-warn-symbol-ordering). Regenerate when the
@@ -26,11 +30,14 @@ command -v valgrind >/dev/null || { echo "order-symbols: valgrind is needed (apt
 [ -x "$BIN" ] || { echo "order-symbols: no binary at $BIN (run make release first)" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# valgrind 3.19 cannot read the DWARF 5 the toolchain writes ("Possibly corrupted debuginfo file"): callgrind runs a
+# copy without the debug sections (the function names are in the symbol table).
+objcopy --strip-debug "$BIN" "$TMP/speakbridge"
 
 # Two runs, their union: which rare paths run (a retry, an accept loop's last turn) depends on timing.
 for run in 1 2; do
 mkdir "$TMP/run$run"
-python3 - "$BIN" "$TMP/run$run" <<'EOF'
+python3 - "$TMP/speakbridge" "$TMP/run$run" <<'EOF'
 import json, os, signal, socket, subprocess, sys, time
 binary, tmp = os.path.abspath(sys.argv[1]), sys.argv[2]
 desk, phone, fifo = (os.path.join(tmp, n) for n in ("desk", "phone", "sb.fifo"))
@@ -54,9 +61,10 @@ subprocess.run([binary, "join", code, "--name", "order", "--home", phone], check
 sender = subprocess.Popen(["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
                            f"--callgrind-out-file={tmp}/send.callgrind", binary, "send", "--home", phone],
                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-got = b""
+got, before = b"", 0   # drain(n): until n lines arrived after the first `before`
 def drain(n, timeout=120.0):
     global got
+    n += before
     end = time.time() + timeout
     while got.count(b"\n") < n and time.time() < end:
         try:
@@ -64,9 +72,23 @@ def drain(n, timeout=120.0):
         except BlockingIOError:
             time.sleep(0.01)
     if got.count(b"\n") < n:
-        sys.exit("order-symbols: %d of %d lines arrived" % (got.count(b"\n"), n))
+        sys.exit("order-symbols: %d of %d lines arrived" % (got.count(b"\n") - before, n - before))
 sender.stdin.write(b"first line\n"); sender.stdin.flush()
 drain(1)
+# The per-line path alone: lines paced 10 ms apart (each its own frame, as at a human pace), counted on their own
+# (dumped as callgrind.out.2 and send.callgrind.2, after a dump of everything before) so that they can go first.
+def paced(start, count):
+    for i in range(start, start + count):
+        sender.stdin.write(f"paced {i} with some dictated words in it\n".encode()); sender.stdin.flush()
+        drain(i + 2)
+        time.sleep(0.01)
+paced(0, 100)
+for pid in (daemon.pid, sender.pid):
+    subprocess.run(["callgrind_control", "-d", "start", str(pid)], check=True, capture_output=True)   # .1; zeroes
+paced(100, 300)
+for pid in (daemon.pid, sender.pid):
+    subprocess.run(["callgrind_control", "-d", "paced", str(pid)], check=True, capture_output=True)
+before = 400
 for i in range(1000):
     sender.stdin.write(f"line {i} with some dictated words in it\n".encode()); sender.stdin.flush()
     if i % 50 == 49:
@@ -90,7 +112,7 @@ done
 
 # callgrind.out: "ob=(N) path" sets the object of the following "fn=(M) name" lines (names are given once, then
 # referred to by number). Keep functions of the binary itself; drop unnamed code (0x...).
-bin_real=$(readlink -f "$BIN")
+bin_real=$(readlink -f "$TMP/speakbridge")
 python3 - "$TMP" "$bin_real" >"$TMP/order" <<'EOF'
 import glob, os, re, sys
 tmp, binary = sys.argv[1], sys.argv[2]
@@ -118,14 +140,19 @@ def functions(paths):
   return names
 daemon = functions(glob.glob(os.path.join(tmp, "run*", "callgrind.out*")))
 send = functions(glob.glob(os.path.join(tmp, "run*", "*.callgrind*")))
-for n in sorted(daemon) + sorted(send - daemon):
+hot_daemon = functions(glob.glob(os.path.join(tmp, "run*", "callgrind.out.2")))
+hot_send = functions(glob.glob(os.path.join(tmp, "run*", "send.callgrind.2")))
+hot = sorted(hot_daemon) + sorted(hot_send - hot_daemon)
+print(f"order-symbols: {len(hot)} functions run by a paced line go first", file=sys.stderr)
+for n in hot + sorted(daemon - set(hot)) + sorted(send - daemon - set(hot)):
     print(n)
 EOF
 [ -s "$TMP/order" ] || { echo "order-symbols: no function of $BIN was recorded" >&2; exit 1; }
 {
-    echo "# Functions run by \`speakbridge serve\` (start-up, pairing, a client sending 1,000 lines and a 20,000-line burst, idle), then those only"
-    echo "# \`send\` ran (that client, and a one-shot \`send --text\`): lld puts them first in the text segment, in this order"
-    echo "# (--symbol-ordering-file). Generated by packaging/order-symbols.sh; do not edit."
+    echo "# Functions a paced line runs (the daemon's, then the client's), then the rest of what \`speakbridge serve\` runs (start-up,"
+    echo "# pairing, a client sending 1,000 lines and a 20,000-line burst, idle), then the rest of what \`send\` ran (that client, and a"
+    echo "# one-shot \`send --text\`): lld puts them first in the text segment, in this order (--symbol-ordering-file)."
+    echo "# Generated by packaging/order-symbols.sh; do not edit."
     cat "$TMP/order"
 } >"$OUT"
 echo "order-symbols: $(wc -l <"$TMP/order") functions -> $OUT"
