@@ -2,10 +2,11 @@
 # Regenerates packaging/speakbridge.order: the linkage names of the functions a paced line runs (the daemon's, then
 # those only `send` runs), then the rest of what `speakbridge serve` runs, then the rest of what only `send` runs,
 # which `make release` passes to lld (--symbol-ordering-file) so that this code sits together at the front of the
-# text segment in that order. Why the per-line functions first: after a 2 ms sleep every code page a line touches
-# costs a TLB miss and a page walk on this VM (a C probe: 1,000 calls after a 2 ms sleep cost 13 µs packed on 16
-# pages, 41 µs spread over 140; README -> Experiments, thirteenth session); sorted among the whole daemon's code
-# they spanned 113 pages, packed they fit in about 24. Why the rest clustered: the kernel maps 64 KiB around each
+# text segment in that order. Why the per-line functions first: after a 2 ms sleep code is cold on this VM and its
+# pages cost more than its lines (a C probe: 1,000 calls cost 13 µs packed on 16 pages, 41 µs spread over 140);
+# sorted among the whole daemon's code, a paced line ran our code on 113 pages, now on 46 (desktop) and 57 (send).
+# That did not measurably lower CPU per line (20 pairs, README -> Experiments, thirteenth session); it costs
+# nothing and start-up got a little cheaper. Why the rest clustered: the kernel maps 64 KiB around each
 # page fault in a file mapping (fault-around), so code scattered over the 11 MB text keeps most of it resident;
 # clustered, the daemon's code spans few 64 KiB windows. A `send` starts faster with its own code clustered after
 # it: fewer page faults, and after the page cache let the binary go, fewer distinct places read from disk.
