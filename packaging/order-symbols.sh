@@ -19,10 +19,10 @@
 # either of two such runs, by its mangled name, each group sorted (a stable order: the sets are what matter for
 # fault-around and TLB reach, and sorting keeps diffs readable).
 #
-# Needs valgrind (apt-get install valgrind) and python3; `make release` does not: it only reads the committed file,
-# and stale names (code that changed since) are ignored by lld (--no-warn-symbol-ordering). Regenerate when the
-# daemon's code changed a lot: `make release && bash packaging/order-symbols.sh`, then relink (SwiftPM does not
-# know the file is an input): `rm .build/release/speakbridge && make release`.
+# Needs valgrind (apt-get install valgrind), objcopy (binutils) and python3; `make release` does not: it only reads
+# the committed file, and stale names (code that changed since) are ignored by lld (--no-warn-symbol-ordering).
+# Regenerate when the daemon's code changed a lot: `make release && bash packaging/order-symbols.sh`, then relink
+# (SwiftPM does not know the file is an input): `rm .build/release/speakbridge && make release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.build/release/speakbridge}

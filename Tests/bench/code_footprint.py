@@ -79,7 +79,8 @@ def main():
     demangled = subprocess.run(["swift-demangle", "--simplified"], input="\n".join(map(str, widest)),
                                capture_output=True, text=True).stdout.splitlines() or list(map(str, widest))
     for function, name in zip(widest, demangled):
-        print(f"  {len(by_function[function]):5d} lines {per_function[function] / n:8.0f} instructions a line  {name[:120]}")
+        print(f"  {len(by_function[function]):5d} lines {per_function[function] / n:8.0f} instructions a line  "
+              f"{name[:120]}")
 
 
 if __name__ == "__main__":
