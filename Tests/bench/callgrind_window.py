@@ -2,7 +2,7 @@
 burst_callgrind.py. A daemon and a streaming `send` run under callgrind-wrap.sh (CG_DESK=1 / CG_SEND=1); after a
 200-line paced warm-up every process's counters are zeroed, `workload(sender, reader)` runs, and a dump named
 `label` (the '.1' file) covers only it. Prints each dump's total and its share per line."""
-import os, time, tempfile, subprocess, glob
+import os, time, tempfile, subprocess, glob, shutil
 import bench
 
 
@@ -28,6 +28,7 @@ def run(n, label, workload):
         sender.stdin.close(); sender.wait(timeout=120); reader.close()
     finally:
         t.close()
+        shutil.rmtree(base, ignore_errors=True)   # the homes and the FIFO; the dumps are in CG_OUT
     out = os.environ.get("CG_OUT", "/tmp")
     for f in sorted(glob.glob(os.path.join(out, "cg-*.1"))):
         if os.path.getmtime(f) < started:

@@ -10,7 +10,7 @@ measure_latency); schedstat gives the exact CPU time (bench.CpuMeter), /proc/<pi
 (clock ticks, so use a few thousand lines). Used to find that a paced line's cost on this VM is user-space work per
 wake-up, not syscalls (README → Experiments). Noisy like every wall/CPU figure here: compare in alternating pairs.
 """
-import os, signal, statistics, subprocess, sys, tempfile, time
+import os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
@@ -79,6 +79,7 @@ def main():
     finally:
         for t in tools:
             t.close()
+        shutil.rmtree(base, ignore_errors=True)   # the homes and FIFOs of the three tools
     return 0
 
 
