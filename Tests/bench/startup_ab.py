@@ -9,7 +9,7 @@ pair, in alternating order (old first on even pairs, new first on odd ones): the
 walls, then one one-shot under `perf stat` (page faults, task-clock, instructions of the process, user space and
 kernel). Prints medians and how many pairs the new binary lowered each figure in.
 """
-import argparse, os, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -75,6 +75,7 @@ def main():
     finally:
         for t in tools.values():
             t.close()
+        shutil.rmtree(base, ignore_errors=True)   # both homes and FIFOs, the perf output
     for name in ("first", "oneshot", "page-faults", "task-clock", "instructions"):
         a, b = res["old"][name], res["new"][name]
         if not a or not b:

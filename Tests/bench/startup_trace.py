@@ -9,7 +9,7 @@ reads it from the FIFO and lets `send` end. Prints one stages.startup_table per 
 stage), or with several binaries one table of medians side by side, with `main → sink` (everything after the
 process reaches `main`: the part that spawn noise does not blur).
 """
-import argparse, os, statistics, sys, tempfile, time
+import argparse, os, shutil, statistics, sys, tempfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -56,10 +56,13 @@ def main():
     finally:
         for _, t, _, _ in runs:
             t.close()
+    traces = [stages.load(path) for _, _, path, _ in runs]
+    for _, _, path, _ in runs:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)   # each binary's homes, FIFO and trace
     if len(runs) == 1:
-        print(stages.startup_table(stages.load(runs[0][2])))
+        print(stages.startup_table(traces[0]))
         return
-    rows = [stages.startup_rows(stages.load(path)) for _, _, path, _ in runs]
+    rows = [stages.startup_rows(trace) for trace in traces]
     print(f"{args.starts} alternating traced start-ups each; median µs (complete rows: {[len(r) for r in rows]})")
     print("| stage | " + " | ".join(os.path.basename(b) for b, _, _, _ in runs) + " |")
     print("| --- |" + " --- |" * len(runs))
