@@ -83,13 +83,14 @@ def paced(start, count):
         sender.stdin.write(f"paced {i} with some dictated words in it\n".encode()); sender.stdin.flush()
         drain(i + 2)
         time.sleep(0.01)
-paced(0, 100)
+WARM, COUNTED = 100, 300
+paced(0, WARM)
 for pid in (daemon.pid, sender.pid):
     subprocess.run(["callgrind_control", "-d", "start", str(pid)], check=True, capture_output=True)   # .1; zeroes
-paced(100, 300)
+paced(WARM, COUNTED)
 for pid in (daemon.pid, sender.pid):
     subprocess.run(["callgrind_control", "-d", "paced", str(pid)], check=True, capture_output=True)
-before = 400
+before = WARM + COUNTED
 for i in range(1000):
     sender.stdin.write(f"line {i} with some dictated words in it\n".encode()); sender.stdin.flush()
     if i % 50 == 49:
