@@ -3,14 +3,17 @@
 # burst, first line, CPU per line, idle RSS, one-shot send, syscalls per line, a per-stage trace (bench.py).
 # Then the goals socat and ssh have no counterpart for: reconnect after a desktop restart (reconnect.py),
 # 100 devices streaming at once against one (devices.py), and `discover` on a namespaced LAN with avahi
-# (discover.py; skipped, saying why, without root or avahi). Loopback only; cleans up what it started.
-# Arguments go to bench.py; BENCH_ONLY=reconnect,devices,discover runs only those extra steps.
+# (discover.py; skipped, saying why, without root or avahi), and the three tools' latency distributions measured
+# taking turns in blocks of 300 lines (tail_interleaved.py: a noisy stretch hits all three alike). Loopback only;
+# cleans up what it started. Arguments go to bench.py; BENCH_ONLY=reconnect,devices,discover,tail runs only those
+# extra steps.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$here/../../.build/release/speakbridge}
-ONLY=${BENCH_ONLY:-bench,reconnect,devices,discover}
+ONLY=${BENCH_ONLY:-bench,tail,reconnect,devices,discover}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 want bench && python3 "$here/bench.py" --bin "$BIN" "$@"
+want tail && { echo; echo "latency taking turns (5 blocks of 300 paced lines per tool, interleaved):"; python3 "$here/tail_interleaved.py" "$BIN"; }
 want reconnect && { echo; python3 "$here/reconnect.py" --bin "$BIN"; }
 # 100 `send`s and their journals.
 ulimit -n 4096 2>/dev/null || true

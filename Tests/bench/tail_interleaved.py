@@ -6,8 +6,9 @@ usage: python3 Tests/bench/tail_interleaved.py BIN [BLOCKS]      (default 5 bloc
 bench.py measures each tool's 1,500 paced lines in one stretch per round, so a noisy few seconds of this VM can land
 on one tool's stretch only; its p99 then says more about the moment than about the tool. Here the three streaming
 senders stay up side by side and take turns, 300 lines each, BLOCKS times; each tool's percentiles (p50 … p99.5,
-max, lines over 1 ms) are over all its blocks. Investigation only, not part of `make bench` (README → Experiments).
-Loopback only; stops what it started.
+max, lines over 1 ms) are over all its blocks, and the latency goals' two ratios follow. `make bench` runs it after
+bench.py (Tests/bench/run.sh); a tool that is not installed is left out, and so is a ratio that needs it. Loopback
+only; stops what it started.
 """
 import os, shutil, sys, tempfile
 
@@ -24,7 +25,11 @@ def main():
     tools = []
     live = []
     try:
-        tools = [bench.Socat(base), bench.SSH(base), bench.SpeakBridge(base, binary)]
+        if shutil.which("socat"):
+            tools.append(bench.Socat(base))
+        if os.path.exists("/usr/sbin/sshd") and shutil.which("ssh"):
+            tools.append(bench.SSH(base))
+        tools.append(bench.SpeakBridge(base, binary))
         for t in tools:
             reader = bench.FifoLines(t.fifo)
             sender, _ = t.first_line(reader)
@@ -33,12 +38,19 @@ def main():
         for _ in range(blocks):
             for t, reader, sender, lat in live:
                 lat += bench.measure_latency(sender.stdin, reader, PER_BLOCK, 0.002, warm=0)
+        q = {}
         for t, reader, sender, lat in live:
             lat.sort()
-            q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]  # noqa: E731
-            print(f"{t.name:12s} p50 {q(.5):6.0f} p90 {q(.9):6.0f} p95 {q(.95):6.0f} p98 {q(.98):6.0f} "
-                  f"p99 {q(.99):6.0f} p99.5 {q(.995):6.0f} max {lat[-1]:7.0f} µs; over 1 ms: "
+            q[t.name] = lambda p, lat=lat: lat[min(len(lat) - 1, int(p * len(lat)))]
+            at = q[t.name]
+            print(f"{t.name:12s} p50 {at(.5):6.0f} p90 {at(.9):6.0f} p95 {at(.95):6.0f} p98 {at(.98):6.0f} "
+                  f"p99 {at(.99):6.0f} p99.5 {at(.995):6.0f} max {lat[-1]:7.0f} µs; over 1 ms: "
                   f"{sum(1 for x in lat if x > 1000)} of {len(lat)}", flush=True)
+        sb = q["speakbridge"]
+        if "socat" in q:
+            print(f"speakbridge: p50 {sb(.5) / q['socat'](.5):.2f} × socat's (goal ≤ 1.2)")
+        if "ssh" in q:
+            print(f"speakbridge: p99 {sb(.99) / q['ssh'](.99):.2f} × ssh's (goal ≤ 1)")
     finally:
         for _, reader, sender, _ in live:
             bench.end_sender(sender, reader, 30)
