@@ -504,6 +504,17 @@ ROWS = [
 ]
 
 
+def add_tools(tools, base, binary, wanted=("socat", "ssh", "speakbridge")):
+    """Starts the desktop side of each wanted tool that is installed (socat, ssh, speakbridge, in that order) and
+    appends it to `tools` as it starts, so that the caller's cleanup closes those already running if one fails."""
+    if "socat" in wanted and shutil.which("socat"):
+        tools.append(Socat(base))
+    if "ssh" in wanted and os.path.exists("/usr/sbin/sshd") and shutil.which("ssh"):
+        tools.append(SSH(base))
+    if "speakbridge" in wanted:
+        tools.append(SpeakBridge(base, binary))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -522,13 +533,7 @@ def main():
     base = tempfile.mkdtemp(prefix="sb-bench-")
     tools = []
     try:
-        wanted = args.only.split(",")
-        if "socat" in wanted and shutil.which("socat"):
-            tools.append(Socat(base))
-        if "ssh" in wanted and os.path.exists("/usr/sbin/sshd") and shutil.which("ssh"):
-            tools.append(SSH(base))
-        if "speakbridge" in wanted:
-            tools.append(SpeakBridge(base, args.bin))
+        add_tools(tools, base, args.bin, args.only.split(","))
         rounds = {t.name: [] for t in tools}
         for i in range(args.rounds):
             for t in tools:  # interleaved, so a noisy moment of the machine hits every tool alike

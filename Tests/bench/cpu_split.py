@@ -35,16 +35,11 @@ def main():
     perf_dir = os.environ.get("PERF_DIR")
     base = tempfile.mkdtemp(prefix="cpu-split-")
     tools = []
-    if "socat" in which:
-        tools.append(bench.Socat(base))
-    if "ssh" in which:
-        tools.append(bench.SSH(base))
-    if "speakbridge" in which:
-        tools.append(bench.SpeakBridge(base, binary))
     pace = float(os.environ.get("PACE", "0.002"))
     hz = os.sysconf("SC_CLK_TCK")
     per_line = lambda t: t * 1e6 / hz / n  # noqa: E731
     try:
+        bench.add_tools(tools, base, binary, which)
         for t in tools:
             reader = bench.FifoLines(t.fifo)
             sender = t.start_sender()

@@ -13,7 +13,7 @@ BIN=${BIN:-$here/../../.build/release/speakbridge}
 ONLY=${BENCH_ONLY:-bench,tail,reconnect,devices,discover}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 want bench && python3 "$here/bench.py" --bin "$BIN" "$@"
-want tail && { echo; echo "latency taking turns (5 blocks of 300 paced lines per tool, interleaved):"; python3 "$here/tail_interleaved.py" "$BIN"; }
+want tail && { echo; python3 "$here/tail_interleaved.py" "$BIN"; }
 want reconnect && { echo; python3 "$here/reconnect.py" --bin "$BIN"; }
 # 100 `send`s and their journals.
 ulimit -n 4096 2>/dev/null || true

@@ -25,11 +25,7 @@ def main():
     tools = []
     live = []
     try:
-        if shutil.which("socat"):
-            tools.append(bench.Socat(base))
-        if os.path.exists("/usr/sbin/sshd") and shutil.which("ssh"):
-            tools.append(bench.SSH(base))
-        tools.append(bench.SpeakBridge(base, binary))
+        bench.add_tools(tools, base, binary)
         for t in tools:
             reader = bench.FifoLines(t.fifo)
             sender, _ = t.first_line(reader)
@@ -38,19 +34,17 @@ def main():
         for _ in range(blocks):
             for t, reader, sender, lat in live:
                 lat += bench.measure_latency(sender.stdin, reader, PER_BLOCK, 0.002, warm=0)
-        q = {}
-        for t, reader, sender, lat in live:
-            lat.sort()
-            q[t.name] = lambda p, lat=lat: lat[min(len(lat) - 1, int(p * len(lat)))]
-            at = q[t.name]
-            print(f"{t.name:12s} p50 {at(.5):6.0f} p90 {at(.9):6.0f} p95 {at(.95):6.0f} p98 {at(.98):6.0f} "
-                  f"p99 {at(.99):6.0f} p99.5 {at(.995):6.0f} max {lat[-1]:7.0f} µs; over 1 ms: "
-                  f"{sum(1 for x in lat if x > 1000)} of {len(lat)}", flush=True)
-        sb = q["speakbridge"]
-        if "socat" in q:
-            print(f"speakbridge: p50 {sb(.5) / q['socat'](.5):.2f} × socat's (goal ≤ 1.2)")
-        if "ssh" in q:
-            print(f"speakbridge: p99 {sb(.99) / q['ssh'](.99):.2f} × ssh's (goal ≤ 1)")
+        print(f"latency taking turns ({blocks} blocks of {PER_BLOCK} paced lines per tool, interleaved):")
+        at = {}
+        for t, _, _, lat in live:
+            at[t.name] = {p: bench.percentile(lat, p) for p in (50, 90, 95, 98, 99, 99.5)}
+            print(f"{t.name:12s} " + " ".join(f"p{p:g} {v:6.0f}" for p, v in at[t.name].items())
+                  + f" max {max(lat):7.0f} µs; over 1 ms: {sum(1 for x in lat if x > 1000)} of {len(lat)}", flush=True)
+        sb = at["speakbridge"]
+        if "socat" in at:
+            print(f"speakbridge: p50 {sb[50] / at['socat'][50]:.2f} × socat's (goal ≤ 1.2)")
+        if "ssh" in at:
+            print(f"speakbridge: p99 {sb[99] / at['ssh'][99]:.2f} × ssh's (goal ≤ 1)")
     finally:
         for _, reader, sender, _ in live:
             bench.end_sender(sender, reader, 30)
