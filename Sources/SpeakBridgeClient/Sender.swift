@@ -110,6 +110,8 @@ public final class Sender: @unchecked Sendable {
     var lastAckLookAt = -Double.infinity
     /// The highest ack not journaled yet (`journalAck`).
     var ackToJournal: UInt64 = 0
+    /// A desktop address peers.json should record (`rememberHeldAddress`), held until the first ack.
+    var addressToRemember: Candidate?
     /// The connection the last desktop frame came on (the one that carries the `bye`); set while finishing.
     var lastFrameFrom: AttemptID?
     var finishing = false
@@ -345,14 +347,19 @@ public final class Sender: @unchecked Sendable {
                 Trace.mark("encrypt")
                 driver.send(frame, on: id)
             case .close(let id): driver.close(id)
-            case .ackJournal(let seq): ackToJournal = max(ackToJournal, seq)  // written at the next tick
+            case .ackJournal(let seq):
+                ackToJournal = max(ackToJournal, seq)  // written at the next tick
+                rememberHeldAddress()  // the first line is through: peers.json's write no longer competes with it
             case .rememberAddress(let candidate):
-                // Off the queue: the resume and the first lines need not wait for peers.json's fsyncs. Only when it
-                // writes: a dispatch worker started for nothing (the usual case: the same address within a minute)
-                // competed with the handshake's last steps for the CPU.
-                if SessionLink.wouldRemember(candidate, of: desktop, in: peers) {
-                    syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
-                }
+                // Off the queue, and only when it writes: a dispatch worker started for nothing (the usual case: the
+                // same address within a minute) competed with the handshake's last steps for the CPU. A stream
+                // holds it until the first ack (or its end): started here, the write's two fsyncs and its worker
+                // thread ran beside the `resume` round trip and the first line (about 0.3 ms of a cold first line,
+                // README → Experiments). A one-shot starts it at once: it overlaps the round trip that the exit
+                // waits for anyway, where at the ack it would add to the exit.
+                guard SessionLink.wouldRemember(candidate, of: desktop, in: peers) else { break }
+                addressToRemember = candidate
+                if case .texts = options.source { rememberHeldAddress() }
             case .report(let report): show(report)
             case .syncJournal:
                 journalAck()
@@ -360,6 +367,14 @@ public final class Sender: @unchecked Sendable {
             case .exit(let code): finish(code)
             }
         }
+    }
+
+    /// Hands the held address to `syncQueue`, which writes peers.json (fsynced); `complete` waits for it.
+    func rememberHeldAddress() {
+        guard let candidate = addressToRemember else { return }
+        addressToRemember = nil
+        Trace.mark("remember")
+        syncQueue.async { [desktop, peers] in SessionLink.remember(candidate, of: desktop, in: peers) }
     }
 
     func show(_ report: ClientCore.Report) {
@@ -393,6 +408,7 @@ public final class Sender: @unchecked Sendable {
         journalAck()
         driver.stopFinding()
         perform(core.hangUp())
+        rememberHeldAddress()
         syncQueue.sync {}  // the address just remembered is on disk before `run` returns
         syncer.drain()  // and any journal fsync under way
         // Ends that did not come through `.syncJournal` (a failed journal write, an exit before the last lines'

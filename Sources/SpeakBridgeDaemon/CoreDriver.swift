@@ -24,6 +24,8 @@ import SpeakBridgeWebSocket
 final class CoreDriver: @unchecked Sendable {
     private let queue = LockedQueue(label: "sb-core")
     let effects = DispatchQueue(label: "sb-effects")
+    /// How long after a connection's handshake its device's "last seen" is written (`touchPeer`).
+    static let lastSeenDelay: DispatchTimeInterval = .seconds(1)
     let configCalls = DispatchQueue(label: "sb-config")
     /// On `queue`.
     private var core: DesktopCore
@@ -170,7 +172,16 @@ final class CoreDriver: @unchecked Sendable {
             case let .persistPeer(id, outcome, name, kind, agent):
                 persist(id, outcome, name: name, kind: kind, agent: agent)
             case .touchPeer(let key):
-                effects.async { [peers] in _ = try? peers.seen(key: key) }
+                // "Last seen" (peers.json, two fsyncs) only when it would change (at most once a minute), and a
+                // second later: a worker woken for nothing on every connection, or the write beside the handshake's
+                // `resume` and the first line, cost a cold first line time (README → Experiments). A device
+                // revoked meanwhile stays revoked: `seen` changes only a peer that is in the list.
+                if peers.wouldRecord(key: key) {
+                    effects.asyncAfter(deadline: .now() + Self.lastSeenDelay) { [peers] in
+                        Trace.mark("seen")
+                        _ = try? peers.seen(key: key)
+                    }
+                }
             case let .configOpened(id, device, name):
                 guard let handler = configHandler else { continue }
                 configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
