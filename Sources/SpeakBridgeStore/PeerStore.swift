@@ -43,7 +43,10 @@ public struct Peer: Sendable {
 }
 
 /// The list of paired devices, in `state/peers.json` (0600), replaced atomically on every change.
-/// Thread-safe; every mutation is durable before it returns.
+/// Thread-safe; every mutation is durable before it returns, and only then seen by readers. Readers never wait
+/// for a write's disk work (`lock` guards the list alone; `writer` orders the mutations): the daemon's service
+/// thread asks `wouldRecord` at every handshake, and a peers.json write on another thread (two fsyncs; seconds on a
+/// stalled disk) would otherwise have held every connection's delivery behind it.
 ///
 /// The file holds every psk: it is read only if it passes `PrivatePath.checkFile` (ours, 0600, not a symlink), so
 /// another user cannot plant a `peers.json` that pairs their device. The psks go between the file and
@@ -52,7 +55,11 @@ public struct Peer: Sendable {
 /// string of each psk is the one copy left to the allocator.)
 public final class PeerStore: @unchecked Sendable {
     let path: String
+    /// Guards `peers`; held only to read it or to put a written list in place.
     let lock = ThreadLock()
+    /// Held by a mutation from reading the list to putting the written one in place (file work included), so
+    /// that mutations apply one after another.
+    let writer = ThreadLock()
     var peers: [Peer]
 
     public init(home: Home) throws(StoreError) {
@@ -158,14 +165,14 @@ public final class PeerStore: @unchecked Sendable {
     }
 
     func mutate(_ change: (inout [Peer]) -> Void) throws(StoreError) {
-        lock.lock()
-        defer { lock.unlock() }
-        var copy = peers
+        writer.lock()
+        defer { writer.unlock() }
+        var copy = lock.withLock { peers }
         change(&copy)
         var bytes = Self.encode(copy)
         defer { SecretMemory.wipe(&bytes) }
         try FileIO.atomicWrite(path, bytes)
-        peers = copy
+        lock.withLock { peers = copy }
     }
 
     // MARK: file format

@@ -212,6 +212,46 @@ struct StoreTests {
         #expect(try PeerStore(home: home).all.first?.port == 47811)
     }
 
+    /// A reader of peers.json's list never waits for a mutation in progress: the daemon's service thread asks
+    /// `wouldRecord` at every handshake while another thread may be writing the file (two fsyncs, seconds on a
+    /// stalled disk). Held here inside the mutation's change (which, with the file work after it, is outside the
+    /// list's lock); before, the whole mutation held the one lock and the readers below waited for it.
+    @Test func readersDoNotWaitForAMutationInProgress() throws {
+        defer { cleanup() }
+        let store = try PeerStore(home: home)
+        let key = X25519PrivateKey().publicKey
+        try store.upsert(Peer(name: "desk", publicKey: key, psk: SymmetricKey.random(), role: .client))
+        let inside = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let written = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? store.mutate { peers in
+                inside.signal()
+                release.wait()
+                peers[0].name = "renamed"
+            }
+            written.signal()
+        }
+        inside.wait()
+        let read = DispatchSemaphore(value: 0)
+        let seen = Locked<(names: [String], would: Bool)?>(nil)
+        Thread.detachNewThread {
+            let result = (store.all.map(\.name), store.wouldRecord(key: key))
+            seen.withLock { $0 = result }
+            read.signal()
+        }
+        let readWhileHeld = read.wait(timeout: .now() + 10) == .success
+        release.signal()
+        written.wait()
+        if !readWhileHeld { read.wait() }
+        #expect(readWhileHeld, "a reader waited for the mutation")
+        // What it read is the list before the mutation (which was not written yet); after it, the new one.
+        #expect(seen.withLock { $0?.names } == ["desk"])
+        #expect(seen.withLock { $0?.would } == true)
+        #expect(store.all.map(\.name) == ["renamed"])
+        #expect(try PeerStore(home: home).all.map(\.name) == ["renamed"])
+    }
+
     @Test func outboxIsExclusive() throws {
         defer { cleanup() }
         var first: Outbox? = try Outbox(home: home, desktop: device)
