@@ -184,6 +184,23 @@ def measure_latency(writer, reader, count, pace, warm=20, meters=()):
     return samples
 
 
+def burst_payload(n):
+    """The burst's input: `n` lines of about 48 bytes."""
+    return b"".join(f"burst line {i} with some dictated words in it\n".encode() for i in range(n))
+
+
+def burst(sender, reader, payload):
+    """Seconds from writing `payload` into a streaming sender until its last line is on the FIFO."""
+    # Written from another thread while this one reads: a sender that buffers little (ssh) would otherwise block on a
+    # full FIFO that nobody reads yet.
+    feeder = threading.Thread(target=lambda: (sender.stdin.write(payload), sender.stdin.flush()))
+    t0 = time.perf_counter()
+    feeder.start()
+    reader.count_lines(payload.count(b"\n"))
+    feeder.join()
+    return time.perf_counter() - t0
+
+
 def stop(p):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -243,15 +260,7 @@ class Tool:
         r["p99_us"] = percentile(lat, 99)
         r["desktop_cpu_us_per_line"] = (d1 - d0) / 1e3 / n
         r["sender_cpu_us_per_line"] = (s1 - s0) / 1e3 / n
-        payload = b"".join(f"burst line {i} with some dictated words in it\n".encode() for i in range(args.burst))
-        # Written from another thread while this one reads: a sender that buffers little (ssh) would otherwise
-        # block on a full FIFO that nobody reads yet.
-        feeder = threading.Thread(target=lambda: (sender.stdin.write(payload), sender.stdin.flush()))
-        t0 = time.perf_counter()
-        feeder.start()
-        reader.count_lines(args.burst)
-        feeder.join()
-        r["burst_lines_per_s"] = args.burst / (time.perf_counter() - t0)
+        r["burst_lines_per_s"] = args.burst / burst(sender, reader, burst_payload(args.burst))
         end_sender(sender, reader, 60)
         walls = []
         for _ in range(args.oneshots):
