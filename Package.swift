@@ -82,9 +82,7 @@ let package = Package(
                                               "-Xcc", "-I/usr/lib/\(multiarch)/glib-2.0/include"])]),
 
         // pure protocol core
-        .target(name: "SpeakBridgeProtocol", dependencies: [
-            "SpeakBridgeCrypto", "SpeakBridgeSupport", .product(name: "DequeModule", package: "swift-collections"),
-        ]),
+        .target(name: "SpeakBridgeProtocol", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
         // the client role as a value (dialing, handshake, outbox window, resume, refusals, timeouts): no sockets,
         // no files, no threads — it cannot import them
         .target(name: "SpeakBridgeClientCore", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),

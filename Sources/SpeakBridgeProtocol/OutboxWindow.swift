@@ -1,5 +1,3 @@
-import DequeModule
-
 /// The client's sending rule for one session, as a value: which unacknowledged chunks go out next.
 ///
 /// The client holds every chunk until the desktop acknowledges it (`Outbox` keeps them on disk as well).
@@ -12,7 +10,7 @@ public struct OutboxWindow: Sendable {
     public let maxInFlight: Int
     public let ackTimeout: Double
     /// Unacknowledged chunks, ascending by sequence number (acks pop from the front in O(1)).
-    var storage: Deque<Chunk>
+    var storage: ChunkQueue
     /// Index in `storage` of the first chunk not yet sent on this connection; nil while not resumed.
     var nextToSend: Int?
     public private(set) var acked: UInt64
@@ -51,7 +49,7 @@ public struct OutboxWindow: Sendable {
         self.session = session
         self.chunkEnvelope = MessageCodec.chunkEnvelope(session: session)
         // Without encoded bytes: `encodedBytes` counts only what `append` adds.
-        self.storage = Deque(pending.filter { $0.seq > acked }.map { chunk in
+        self.storage = ChunkQueue(pending.filter { $0.seq > acked }.map { chunk in
             var plain = chunk
             plain.dropEncoded()
             return plain
@@ -111,8 +109,7 @@ public struct OutboxWindow: Sendable {
         guard seq > acked else { return }
         acked = seq
         // How many chunks are through `seq` (ascending: a binary search), then removed at once. `storage.first` and
-        // `removeFirst()` copied and destroyed every chunk one by one (Deque's subscript copies the element it reads):
-        // about 300 instructions a chunk in a burst.
+        // `removeFirst()` copied and destroyed every chunk one by one: about 300 instructions a chunk in a burst.
         var low = 0
         var high = storage.count
         while low < high {

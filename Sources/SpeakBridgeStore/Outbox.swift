@@ -151,9 +151,7 @@ public final class Outbox: @unchecked Sendable {
         chunks.reserveCapacity(texts.count)
         for i in texts.indices {
             // Made once `out` is complete, the chunks share its buffer (given earlier, the next write would copy it).
-            var chunk = Chunk(seq: nextSeq &+ UInt64(i), line: texts[i])
-            chunk.setEncoded(in: out, objects[i])
-            chunks.append(consume chunk)  // its last use: moved, not copied
+            chunks.append(Chunk(seq: nextSeq &+ UInt64(i), line: texts[i], encodedIn: out, objects[i]))
         }
         nextSeq += UInt64(chunks.count)
         if withAck { acked = ack }
@@ -169,10 +167,9 @@ public final class Outbox: @unchecked Sendable {
         // `ackLine`'s record if any, then `chunkLine`'s, in a buffer of their exact size.
         let (out, object) = MessageCodec.lineRecord(text, seq: nextSeq, ack: withAck ? ack : nil)
         try log.append(out)
-        var chunk = Chunk(seq: nextSeq, line: text)
+        let chunk = Chunk(seq: nextSeq, line: text, encodedIn: out, object)
         nextSeq += 1
         if withAck { acked = ack }
-        chunk.setEncoded(in: out, object)
         return chunk
     }
 

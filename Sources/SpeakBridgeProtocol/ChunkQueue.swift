@@ -1,0 +1,60 @@
+/// The outbox window's unacknowledged chunks, oldest first: appended at the back, dropped from the front, and changed
+/// in place (`queue[i].moveObject(into:)`).
+///
+/// Why not `Deque<Chunk>`: its in-place access (`_modify`) moves the element out and initializes the slot again from
+/// a copy, so every `queue[i].mutatingCall()` copied a chunk (three references retained) and destroyed the other
+/// (released): about 160 instructions per chunk in a burst, where the window measures and encodes each held chunk in
+/// place. An array's element is changed where it lies. A dropped chunk is destroyed at once (its slot gets an empty
+/// chunk, which holds nothing); the array moves its live tail to the front only once the dead head is at least as
+/// long as that tail, so each chunk is moved at most once on average. (Slots of `Chunk?` set to nil were destroyed
+/// through the generic value witnesses, which cost more than the copies saved.)
+struct ChunkQueue: RandomAccessCollection, MutableCollection, Sendable {
+    private var slots: [Chunk] = []
+    /// Index in `slots` of the oldest live chunk; every slot before it holds an empty chunk.
+    private var head = 0
+
+    init() {}
+
+    init(_ chunks: [Chunk]) {
+        slots = chunks
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { slots.count - head }
+
+    subscript(position: Int) -> Chunk {
+        get {
+            precondition(position >= 0 && position < count, "ChunkQueue index out of range")
+            return slots[head + position]
+        }
+        _modify {
+            precondition(position >= 0 && position < count, "ChunkQueue index out of range")
+            yield &slots[head + position]
+        }
+    }
+
+    mutating func append(_ chunk: consuming Chunk) {
+        slots.append(chunk)
+    }
+
+    mutating func append(contentsOf chunks: [Chunk]) {
+        slots.append(contentsOf: chunks)
+    }
+
+    /// Drops the `n` oldest chunks (destroyed now, not at the next compaction).
+    mutating func removeFirst(_ n: Int) {
+        precondition(n >= 0 && n <= count, "ChunkQueue.removeFirst past its end")
+        if head + n == slots.count {
+            // A paced stream empties the queue at every ack: its small array is kept; a burst's is freed.
+            slots.removeAll(keepingCapacity: slots.capacity <= 1_024)
+            head = 0
+            return
+        }
+        for i in head..<(head + n) { slots[i] = Chunk(seq: 0, line: "") }
+        head += n
+        if head >= slots.count - head {
+            slots.removeFirst(head)
+            head = 0
+        }
+    }
+}

@@ -1,0 +1,74 @@
+@testable import SpeakBridgeProtocol
+import Testing
+
+/// The outbox window's queue (`ChunkQueue`): the same chunks in the same order as an array given the same appends,
+/// in-place changes and front drops, across its compactions; and a dropped chunk is destroyed at once.
+@Suite("ChunkQueue: a FIFO of chunks changed in place")
+struct ChunkQueueTests {
+    @Test("random appends, in-place changes and front drops match an array", arguments: [1, 2, 3, 4])
+    func matchesAnArray(seed: UInt64) {
+        var generator = SeededGenerator(seed: seed)
+        var queue = ChunkQueue()
+        var reference: [Chunk] = []
+        var next: UInt64 = 1
+        for _ in 0..<4_000 {
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<4:
+                let chunk = Chunk(seq: next, text: "line \(next)")
+                next += 1
+                queue.append(chunk)
+                reference.append(chunk)
+            case 4..<6:
+                let n = Int.random(in: 0...40, using: &generator)
+                let chunks = (0..<n).map { Chunk(seq: next + UInt64($0), text: "batch \(next + UInt64($0))") }
+                next += UInt64(n)
+                queue.append(contentsOf: chunks)
+                reference.append(contentsOf: chunks)
+            case 6..<8:
+                guard !reference.isEmpty else { continue }
+                let i = Int.random(in: 0..<reference.count, using: &generator)
+                queue[i].final.toggle()
+                reference[i].final.toggle()
+            default:
+                let n = Int.random(in: 0...min(reference.count, 60), using: &generator)
+                queue.removeFirst(n)
+                reference.removeFirst(n)
+            }
+            #expect(queue.count == reference.count)
+            #expect(queue.first == reference.first && queue.last == reference.last)
+        }
+        #expect(Array(queue) == reference)
+        queue.removeFirst(queue.count)
+        #expect(queue.isEmpty)
+        queue.append(Chunk(seq: next, text: "after"))
+        #expect(Array(queue) == [Chunk(seq: next, text: "after")])
+    }
+
+    @Test("a dropped chunk is destroyed by the drop, not held until a compaction")
+    func dropDestroysAtOnce() {
+        var buffer = [UInt8](repeating: 0x41, count: 64)
+        let address = buffer.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        var queue = ChunkQueue()
+        queue.append(Chunk(seq: 1, line: "A", encodedIn: buffer, 0..<1))  // the chunk shares the buffer
+        // Ten live chunks behind it: dropping one does not compact the queue.
+        queue.append(contentsOf: (2...11).map { Chunk(seq: UInt64($0), text: "t") })
+        queue.removeFirst(1)
+        #expect(queue.count == 10 && queue.first?.seq == 2)
+        // Written in place only if nothing else holds the buffer any more (a shared one is copied first).
+        buffer[1] = 0x43
+        #expect(buffer.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } == address)
+    }
+}
+
+/// A small deterministic generator (SplitMix64) so that a failure repeats.
+private struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
