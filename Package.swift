@@ -149,11 +149,15 @@ let package = Package(
         // tests (SpeakBridgeTestSupport: helpers shared by test targets, e.g. spawning children with a clean signal mask)
         .target(name: "SpeakBridgeTestSupport", dependencies: ["SpeakBridgeSupport"], path: "Tests/SpeakBridgeTestSupport"),
         .testTarget(name: "SpeakBridgeCryptoTests", dependencies: ["SpeakBridgeCrypto", "SpeakBridgeSupport"]),
-        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: ["SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeProtocolTests", dependencies: [
+            "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport", "SpeakBridgeTestSupport",
+        ]),
         .testTarget(name: "SpeakBridgeClientCoreTests", dependencies: [
             "SpeakBridgeClientCore", "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto",
         ]),
-        .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: ["SpeakBridgeWebSocket", "SpeakBridgeSupport"]),
+        .testTarget(name: "SpeakBridgeWebSocketTests", dependencies: [
+            "SpeakBridgeWebSocket", "SpeakBridgeSupport", "SpeakBridgeTestSupport",
+        ]),
         .testTarget(name: "SpeakBridgeSinksTests", dependencies: [
             "SpeakBridgeSinks", "SpeakBridgeQR", "SpeakBridgeSupport", "SpeakBridgeDelivery", "SpeakBridgeProtocol",
             "SpeakBridgeStore", "SpeakBridgeTestSupport",

@@ -54,12 +54,8 @@ struct DeliveryTests {
     func timeoutIsPerLine() throws {
         let pair = Pair()
         defer { pair.stop() }
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (_, reader) = try pair.startWithFIFO()
         defer { reader.stop() }
-        try pair.join()
         let (sender, writer) = try pair.pipedSend(["--timeout", "1"], label: "slow-send")
         try writer.write(contentsOf: Data("first\n".utf8))
         try Harness.wait("the first line") { reader.count >= 1 }

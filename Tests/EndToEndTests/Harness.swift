@@ -173,10 +173,10 @@ final class Pair: @unchecked Sendable {
         return (p, pipe.fileHandleForWriting)
     }
 
-    /// Starts the daemon with a FIFO sink and a reader on it, and pairs the phone.
-    func startWithFIFO(_ name: String = "out") throws -> (String, FifoReader) {
+    /// Starts the daemon (with `env`) with a FIFO sink and a reader on it, and pairs the phone.
+    func startWithFIFO(_ name: String = "out", env: [String: String] = [:]) throws -> (String, FifoReader) {
         let fifo = desktopHome + "/" + name
-        try startDaemon(sinks: ["fifo:" + fifo])
+        try startDaemon(sinks: ["fifo:" + fifo], env: env)
         let reader = FifoReader(path: fifo)
         reader.start()
         try join()

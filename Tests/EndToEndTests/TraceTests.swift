@@ -21,12 +21,8 @@ struct TraceTests {
         let pair = Pair()
         defer { pair.stop() }
         let trace = pair.desktopHome + "/trace.txt"
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo], env: ["SPEAKBRIDGE_TRACE": trace])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (_, reader) = try pair.startWithFIFO(env: ["SPEAKBRIDGE_TRACE": trace])
         defer { reader.stop() }
-        try pair.join()
         let send = try Proc(["send", "--text", "alpha secret", "--text", "beta secret"], home: pair.phoneHome,
                             env: ["SPEAKBRIDGE_TRACE": trace], label: "send")
         let out = try send.wait(timeout: 30)
@@ -70,12 +66,8 @@ struct TraceTests {
         let pair = Pair()
         defer { pair.stop() }
         let trace = pair.desktopHome + "/trace.txt"
-        let fifo = pair.desktopHome + "/out"
-        try pair.startDaemon(sinks: ["fifo:" + fifo])
-        let reader = FifoReader(path: fifo)
-        reader.start()
+        let (fifo, reader) = try pair.startWithFIFO()
         defer { reader.stop() }
-        try pair.join()
         // A minute later, as far as both peers.json files say: both sides have "last seen" to write. The daemon
         // reads its file at start.
         pair.daemon?.terminate()

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Synchronization
 import SpeakBridgeProtocol
+import SpeakBridgeTestSupport
 import Testing
 
 /// Attacks on the WebSocket layer of the real daemon from raw sockets (issue 8 rows 1 and 2). After each, a paired
@@ -194,7 +195,7 @@ private struct FrameFuzzer {
     var port: Int
 
     func run(frames: Int, seconds: Double) -> (frames: Int, connections: Int) {
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let deadline = Date().addingTimeInterval(seconds)
         var sent = 0
         var connections = 0
@@ -214,7 +215,7 @@ private struct FrameFuzzer {
         return (sent, connections)
     }
 
-    func mutatedFrame(_ rng: inout SeededGenerator) -> [UInt8] {
+    func mutatedFrame(_ rng: inout SplitMix64) -> [UInt8] {
         let payload = (0..<Int(rng.next() % 200)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         let opcodes: [UInt8] = [0x0, 0x1, 0x2, 0x8, 0x9, 0xA, 0x3, 0xB, 0xF]
         var first = opcodes[Int(rng.next() % UInt64(opcodes.count))]
@@ -235,19 +236,6 @@ private struct FrameFuzzer {
         default: break
         }
         return frame
-    }
-}
-
-/// SplitMix64: the same cases on every run.
-private struct SeededGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

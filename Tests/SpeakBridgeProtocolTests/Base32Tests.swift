@@ -1,25 +1,7 @@
 import Testing
 
 @testable import SpeakBridgeProtocol
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator, so random tests repeat exactly.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> [UInt8] {
-        (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &self) }
-    }
-}
+import SpeakBridgeTestSupport
 
 @Suite("Crockford base32")
 struct Base32Tests {

@@ -1,3 +1,4 @@
+import SpeakBridgeTestSupport
 import Testing
 @testable import SpeakBridgeProtocol
 

@@ -1,4 +1,5 @@
 import Foundation  // JSONEncoder/JSONDecoder for DeviceID's Codable form
+import SpeakBridgeTestSupport
 import Testing
 
 @testable import SpeakBridgeProtocol

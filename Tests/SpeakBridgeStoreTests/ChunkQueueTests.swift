@@ -1,4 +1,5 @@
 @testable import SpeakBridgeProtocol
+import SpeakBridgeTestSupport
 import Testing
 
 /// The outbox window's queue (`ChunkQueue`): the same chunks in the same order as an array given the same appends,
@@ -7,7 +8,7 @@ import Testing
 struct ChunkQueueTests {
     @Test("random appends, in-place changes and front drops match an array", arguments: [1, 2, 3, 4])
     func matchesAnArray(seed: UInt64) {
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix64(seed: seed)
         var queue = ChunkQueue()
         var reference: [Chunk] = []
         var next: UInt64 = 1
@@ -57,18 +58,5 @@ struct ChunkQueueTests {
         // Written in place only if nothing else holds the buffer any more (a shared one is copied first).
         buffer[1] = 0x43
         #expect(buffer.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } == address)
-    }
-}
-
-/// A small deterministic generator (SplitMix64) so that a failure repeats.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

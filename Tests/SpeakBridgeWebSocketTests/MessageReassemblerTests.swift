@@ -1,3 +1,4 @@
+import SpeakBridgeTestSupport
 import Testing
 import SpeakBridgeWebSocket
 
@@ -109,7 +110,7 @@ import SpeakBridgeWebSocket
     /// Seeded random callbacks: never more buffered than the limit, a delivered message never over the limit, and
     /// refusal exactly when the running total would exceed it.
     @Test func randomCallbacksKeepTheInvariants() {
-        var rng = SplitMix(seed: 0x5EED_0001)
+        var rng = SplitMix64(seed: 0x5EED_0001)
         for _ in 0..<2_000 {
             let limit = Int(rng.next() % 300)
             var assembler = MessageReassembler(maxMessageSize: limit)
@@ -140,18 +141,5 @@ import SpeakBridgeWebSocket
                 #expect(assembler.buffered.count <= limit)
             }
         }
-    }
-}
-
-/// A small deterministic generator, so every run sees the same cases.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
