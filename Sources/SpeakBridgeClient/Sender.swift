@@ -267,11 +267,14 @@ public final class Sender: @unchecked Sendable {
             return
         }
         do {
-            let chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
-            Trace.mark("journal", chunks.last?.seq ?? 0)
+            var chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
+            let last = chunks[chunks.count - 1].seq  // one chunk a piece, and `pieces` is not empty
+            Trace.mark("journal", last)
             let at = now
-            apply(.appended(chunks))
-            owe(chunks.last?.seq ?? 0, at: at)  // after the frame is queued
+            // `.appended` without copying the chunks into the window: this array is theirs only.
+            perform(core.appended(moving: &chunks, now: at))
+            if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
+            owe(last, at: at)  // after the frame is queued
             lineSent(at: at)
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)

@@ -154,14 +154,8 @@ public struct ClientCore {
         case .closed(let id, let reason):
             return linkActions(link.closed(id, reason: reason), now: now)
         case .appended(let chunks):
-            guard let last = chunks.last else { return [] }
-            waitingSince.append((seq: last.seq, at: now))
-            // Someone is dictating: a desktop that is away is looked for at the fast pace again.
-            redial.active(now: now)
-            if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
-            let out = transmit(outgoing: window.appendOutgoing(contentsOf: chunks))
-            let done = checkDone()
-            return done.isEmpty ? out : out + done
+            var held = chunks
+            return appended(moving: &held, now: now)
         case .inputEnded:
             inputDone = true
             inputEndedAt = now
@@ -171,6 +165,20 @@ public struct ClientCore {
         case .stop(let code):
             return finish(code)
         }
+    }
+
+    /// `handle(.appended(chunks), now:)` taking the chunks out of `chunks` into the window (each element left an
+    /// empty chunk) instead of copying them: the shell's array from `Outbox.append`, which nothing else holds.
+    public mutating func appended(moving chunks: inout [Chunk], now: Double) -> [Action] {
+        lastNow = now
+        guard !chunks.isEmpty else { return [] }
+        waitingSince.append((seq: chunks[chunks.count - 1].seq, at: now))
+        // Someone is dictating: a desktop that is away is looked for at the fast pace again.
+        redial.active(now: now)
+        if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
+        let out = transmit(outgoing: window.appendOutgoing(moving: &chunks))
+        let done = checkDone()
+        return done.isEmpty ? out : out + done
     }
 
     /// `handle(.appended([chunk]), now:)` for a paced line, without the general path's arrays, when the chunk

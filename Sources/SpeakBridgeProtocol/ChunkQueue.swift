@@ -41,20 +41,32 @@ struct ChunkQueue: RandomAccessCollection, MutableCollection, Sendable {
         slots.append(contentsOf: chunks)
     }
 
+    /// Appends `chunks` taken out of the array, each element left an empty chunk (which holds nothing): no chunk is
+    /// copied and none destroyed, where `append(contentsOf:)` copied each (three references retained) and the
+    /// caller's array then destroyed the originals. A shared array is copied by the first swap, once, as before.
+    mutating func append(moving chunks: inout [Chunk]) {
+        slots.reserveCapacity(slots.count + chunks.count)
+        for i in chunks.indices {
+            var taken = Chunk(seq: 0, line: "")
+            swap(&taken, &chunks[i])
+            slots.append(taken)
+        }
+    }
+
     /// Drops the `n` oldest chunks (destroyed now, not at the next compaction).
     mutating func removeFirst(_ n: Int) {
         precondition(n >= 0 && n <= count, "ChunkQueue.removeFirst past its end")
-        if head + n == slots.count {
+        let newHead = head + n
+        if newHead == slots.count {
             // A paced stream empties the queue at every ack: its small array is kept; a burst's is freed.
             slots.removeAll(keepingCapacity: slots.capacity <= 1_024)
             head = 0
-            return
-        }
-        for i in head..<(head + n) { slots[i] = Chunk(seq: 0, line: "") }
-        head += n
-        if head >= slots.count - head {
-            slots.removeFirst(head)
+        } else if newHead >= slots.count - newHead {
+            slots.removeFirst(newHead)  // the dead head as long as the live tail: compacted, each chunk destroyed once
             head = 0
+        } else {
+            for i in head..<newHead { slots[i] = Chunk(seq: 0, line: "") }
+            head = newHead
         }
     }
 }

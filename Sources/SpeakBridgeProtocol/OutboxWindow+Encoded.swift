@@ -27,7 +27,14 @@ extension OutboxWindow {
 
     /// New chunks from the producer (already journaled by the caller), batched into as few messages as fit.
     public mutating func appendOutgoing(contentsOf chunks: [Chunk]) -> [Outgoing] {
-        hold(chunks)
+        var held = chunks
+        return appendOutgoing(moving: &held)
+    }
+
+    /// `appendOutgoing(contentsOf:)` taking the chunks out of `chunks` (each left an empty chunk) instead of copying
+    /// them: for a caller whose array nothing else holds.
+    public mutating func appendOutgoing(moving chunks: inout [Chunk]) -> [Outgoing] {
+        hold(moving: &chunks)
         return nextOutgoing()
     }
 

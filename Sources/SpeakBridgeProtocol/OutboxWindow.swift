@@ -69,22 +69,22 @@ public struct OutboxWindow: Sendable {
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
     public mutating func connectionLost() { nextToSend = nil }
 
-    /// Takes new chunks into `storage` (what `appendOutgoing(contentsOf:)` does before sending).
-    mutating func hold(_ chunks: [Chunk]) {
-        // Checked by index, then appended at once (iterating copied every chunk once more).
+    /// Takes new chunks into `storage`, moved out of `chunks` (what `appendOutgoing(moving:)` does before sending).
+    mutating func hold(moving chunks: inout [Chunk]) {
+        // Checked by index, then moved at once (iterating copied every chunk once more).
         for i in chunks.indices {
             precondition(chunks[i].seq > lastSeq, "sequence numbers must increase")
             lastSeq = chunks[i].seq
         }
-        storage.append(contentsOf: chunks)
-        let first = storage.count - chunks.count
-        for i in chunks.indices {
-            let bytes = chunks[i].encodedCount
+        let first = storage.count
+        storage.append(moving: &chunks)
+        for i in first..<storage.count {
+            let bytes = storage[i].encodedCount
             guard bytes > 0 else { continue }
             if encodedBytes + bytes <= maxEncodedBytes {
                 encodedBytes += bytes
             } else {
-                storage[first + i].dropEncoded()
+                storage[i].dropEncoded()
             }
         }
     }

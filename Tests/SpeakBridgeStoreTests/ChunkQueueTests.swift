@@ -45,6 +45,18 @@ struct ChunkQueueTests {
         #expect(Array(queue) == [Chunk(seq: next, text: "after")])
     }
 
+    @Test("append(moving:) takes the chunks in order and leaves empty ones; another copy of the array keeps its own")
+    func appendMoving() {
+        var queue = ChunkQueue()
+        queue.append(Chunk(seq: 1, text: "one"))
+        var chunks = (2...5).map { Chunk(seq: UInt64($0), text: "line \($0)") }
+        let kept = chunks  // shares the buffer: the move must not reach into it
+        queue.append(moving: &chunks)
+        #expect(Array(queue) == [Chunk(seq: 1, text: "one")] + kept)
+        #expect(chunks.count == 4 && chunks.allSatisfy { $0.seq == 0 && $0.text.isEmpty })
+        #expect(kept.map(\.seq) == [2, 3, 4, 5] && kept[3].text == "line 5")
+    }
+
     @Test("a dropped chunk is destroyed by the drop, not held until a compaction")
     func dropDestroysAtOnce() {
         var buffer = [UInt8](repeating: 0x41, count: 64)

@@ -17,7 +17,8 @@ extension OutboxWindow {
 
     /// `appendOutgoing(contentsOf:)`, as messages.
     mutating func append(contentsOf chunks: [Chunk]) -> [Message] {
-        hold(chunks)
+        var held = chunks
+        hold(moving: &held)
         return nextMessages()
     }
 
