@@ -57,6 +57,20 @@ struct ChunkQueueTests {
         #expect(kept.map(\.seq) == [2, 3, 4, 5] && kept[3].text == "line 5")
     }
 
+    @Test("appends grow the queue's array geometrically: a burst's batches do not copy the whole queue each")
+    func appendsGrowGeometrically() {
+        var queue = ChunkQueue()
+        var capacities: Set<Int> = []
+        for batch in 0..<200 {
+            var chunks = (0..<10).map { Chunk(seq: UInt64(batch * 10 + $0 + 1), text: "t") }
+            queue.append(moving: &chunks)
+            capacities.insert(queue.capacity)
+        }
+        #expect(queue.count == 2_000)
+        // Doubling reaches 2,000 in about a dozen sizes; an exact reservation per append made 200.
+        #expect(capacities.count <= 24, "\(capacities.count) reallocations for 200 appends")
+    }
+
     @Test("a dropped chunk is destroyed by the drop, not held until a compaction")
     func dropDestroysAtOnce() {
         var buffer = [UInt8](repeating: 0x41, count: 64)
