@@ -3,8 +3,8 @@
 # burst, first line, CPU per line, idle RSS, one-shot send, syscalls per line, a per-stage trace (bench.py).
 # Then the goals socat and ssh have no counterpart for: reconnect after a desktop restart (reconnect.py),
 # 100 devices streaming at once against one (devices.py), and `discover` on a namespaced LAN with avahi
-# (discover.py; skipped, saying why, without root or avahi), and the three tools' latency distributions measured
-# taking turns in blocks of 300 lines (tail_interleaved.py: a noisy stretch hits all three alike). Loopback only;
+# (discover.py; skipped, saying why, without root or avahi), and the three tools' latency, CPU per line and burst
+# measured taking turns in blocks of 300 lines (tail_interleaved.py: a noisy stretch hits all three alike). Loopback only;
 # cleans up what it started. Arguments go to bench.py; BENCH_ONLY=reconnect,devices,discover,tail runs only those
 # extra steps.
 set -euo pipefail
