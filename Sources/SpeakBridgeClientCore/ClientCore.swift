@@ -59,7 +59,8 @@ public struct ClientCore {
         case frame(AttemptID, [UInt8])
         /// A connection (or a dial that never opened) is gone.
         case closed(AttemptID, reason: String)
-        /// Lines the shell journaled (sequence numbers ascending, above every earlier one).
+        /// Lines the shell journaled (sequence numbers ascending, above every earlier one). The shell itself uses
+        /// `appended(moving:now:)` (the same, without copying the chunks) and, for a paced line, `appendedAlone`.
         case appended([Chunk])
         case inputEnded
         case tick

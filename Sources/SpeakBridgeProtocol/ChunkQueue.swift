@@ -40,13 +40,9 @@ struct ChunkQueue: RandomAccessCollection, MutableCollection, Sendable {
         slots.append(chunk)
     }
 
-    mutating func append(contentsOf chunks: [Chunk]) {
-        slots.append(contentsOf: chunks)
-    }
-
     /// Appends `chunks` taken out of the array, each element left an empty chunk (which holds nothing): no chunk is
-    /// copied and none destroyed, where `append(contentsOf:)` copied each (three references retained) and the
-    /// caller's array then destroyed the originals. A shared array is copied by the first swap, once, as before.
+    /// copied and none destroyed, where an `append(contentsOf:)` copied each (three references retained) and the
+    /// caller's array then destroyed the originals. A shared array is copied by the first swap, once.
     mutating func append(moving chunks: inout [Chunk]) {
         // No `reserveCapacity` here: it allocates exactly what it is asked for, so reserving at each call gave up the
         // array's doubling and copied the whole queue at every append of a burst (16 % slower 50,000-line bursts).

@@ -23,7 +23,8 @@ struct ChunkQueueTests {
                 let n = Int.random(in: 0...40, using: &generator)
                 let chunks = (0..<n).map { Chunk(seq: next + UInt64($0), text: "batch \(next + UInt64($0))") }
                 next += UInt64(n)
-                queue.append(contentsOf: chunks)
+                var moved = chunks
+                queue.append(moving: &moved)
                 reference.append(contentsOf: chunks)
             case 6..<8:
                 guard !reference.isEmpty else { continue }
@@ -78,7 +79,8 @@ struct ChunkQueueTests {
         var queue = ChunkQueue()
         queue.append(Chunk(seq: 1, line: "A", encodedIn: buffer, 0..<1))  // the chunk shares the buffer
         // Ten live chunks behind it: dropping one does not compact the queue.
-        queue.append(contentsOf: (2...11).map { Chunk(seq: UInt64($0), text: "t") })
+        var more = (2...11).map { Chunk(seq: UInt64($0), text: "t") }
+        queue.append(moving: &more)
         queue.removeFirst(1)
         #expect(queue.count == 10 && queue.first?.seq == 2)
         // Written in place only if nothing else holds the buffer any more (a shared one is copied first).
