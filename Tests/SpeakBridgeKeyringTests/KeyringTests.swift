@@ -13,9 +13,15 @@ func temporaryHome(_ label: String) -> Home {
     return Home(config: root + "/config", state: root + "/state", runtime: root + "/run")
 }
 
+/// Removes what `temporaryHome` made (its config's parent directory), so that no run leaves it behind in /tmp.
+func removeTemporaryHome(_ home: Home) {
+    try? FileManager.default.removeItem(atPath: (home.config as NSString).deletingLastPathComponent)
+}
+
 @Suite struct KeyringFileBackendTests {
     @Test func fileIsForcedByEnvironment() throws {
         let home = temporaryHome("forced")
+        defer { removeTemporaryHome(home) }
         try home.prepare()
         let backend = try SecretBackends.choose(for: home, environment: [
             "SPEAKBRIDGE_SECRETS": "file", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent",
@@ -26,6 +32,7 @@ func temporaryHome(_ label: String) -> Home {
 
     @Test func fileWithoutSessionBus() throws {
         let home = temporaryHome("nobus")
+        defer { removeTemporaryHome(home) }
         try home.prepare()
         #expect(try SecretBackends.choose(for: home, environment: [:]) is FileSecretBackend)
         // Forcing the Secret Service without a bus is an error that says why, not a silent file.
@@ -37,6 +44,7 @@ func temporaryHome(_ label: String) -> Home {
 
     @Test func fileRoundTrip() throws {
         let home = temporaryHome("file")
+        defer { removeTemporaryHome(home) }
         try home.prepare()
         let file = FileSecretBackend(path: home.config + "/secrets.json")
         try file.put(["r1": "sk-one-1234567890", "r2": "sk-two-1234567890"])
@@ -67,7 +75,9 @@ func temporaryHome(_ label: String) -> Home {
             session.stop()
         }
         let home = temporaryHome("ss")
+        defer { removeTemporaryHome(home) }
         let other = temporaryHome("ss-other")
+        defer { removeTemporaryHome(other) }
         try home.prepare()
         try other.prepare()
         let env = session.environment

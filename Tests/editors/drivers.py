@@ -201,8 +201,13 @@ class EmacsDriver:
         self.sock = os.path.join(workdir, "emacs.sock")
         self.client = os.path.join(os.path.dirname(binary), "emacsclient")
         plugin = os.path.join(PLUGINS, "emacs", "speakbridge.el")
-        self.proc = subprocess.Popen([binary, "-Q", "--fg-daemon=" + self.sock, "-l", plugin,
-                                      "--eval", "(speakbridge-start)"], env=env, stdin=subprocess.DEVNULL,
+        # No deferred native compilation of the libraries the plugin loads (Emacs 28 started it on every run, left
+        # its input file in /tmp and was killed before it finished); anything else Emacs writes to a temp dir stays
+        # in this test's.
+        self.proc = subprocess.Popen([binary, "-Q", "--fg-daemon=" + self.sock,
+                                      "--eval", "(setq native-comp-deferred-compilation nil)", "-l", plugin,
+                                      "--eval", "(speakbridge-start)"], env=dict(env, TMPDIR=workdir),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "emacs.log"), "ab"))
         wait_until("emacs's server socket", lambda: os.path.exists(self.sock), 30)
         self.version = "emacs " + self.eval("emacs-version").strip('"')
