@@ -130,6 +130,7 @@ struct LogFileTests {
 
     @Test("a file of zeros holds no record; NULs inside a record cut that line only, whole records around it load")
     func zerosAndNULs() throws {
+        defer { cleanup() }  // `init` made the directory
         #expect(LogFile.dataEnd([UInt8](repeating: 0, count: 100_000)) == 0)
         #expect(LogFile.lines([UInt8](repeating: 0, count: 100_000)).isEmpty)
         #expect(LogFile.dataEnd([]) == 0)
