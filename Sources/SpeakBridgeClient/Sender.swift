@@ -271,9 +271,8 @@ public final class Sender: @unchecked Sendable {
             let last = chunks[chunks.count - 1].seq  // one chunk a piece, and `pieces` is not empty
             Trace.mark("journal", last)
             let at = now
-            // `.appended` without copying the chunks into the window: this array is theirs only.
-            perform(core.appended(moving: &chunks, now: at))
-            if !ticking && core.exitCode == nil { scheduleTick() }  // as `apply` does
+            // `apply(.appended(chunks))` without copying the chunks into the window: this array is theirs only.
+            performAndClock(core.appended(moving: &chunks, now: at))
             owe(last, at: at)  // after the frame is queued
             lineSent(at: at)
         } catch {
@@ -313,8 +312,14 @@ public final class Sender: @unchecked Sendable {
     var now: Double { Double(BootClock.nanoseconds &- start) / 1e9 }
 
     func apply(_ event: ClientCore.Event) {
-        perform(core.handle(event, now: now))
-        if !ticking && core.exitCode == nil { scheduleTick() }  // something happened: the clock runs again
+        performAndClock(core.handle(event, now: now))
+    }
+
+    /// Carries out what the core answered to an event (`apply`, or a call such as `appended(moving:)`), and starts
+    /// the clock again: something happened.
+    func performAndClock(_ actions: [ClientCore.Action]) {
+        perform(actions)
+        if !ticking && core.exitCode == nil { scheduleTick() }
     }
 
     func handle(_ event: LinkDriver.Event) {

@@ -9,7 +9,7 @@ public struct OutboxWindow: Sendable {
     public let session: String
     public let maxInFlight: Int
     public let ackTimeout: Double
-    /// Unacknowledged chunks, ascending by sequence number (acks pop from the front in O(1)).
+    /// Unacknowledged chunks, ascending by sequence number (acks drop from the front in amortized O(1) a chunk).
     var storage: ChunkQueue
     /// Index in `storage` of the first chunk not yet sent on this connection; nil while not resumed.
     var nextToSend: Int?
