@@ -214,7 +214,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
     public func submit(device: DeviceID, session: String, chunks: [Chunk], name: String? = nil,
                        urgent isUrgent: Bool = false) -> BacklogMeter.Pressure {
         guard let last = chunks.last else { return .normal }
-        let bytes = chunks.reduce(UInt64(0)) { $0 &+ UInt64($1.text.utf8.count) }
+        var bytes: UInt64 = 0
+        for i in chunks.indices { bytes &+= UInt64(chunks[i].textUTF8Count) }
         // Under the one lock: the session's key (the last submit's again when it is the same session, so its hash
         // is not computed again: about 200 instructions a line), the backlog, and what the (usually single) sink
         // already took of the session, which its runner needs to skip duplicates (a lock round trip and a lookup

@@ -102,7 +102,7 @@ final class SinkRunner: @unchecked Sendable {
         guard !items.isEmpty else { return }
         if let key {
             var bytes: UInt64 = 0
-            for item in items { bytes &+= UInt64(item.text.utf8.count) }
+            for item in items { bytes &+= UInt64(item.textUTF8Count) }
             pipeline.sinkAdvanced(index, DeliveryPipeline.Advance(
                 key: key, seq: items[items.endIndex - 1].seq,
                 taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes)))
@@ -117,7 +117,7 @@ final class SinkRunner: @unchecked Sendable {
             var end = start
             var bytes: UInt64 = 0
             while end < items.endIndex, items[end].isSameSession(as: first) {
-                bytes &+= UInt64(items[end].text.utf8.count)
+                bytes &+= UInt64(items[end].textUTF8Count)
                 end += 1
             }
             let advance = DeliveryPipeline.Advance(
@@ -154,7 +154,7 @@ final class SinkRunner: @unchecked Sendable {
             // One device's items, at most `batchLimit` texts and about `batchBytes` bytes: a sink that takes only a
             // pipe's worth per call (a FIFO whose reader is slow) must not re-frame megabytes per 64 KiB written.
             guard let (device, batch) = queue.next(limit: Self.batchLimit, budget: Self.batchBytes,
-                                                   weight: { $0.text.utf8.count }) else {
+                                                   weight: { $0.textUTF8Count }) else {
                 condition.unlock()
                 continue
             }

@@ -2,9 +2,20 @@ import SpeakBridgeSupport
 
 /// One final (or interim) piece of transcript.
 public struct Chunk: Sendable, Equatable {
-    public var seq: UInt64 { didSet { encodedBuffer = nil } }
-    public var text: String { didSet { encodedBuffer = nil } }
-    public var final: Bool { didSet { encodedBuffer = nil } }
+    public var seq: UInt64 { didSet { dropEncoded() } }
+    /// The text. A chunk the desktop decoded from a canonical frame holds its text as bytes of that frame
+    /// (`init(seq:textIn:_:final:)`): reading `text` then makes a new `String` each time, so the hot paths
+    /// (framing, byte counts) read `withTextUTF8` and `textUTF8Count` instead, and only a sink that needs a
+    /// `String` (typing, the clipboard, JSON lines) makes one.
+    public var text: String {
+        get { textCount == 0 ? storedText : String(decoding: textBytesUnchecked(), as: UTF8.self) }
+        set {
+            storedText = newValue
+            textCount = 0
+            dropEncoded()
+        }
+    }
+    public var final: Bool { didSet { dropEncoded() } }
     public var lang: String? {
         get { extras?.lang }
         set { extras = Extras.make(lang: newValue, speaker: speaker, start: start, end: end) }
@@ -22,10 +33,12 @@ public struct Chunk: Sendable, Equatable {
         get { extras?.end }
         set { extras = Extras.make(lang: lang, speaker: speaker, start: start, end: newValue) }
     }
+    /// The text when it is not in `buffer` (`textCount == 0`); empty otherwise.
+    @usableFromInline var storedText: String
     /// The rare members, behind one reference that is nil for the usual chunk (no language, speaker or times): a
     /// chunk is copied several times on its way through each side, and two optional strings and two optional
     /// doubles made every copy larger and slower.
-    private var extras: Extras? { didSet { encodedBuffer = nil } }
+    private var extras: Extras? { didSet { dropEncoded() } }
     /// Whether any rare member (lang, speaker, start, end) is set: one test instead of four getters.
     package var hasExtras: Bool { extras != nil }
 
@@ -52,24 +65,66 @@ public struct Chunk: Sendable, Equatable {
     /// (`Outbox.append`: a range of the journal record's buffer, no copy): the message encoder copies these bytes
     /// instead of escaping the text a second time. Any change to a field drops it. Not part of equality. The window
     /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it.
-    package var encoded: ArraySlice<UInt8>? { encodedBuffer.map { $0[encodedRange] } }
+    package var encoded: ArraySlice<UInt8>? { hasEncoded ? buffer.map { $0[encodedRange] } : nil }
     /// `encoded.count`, or 0 without it (no slice made).
-    package var encodedCount: Int { encodedBuffer == nil ? 0 : encodedRange.count }
-    /// The buffer and the range behind `encoded`: one optional reference in the struct, which a chunk without it
-    /// (every chunk the desktop decodes) copies as a null pointer. An `ArraySlice?` here cost the desktop about 470
+    package var encodedCount: Int { hasEncoded ? encodedRange.count : 0 }
+    private var hasEncoded: Bool { buffer != nil && !encodedRange.isEmpty }
+    /// The buffer behind `encoded` (the journal record, on the sender) or behind the text (the decrypted frame, on
+    /// the desktop): one optional reference in the struct. An `ArraySlice?` here cost the desktop about 470
     /// instructions a burst line in generic value-witness calls.
-    private var encodedBuffer: [UInt8]?
+    @usableFromInline var buffer: [UInt8]? = nil
+    /// `encoded`'s bytes in `buffer`; empty: none.
     private var encodedRange: Range<Int> = 0..<0
+    /// The text's UTF-8 in `buffer` (`textCount > 0`; a frame is at most 65,535 bytes, so 32 bits each).
+    @usableFromInline var textStart: UInt32 = 0
+    @usableFromInline var textCount: UInt32 = 0
 
     package mutating func dropEncoded() {
-        encodedBuffer = nil
+        encodedRange = 0..<0
+        if textCount == 0 { buffer = nil }
     }
+
+    /// The text's bytes in `buffer` (only when `textCount > 0`). The range was checked against the buffer when the
+    /// chunk was made, and the buffer never changes (a mutation makes the array unique first, with the same bytes).
+    private func textBytesUnchecked() -> ArraySlice<UInt8> {
+        buffer![Int(textStart)..<(Int(textStart) + Int(textCount))]
+    }
+
+    /// `text.utf8.count`, without making the `String` of a chunk whose text is in a frame. Inlinable, as is
+    /// `withTextUTF8`: called from another module, a chunk read in place from an array was copied (three
+    /// references retained and released) to be passed to them.
+    @inlinable
+    public var textUTF8Count: Int { textCount == 0 ? storedText.utf8.count : Int(textCount) }
+
+    /// Calls `body` with the text's UTF-8 bytes in place: the frame's bytes, or the string's storage (a native
+    /// string's, as every text this process makes is; otherwise a contiguous copy).
+    @inlinable
+    public func withTextUTF8<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if textCount != 0, let buffer {
+            let start = Int(textStart), count = Int(textCount)
+            return try buffer.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[start..<(start + count)])) }
+        }
+        var text = storedText
+        return try text.withUTF8(body)
+    }
+
+    /// The same chunk with its text in its own `String`, not in the frame it was decoded from: for a chunk kept
+    /// while others of its frame are dropped (duplicates), so that it does not hold the whole frame.
+    package func detached() -> Chunk {
+        guard textCount != 0 else { return self }
+        var copy = self
+        copy.text = text  // drops the frame (and the encoded form, which a decoded chunk does not have)
+        return copy
+    }
+
+    /// Whether the text lives in a frame's bytes (for tests).
+    package var textIsInFrame: Bool { textCount != 0 }
 
     /// `MessageCodec.encodedSizeBound(self)`, for a held chunk in place (`storage[i].sizeBound()`): its fields read
     /// where they are. Reading a held chunk through `get`, or passing it on from here, copied it (three references
     /// retained and released).
     package mutating func sizeBound() -> Int {
-        if encodedBuffer != nil && !encodedRange.isEmpty && extras == nil {
+        if hasEncoded && extras == nil {
             return MessageCodec.sizeBound(encodedCount: encodedRange.count, final: final, seq: seq)
         }
         return MessageCodec.encodedSizeBound(self)
@@ -79,20 +134,22 @@ public struct Chunk: Sendable, Equatable {
     /// and drops the encoded bytes; returns how many it dropped (0 without them). For the window's encoded batches,
     /// in place (`storage[i].moveObject(into:)`), so no copy of the chunk is made to read them.
     package mutating func moveObject(into out: inout [UInt8]) -> Int {
-        guard let buffer = encodedBuffer else {
+        guard hasEncoded, let buffer else {
             MessageCodec.writeChunk(self, into: &out)
             return 0
         }
         let range = encodedRange
         buffer.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[range])) }
-        encodedBuffer = nil
+        dropEncoded()
         return range.count
     }
 
-    /// Equal fields (the cached encoding is a copy of what they say, or absent).
+    /// Equal fields (the cached encoding is a copy of what they say, or absent; where the text is stored is not
+    /// part of it).
     public static func == (a: Chunk, b: Chunk) -> Bool {
-        a.seq == b.seq && a.text == b.text && a.final == b.final && a.lang == b.lang && a.speaker == b.speaker
-            && a.start == b.start && a.end == b.end
+        guard a.seq == b.seq, a.final == b.final else { return false }
+        let sameText = a.textCount == 0 && b.textCount == 0 ? a.storedText == b.storedText : a.text == b.text
+        return sameText && a.lang == b.lang && a.speaker == b.speaker && a.start == b.start && a.end == b.end
     }
 }
 
@@ -103,19 +160,30 @@ public struct Chunk: Sendable, Equatable {
 extension Chunk {
     public init(seq: UInt64, text: String, final: Bool = true, lang: String? = nil, speaker: String? = nil,
                 start: Double? = nil, end: Double? = nil) {
-        self.init(seq: seq, text: text, final: final,
+        self.init(seq: seq, final: final, storedText: text,
                   extras: Extras.make(lang: lang, speaker: speaker, start: start, end: end))
     }
 
     /// `init(seq:text:)`: a final chunk without rare members (a line of `send`'s input, `Outbox.append`).
     package init(seq: UInt64, line text: String) {
-        self.init(seq: seq, text: text, final: true, extras: nil)
+        self.init(seq: seq, final: true, storedText: text, extras: nil)
     }
 
     /// `init(seq:line:)` with its encoded object (`encoded`): `buffer[range]` must be exactly what
     /// `MessageCodec.writeChunk` writes for it (the journal record's middle).
     package init(seq: UInt64, line text: String, encodedIn buffer: [UInt8], _ range: Range<Int>) {
-        self.init(seq: seq, text: text, final: true, extras: nil, encodedBuffer: buffer, encodedRange: range)
+        self.init(seq: seq, final: true, storedText: text, extras: nil, buffer: buffer, encodedRange: range)
+    }
+
+    /// A chunk whose text is `frame[range]`, kept in place (the canonical decoder: no `String` per chunk). The
+    /// bytes must be valid UTF-8 (checked by the caller) and `range` non-empty and inside `frame`, which is at most
+    /// a frame long (checked here: a bad range would be a bug, not a peer's input).
+    package init(seq: UInt64, textIn frame: [UInt8], _ range: Range<Int>, final: Bool) {
+        precondition(!range.isEmpty && range.lowerBound >= 0 && range.upperBound <= frame.count
+                        && frame.count <= Int(UInt32.max), "a chunk's text range lies inside its frame")
+        self.init(seq: seq, final: final, storedText: "", extras: nil, buffer: frame,
+                  textStart: UInt32(truncatingIfNeeded: range.lowerBound),
+                  textCount: UInt32(truncatingIfNeeded: range.count))
     }
 }
 

@@ -9,8 +9,10 @@
 /// it yields the same message (tested differentially, also on mutated inputs).
 ///
 /// It reads the frame's bytes in place (one borrowed buffer, no intermediate arrays, no reference counting per
-/// literal): each text is validated as UTF-8 once, when its `String` is made. A string with an escape goes
-/// through the general parser's own string routine, so escapes follow exactly one set of rules.
+/// literal). A text without escapes is checked (UTF-8, length) on those bytes and stays there: the chunk holds the
+/// frame and a range of it, and no `String` is made for it (making and freeing one per line was about a fifth of
+/// the desktop's instructions per burst line). A string with an escape goes through the general parser's own
+/// string routine, so escapes follow exactly one set of rules.
 extension MessageCodec {
     /// - Parameter knownSession: a session ID a canonical decode returned (so a valid one), which the caller
     ///   holds (its connection's last one): when the message's
@@ -159,10 +161,11 @@ struct CanonicalReader {
             : b < 0x80 && ((0x07FF_FFFE_87FF_FFFE as UInt64) >> UInt64(b - 0x40)) & 1 != 0
     }
 
-    /// A JSON string at the cursor. Without escapes (the common case): its bytes up to the closing quote, no
-    /// control characters, validated as UTF-8 once while the `String` is made. With an escape: the general
-    /// parser's `parseString` (same rules as `decodeGeneral`).
-    mutating func string() -> String? {
+    /// A chunk's text: a JSON string at the cursor. Without escapes (the common case): the range of its bytes up to
+    /// the closing quote, no control characters, valid UTF-8 (`UTF8Check`), and no `String` made (the chunk keeps
+    /// the frame's bytes: `Chunk.init(seq:textIn:_:final:)`). With an escape: the `String` the general parser's
+    /// `parseString` makes (same rules as `decodeGeneral`). The empty text is the empty `String`.
+    mutating func text() -> (range: Range<Int>, string: String?)? {
         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
         let start = index + 1
         var end = start
@@ -200,50 +203,44 @@ struct CanonicalReader {
             end += 1
         }
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-            // What `JSONParser.parseString`'s own fast path does for this case (accept exactly valid UTF-8), on
-            // the borrowed bytes. Not `String(validating:as:)`: unspecialized, it looked up generic metadata
-            // twice per string (about 700 instructions per chunk).
-            let raw = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            let s = String(decoding: raw, as: UTF8.self)  // replaces ill-formed sequences with U+FFFD
-            // Pure ASCII is valid UTF-8. Otherwise the string is the input exactly when nothing was replaced
-            // (a replacement writes EF BF BD where the input had bytes that are not valid UTF-8).
-            if high & 0x80 != 0, !Self.sameBytes(s, raw) { return nil }
+            // Pure ASCII is valid UTF-8; otherwise exactly what `JSONParser.parseString`'s own fast path accepts.
+            if high & 0x80 != 0, !UTF8Check.isValid(UnsafeBufferPointer(rebasing: bytes[start..<end])) { return nil }
             index = end + 1
-            return s
+            return end == start ? (0..<0, "") : (start..<end, nil)
         }
         guard end < bytes.count, bytes[end] == UInt8(ascii: "\\") else { return nil }  // control char or no end
         var parser = JSONParser(bytes: array, maxDepth: 8)
         parser.index = index
         guard let s = try? parser.parseString() else { return nil }
         index = parser.index
-        return s
-    }
-
-    static func sameBytes(_ s: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
-        var s = s
-        return s.withUTF8 { utf8 in
-            utf8.count == raw.count && utf8.elementsEqual(raw)
-        }
+        return (0..<0, s)
     }
 
     /// `"seq":N,"text":"…","final":true|false`, with the codec's rules: seq 1…2^53 written without leading zeros
     /// (at most 16 digits), text at most `maxChunkTextBytes` of UTF-8.
     mutating func chunkMembers() -> Chunk? {
         guard let (seq, text, final) = members() else { return nil }
-        return Chunk(seq: seq, text: text, final: final)
+        return makeChunk(seq, text, final)
     }
 
     /// `chunkMembers` appended to `chunks` (the chunk is made in the call that appends it); false (nothing
     /// appended, nothing consumed) where `chunkMembers` returns nil.
     mutating func appendChunk(to chunks: inout [Chunk]) -> Bool {
         guard let (seq, text, final) = members() else { return false }
-        chunks.append(Chunk(seq: seq, text: text, final: final))
+        chunks.append(makeChunk(seq, text, final))
         return true
     }
 
-    /// The members of `chunkMembers`, as plain values (a tuple of a number, a string and a flag moves without
+    /// The chunk of `members`: its text in the frame, or the `String` an escape made.
+    @inline(__always)
+    func makeChunk(_ seq: UInt64, _ text: (range: Range<Int>, string: String?), _ final: Bool) -> Chunk {
+        if let string = text.string { return Chunk(seq: seq, text: string, final: final) }
+        return Chunk(seq: seq, textIn: array, text.range, final: final)
+    }
+
+    /// The members of `chunkMembers`, as plain values (a tuple of a number, a text and a flag moves without
     /// the value-witness copies a `Chunk?` took).
-    mutating func members() -> (UInt64, String, Bool)? {
+    mutating func members() -> (UInt64, (range: Range<Int>, string: String?), Bool)? {
         let mark = index
         guard literal(#""seq":"#) else { return nil }
         let start = index
@@ -254,8 +251,9 @@ struct CanonicalReader {
             index += 1
         }
         guard index > start, bytes[start] != UInt8(ascii: "0"), seq <= MessageCodec.maxSeq,
-              literal(#","text":"#), let text = string(),
-              text.utf8.count <= SpeakBridgeProtocol.maxChunkTextBytes else { index = mark; return nil }
+              literal(#","text":"#), let text = text(),
+              (text.string?.utf8.count ?? text.range.count) <= SpeakBridgeProtocol.maxChunkTextBytes
+        else { index = mark; return nil }
         let final: Bool
         if literal(#","final":true"#) {
             final = true

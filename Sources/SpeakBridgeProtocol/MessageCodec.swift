@@ -17,7 +17,7 @@ public enum MessageCodec {
             // time for the tag.
             // By index: iterating copies every chunk (and releases it), a few hundred instructions a chunk.
             var textBytes = 0
-            for i in chunks.indices { textBytes &+= chunks[i].text.utf8.count }
+            for i in chunks.indices { textBytes &+= chunks[i].textUTF8Count }
             var out: [UInt8] = []
             out.reserveCapacity(64 + session.utf8.count + chunks.count * 64 + textBytes + 16)
             out += Self.chunksPrefix
@@ -49,7 +49,7 @@ public enum MessageCodec {
     package static func encodeChunk(_ chunk: Chunk, envelope: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         let encodedCount = chunk.encodedCount
-        out.reserveCapacity(envelope.count + (encodedCount > 0 ? encodedCount : 96 + chunk.text.utf8.count) + 16)
+        out.reserveCapacity(envelope.count + (encodedCount > 0 ? encodedCount : 96 + chunk.textUTF8Count) + 16)
         out += envelope
         if let encoded = chunk.encoded {
             // The members, without the object's braces (by index: `dropLast` on a slice is Sequence's, which
@@ -85,8 +85,7 @@ public enum MessageCodec {
     /// `writeChunkMembers`, led by `recordHead` from `headSkip` on (see `writeHead`).
     static func writeChunkMembers(_ c: Chunk, headSkip: Int, into out: inout [UInt8]) {
         writeHead(seq: c.seq, skip: headSkip, into: &out)
-        var text = c.text
-        text.withUTF8 { JSONValue.writeEscaped($0, into: &out) }
+        c.withTextUTF8 { JSONValue.writeEscaped($0, into: &out) }
         out += c.final ? Self.finalTrue : Self.finalFalse
         if c.hasExtras {
             // Rare members: through the general writer, in `chunkMembers` order.

@@ -144,7 +144,8 @@ public struct SessionLedger: Sendable {
                 if chunk.seq <= entry.accepted {
                     duplicates += 1
                 } else {
-                    fresh.append(chunk)
+                    // Detached: a kept chunk whose frame also held duplicates must not keep the whole frame.
+                    fresh.append(chunk.detached())
                     entry.accepted = chunk.seq
                 }
             }

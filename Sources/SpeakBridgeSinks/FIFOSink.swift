@@ -111,7 +111,7 @@ public final class FIFOSink: TextSink {
     /// `TextSink`'s `deliver` does: class (a), `willWrite` before the write that completes a text.
     public func deliver(_ items: [SinkItem], willWrite: (Int) throws -> Void,
                         didWrite: (Int) -> Void) throws(SinkError) {
-        if items.count == 1, try writeAlone(items[0].text, willWrite: willWrite) {
+        if items.count == 1, try writeAlone(items[0], willWrite: willWrite) {
             didWrite(1)
             return
         }
@@ -121,12 +121,12 @@ public final class FIFOSink: TextSink {
     }
 
     /// One text (every paced line) of less than PIPE_BUF bytes that needs no sanitizing, written with its "\n" by
-    /// one writev(2) straight from the string's bytes: no plan (two arrays) in between. The same bytes, progress
+    /// one writev(2) straight from the text's bytes: no plan (two arrays) in between. The same bytes, progress
     /// contract and errors as the plan path, which takes everything else (false: not such a text, or the rest of
     /// a cut-off earlier text is pending).
-    private func writeAlone(_ text: String, willWrite: (Int) throws -> Void) throws(SinkError) -> Bool {
-        var text = text  // shares the item's storage: `withUTF8` on a native string makes no copy
-        let outcome: Result<Bool, SinkError> = text.withUTF8 { bytes in
+    private func writeAlone(_ item: SinkItem, willWrite: (Int) throws -> Void) throws(SinkError) -> Bool {
+        // The item's bytes in place: its frame's, or its string's storage (no copy for a native string).
+        let outcome: Result<Bool, SinkError> = item.withTextUTF8 { bytes in
             guard bytes.count < Int(PIPE_BUF), !sanitize || LineFraming.isPlain(bytes[...]) else {
                 return .success(false)
             }

@@ -8,7 +8,7 @@ extension LineFraming {
     static func plan(items: [SinkItem], sanitize: Bool, limit: Int) -> ChunkPlan {
         var total = 0
         // `text`, not `chunk.text`: the text alone is read, not the whole chunk copied per item.
-        for item in items { total &+= item.text.utf8.count &+ 1 }
+        for item in items { total &+= item.textUTF8Count &+ 1 }
         var ends: [Int] = []
         ends.reserveCapacity(items.count)
         var simple = true
@@ -17,8 +17,8 @@ extension LineFraming {
             defer { count = at }  // exactly the bytes written (all of them unless the general path takes over)
             guard let base = buffer.baseAddress else { return }
             for item in items {
-                // Non-nil for every native or small string (the ones this process makes); nil: the general path.
-                let copied: Bool? = item.text.utf8.withContiguousStorageIfAvailable { utf8 in
+                // The frame's bytes, or the string's (contiguous: a native string's storage, or a copy).
+                let copied: Bool = item.withTextUTF8 { utf8 in
                     // `total` counted each text's bytes and its "\n": this one fits in what is left.
                     guard let source = utf8.baseAddress, utf8.count > 0 else { return true }
                     (base + at).initialize(from: source, count: utf8.count)
@@ -26,7 +26,7 @@ extension LineFraming {
                     at += utf8.count
                     return fine
                 }
-                guard copied == true else {
+                guard copied else {
                     simple = false
                     return
                 }

@@ -97,6 +97,12 @@ public struct SinkItem: Sendable, Equatable {
     @inlinable public var chunk: Chunk { batch.chunks[offset] }
     /// `chunk.text` and `chunk.seq`, read in place (no copy of the whole chunk, as `chunk` makes).
     @inlinable public var text: String { batch.chunks[offset].text }
+    /// `chunk.textUTF8Count` and `chunk.withTextUTF8`, in place: the text's bytes without a `String` made for them
+    /// (a decoded chunk keeps its text in the frame).
+    @inlinable public var textUTF8Count: Int { batch.chunks[offset].textUTF8Count }
+    @inlinable public func withTextUTF8<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try batch.chunks[offset].withTextUTF8(body)
+    }
     @inlinable public var seq: UInt64 { batch.chunks[offset].seq }
 
     public init(device: DeviceID, deviceName: String? = nil, session: String, chunk: Chunk) {

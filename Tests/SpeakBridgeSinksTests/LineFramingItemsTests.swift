@@ -12,6 +12,15 @@ import SpeakBridgeProtocol
                        chunks: texts.enumerated().map { Chunk(seq: UInt64($0) + 1, text: $1) })
     }
 
+    /// The same items as the desktop makes them: chunks decoded from a frame, each text without an escape kept
+    /// as the frame's bytes (`Chunk.textIsInFrame`), the others as strings.
+    static func decodedItems(_ texts: [String], session: String = "s") -> [SinkItem] {
+        let chunks = texts.enumerated().map { Chunk(seq: UInt64($0) + 1, text: $1) }
+        guard case let .chunks(_, decoded)? = try? MessageCodec.decode(MessageCodec.encode(.chunks(session: session, chunks)))
+        else { fatalError("a batch of chunks decodes") }
+        return SinkItem.items(device: device, deviceName: "phone", session: session, chunks: decoded)
+    }
+
     static func same(_ a: ChunkPlan, _ b: ChunkPlan) -> Bool {
         a.stream == b.stream && a.ends == b.ends && a.limit == b.limit
     }
@@ -29,6 +38,9 @@ import SpeakBridgeProtocol
                 let fast = LineFraming.plan(items: Self.items(texts), sanitize: sanitize, limit: 4096)
                 let general = LineFraming.plan(texts, sanitize: sanitize, limit: 4096)
                 #expect(Self.same(fast, general), "\(texts.map { $0.prefix(20) }) sanitize \(sanitize)")
+                let decoded = Self.decodedItems(texts)
+                #expect(Self.same(LineFraming.plan(items: decoded, sanitize: sanitize, limit: 4096), general))
+                #expect(decoded.map(\.textUTF8Count) == texts.map(\.utf8.count))
             }
         }
     }
@@ -50,6 +62,8 @@ import SpeakBridgeProtocol
             }
             let sanitize = Bool.random(using: &generator)
             #expect(Self.same(LineFraming.plan(items: Self.items(texts), sanitize: sanitize, limit: 4096),
+                              LineFraming.plan(texts, sanitize: sanitize, limit: 4096)), "\(texts)")
+            #expect(Self.same(LineFraming.plan(items: Self.decodedItems(texts), sanitize: sanitize, limit: 4096),
                               LineFraming.plan(texts, sanitize: sanitize, limit: 4096)), "\(texts)")
         }
     }
@@ -89,5 +103,10 @@ import SpeakBridgeProtocol
         let other = DeviceID(publicKeyDigest: Array(repeating: 8, count: 32))
         #expect(!items[0].isSameSession(as: SinkItem(device: other, session: "s-1", chunk: chunks[0])))
         #expect(SinkItem.items(device: Self.device, session: "s", chunks: []).isEmpty)
+        // Items of decoded chunks (texts in the frame) read the same.
+        let decoded = Self.decodedItems(["t1", "é", ""])
+        #expect(decoded.map(\.text) == ["t1", "é", ""])
+        #expect(decoded.map { $0.withTextUTF8 { Array($0) } } == [Array("t1".utf8), Array("é".utf8), []])
+        #expect(decoded.map(\.chunk.textIsInFrame) == [true, true, false])
     }
 }
