@@ -225,7 +225,7 @@ public final class Sender: @unchecked Sendable {
                 return !step.ended
             }
             // lws closed its copy after a hang-up: what is left is read now (no read blocks on a hung-up pipe).
-            var step = LineReader.Step(lines: [], ended: false)
+            var step = LineReader.Step(lines: InputBatch(), ended: false)
             while !step.ended {
                 step = input.readOnce(eagainEnds: true)
                 deliver(step)
@@ -258,17 +258,36 @@ public final class Sender: @unchecked Sendable {
         apply(.inputEnded)
     }
 
+    /// Journals and queues what one read brought: plain lines straight from their bytes (no `String` made for a
+    /// line: journal record, chunk and frame are written from them), any other batch as texts.
+    func accept(_ batch: InputBatch) {
+        guard let plain = batch.plainLines else {
+            accept(batch.texts)
+            return
+        }
+        if plain.ranges.count == 1 {
+            acceptAlone { ack throws(StoreError) in try outbox.append(line: plain, ack: ack) }
+        } else {
+            acceptBatch { ack throws(StoreError) in try outbox.append(lines: plain, ack: ack) }
+        }
+    }
+
     /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
     func accept(_ texts: [String]) {
         let pieces = InputLines.pieces(texts)
         guard !pieces.isEmpty else { return }
         if pieces.count == 1 {
-            acceptAlone(pieces[0])
-            return
+            acceptAlone { ack throws(StoreError) in try outbox.append(text: pieces[0], ack: ack) }
+        } else {
+            acceptBatch { ack throws(StoreError) in try outbox.append(texts: pieces, ack: ack) }
         }
+    }
+
+    /// Queues the chunks `journal` made (at least two) of what it journaled with the pending ack's record.
+    func acceptBatch(_ journal: (UInt64) throws(StoreError) -> [Chunk]) {
         do {
-            var chunks = try outbox.append(texts: pieces, ack: ackToJournal)  // the pending ack record rides along
-            let last = chunks[chunks.count - 1].seq  // one chunk a piece, and `pieces` is not empty
+            var chunks = try journal(ackToJournal)  // the pending ack record rides along
+            let last = chunks[chunks.count - 1].seq  // one chunk a piece, and there are pieces
             Trace.mark("journal", last)
             let at = now
             // `apply(.appended(chunks))` without copying the chunks into the window: this array is theirs only.
@@ -281,12 +300,12 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    /// `accept` for one piece (a paced line): journaled the same way, then the core's path without arrays
+    /// `acceptBatch` for one piece (a paced line): journaled the same way, then the core's path without arrays
     /// (`ClientCore.appendedAlone`) when the line goes out alone, else `.appended` as for any batch.
-    func acceptAlone(_ text: String) {
+    func acceptAlone(_ journal: (UInt64) throws(StoreError) -> Chunk) {
         let chunk: Chunk
         do {
-            chunk = try outbox.append(text: text, ack: ackToJournal)  // the pending ack record rides along
+            chunk = try journal(ackToJournal)  // the pending ack record rides along
         } catch {
             status.error("cannot journal input: \(error.description)", hint: error.hint)
             apply(.stop(1))

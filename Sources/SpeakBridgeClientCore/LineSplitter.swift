@@ -1,10 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SpeakBridgeProtocol
 
 /// Cuts a byte stream that arrives in pieces (one read(2) each) into lines, keeping an unterminated last line
-/// between pieces. Each line is `InputLines.text` of its bytes (without the LF; a trailing CR dropped, invalid
-/// UTF-8 as U+FFFD).
+/// between pieces. Each line is its bytes without the LF and a trailing CR (`InputBatch`); as text, invalid UTF-8
+/// becomes U+FFFD (`InputLines.text`).
 public struct LineSplitter: Sendable {
     /// The bytes after the last LF seen.
     var partial: [UInt8] = []
@@ -13,53 +14,94 @@ public struct LineSplitter: Sendable {
 
     /// The lines that `bytes` completes, in order (empty lines included).
     public mutating func lines(in bytes: ArraySlice<UInt8>) -> [String] {
-        bytes.withUnsafeBufferPointer { lines(in: $0) }
+        batch(in: bytes).texts
     }
 
-    /// `lines(in:)` over the piece's memory: LFs found with memchr rather than a byte-at-a-time search.
-    mutating func lines(in bytes: UnsafeBufferPointer<UInt8>) -> [String] {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return [] }
-        /// The offset of the first LF at or after `from`.
-        func lineFeed(from: Int) -> Int? {
-            guard from < bytes.count, let hit = memchr(base + from, 0x0A, bytes.count - from) else { return nil }
-            return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(hit))
+    /// `lines(in:)` as bytes: the lines that `bytes` completes, without a `String` made for any of them.
+    public mutating func batch(in bytes: ArraySlice<UInt8>) -> InputBatch {
+        bytes.withUnsafeBufferPointer { batch(in: $0) }
+    }
+
+    /// `batch(in:)` over the piece's memory: LFs found with memchr rather than a byte-at-a-time search. The
+    /// batch's bytes are one copy of what it needs (the line begun in an earlier piece, then the piece up to its
+    /// last LF), its lines ranges of that copy.
+    mutating func batch(in bytes: UnsafeBufferPointer<UInt8>) -> InputBatch {
+        // The last LF, from the end (a read ends at one, but for a burst's cut line).
+        var last = bytes.count - 1
+        while last >= 0 && bytes[last] != 0x0A { last -= 1 }
+        guard last >= 0 else {
+            partial.append(contentsOf: bytes)
+            return InputBatch()
         }
-        var lines: [String] = []
-        // Room for lines of 32 bytes (a burst's read of 64 KiB grew the array eleven times, ~55 instructions a line).
-        lines.reserveCapacity(bytes.count >> 5)
-        var start = 0
-        if !partial.isEmpty {
-            // A line begun in an earlier piece (a burst's reads end mid-line): only its rest, up to this piece's
-            // first LF, joins it; the lines after that come straight from the piece below. (It used to copy the
-            // whole piece into `partial` and split that with the generic `split`, about 800 instructions a line.)
-            guard let end = lineFeed(from: 0) else {
-                partial.append(contentsOf: bytes)
-                return []
-            }
-            partial.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[0..<end]))
-            lines.append(InputLines.text(partial[...]))
+        let through = last + 1  // the last LF included
+        var storage: [UInt8]
+        if partial.isEmpty {
+            storage = Array(UnsafeBufferPointer(rebasing: bytes[..<through]))
+        } else {
+            // A line begun in an earlier piece (a burst's reads end mid-line) joins this piece's first line.
+            storage = partial
+            storage.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[..<through]))
             // Kept for the next cut line, unless one very long line made it big.
             if partial.capacity > 1 << 16 { partial = [] } else { partial.removeAll(keepingCapacity: true) }
-            start = end + 1
         }
-        // Whole lines straight from the piece (a paced line is one piece), only an unterminated rest kept.
-        while let end = lineFeed(from: start) {
-            lines.append(Self.text(UnsafeBufferPointer(rebasing: bytes[start..<end])))
-            start = end + 1
+        if through < bytes.count { partial.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[through...])) }
+        var lines: [Range<Int>] = []
+        // Room for lines of 32 bytes (a burst's read of 64 KiB grew the array eleven times, ~55 instructions a line).
+        lines.reserveCapacity(storage.count >> 5 + 1)
+        storage.withUnsafeBufferPointer { buffer in
+            guard let start = buffer.baseAddress else { return }
+            var from = 0
+            // Every LF of `storage` ends a line; the last byte is one.
+            while from < buffer.count, let hit = memchr(start + from, 0x0A, buffer.count - from) {
+                let lineFeed = UnsafeRawPointer(start).distance(to: UnsafeRawPointer(hit))
+                // A trailing CR (CRLF input) is not part of the line.
+                let end = lineFeed > from && buffer[lineFeed - 1] == 0x0D ? lineFeed - 1 : lineFeed
+                lines.append(from..<end)
+                from = lineFeed + 1
+            }
         }
-        if start < bytes.count { partial.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
-        return lines
-    }
-
-    /// `InputLines.text` of bytes in memory: a trailing CR dropped, invalid UTF-8 as U+FFFD.
-    static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        let line = bytes.last == 0x0D ? UnsafeBufferPointer(rebasing: bytes.dropLast()) : bytes
-        return String(decoding: line, as: UTF8.self)
+        return InputBatch(bytes: storage, lines: lines)
     }
 
     /// The input ended: the unterminated rest as a last line, if there is one.
     public mutating func finish() -> [String] {
+        finishBatch().texts
+    }
+
+    /// `finish()` as bytes.
+    public mutating func finishBatch() -> InputBatch {
         defer { partial = [] }
-        return partial.isEmpty ? [] : [InputLines.text(partial[...])]
+        guard !partial.isEmpty else { return InputBatch() }
+        return InputBatch(bytes: partial, lines: [0..<(partial.last == 0x0D ? partial.count - 1 : partial.count)])
+    }
+}
+
+/// The lines one piece of input completed, as bytes: `bytes` holds them, each line a range of it (without its LF
+/// and a trailing CR). `send` journals and frames plain lines straight from these bytes (`plainLines`); any
+/// other batch goes the way of texts (`texts`, then `InputLines.pieces`).
+public struct InputBatch: Sendable {
+    public let bytes: [UInt8]
+    public let lines: [Range<Int>]
+
+    public init(bytes: [UInt8] = [], lines: [Range<Int>] = []) {
+        precondition(lines.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= bytes.count }, "lines inside the bytes")
+        self.bytes = bytes
+        self.lines = lines
+    }
+
+    public var isEmpty: Bool { lines.isEmpty }
+
+    /// Each line as `InputLines.text` makes it (invalid UTF-8 as U+FFFD), blank lines included.
+    public var texts: [String] {
+        bytes.withUnsafeBufferPointer { buffer in
+            lines.map { String(decoding: UnsafeBufferPointer(rebasing: buffer[$0]), as: UTF8.self) }
+        }
+    }
+
+    /// The batch's lines without the blank ones (which `InputLines.pieces` skips too), when every one of them is
+    /// plain and within the limits (`PlainLines`: then `InputLines.pieces` would return their texts as they are);
+    /// nil otherwise, and when no line is left.
+    package var plainLines: PlainLines? {
+        PlainLines.make(bytes: bytes, ranges: lines.contains(where: { $0.isEmpty }) ? lines.filter { !$0.isEmpty } : lines)
     }
 }

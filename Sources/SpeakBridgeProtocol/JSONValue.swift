@@ -112,34 +112,37 @@ extension JSONValue {
     /// Exactly how many bytes `writeString` writes for `s`, without the quotes.
     public static func escapedSize(_ s: String) -> Int {
         var text = s
-        return text.withUTF8 { bytes in
-            var size = bytes.count  // each byte as itself, plus what escaping adds
-            var i = 0
-            while i < bytes.count {
-                i = skipPlainWords(bytes, from: i)
-                guard i < bytes.count else { break }
-                let c = bytes[i]
-                if c >= 0x20 && c < 0x7F && c != 0x22 && c != 0x5C {
-                    i += 1
-                    continue
-                }
-                if c < 0x80 {
-                    switch c {
-                    case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 1  // two-byte escapes
-                    default: size += 5  // \u00XX
-                    }
-                    i += 1
-                    continue
-                }
-                let length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2
-                guard i + length <= bytes.count else { i += 1; continue }
-                var v = UInt32(c) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
-                for k in 1..<length { v = v << 6 | UInt32(bytes[i + k] & 0x3F) }
-                if let scalar = Unicode.Scalar(v), PeerText.needsEscape(scalar) { size += 6 - length }
-                i += length
+        return text.withUTF8 { escapedSize(utf8: $0) }
+    }
+
+    /// `escapedSize` of the string whose UTF-8 is `bytes`.
+    static func escapedSize(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        var size = bytes.count  // each byte as itself, plus what escaping adds
+        var i = 0
+        while i < bytes.count {
+            i = skipPlainWords(bytes, from: i)
+            guard i < bytes.count else { break }
+            let c = bytes[i]
+            if c >= 0x20 && c < 0x7F && c != 0x22 && c != 0x5C {
+                i += 1
+                continue
             }
-            return size
+            if c < 0x80 {
+                switch c {
+                case 0x22, 0x5C, 0x0A, 0x0D, 0x09: size += 1  // two-byte escapes
+                default: size += 5  // \u00XX
+                }
+                i += 1
+                continue
+            }
+            let length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2
+            guard i + length <= bytes.count else { i += 1; continue }
+            var v = UInt32(c) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
+            for k in 1..<length { v = v << 6 | UInt32(bytes[i + k] & 0x3F) }
+            if let scalar = Unicode.Scalar(v), PeerText.needsEscape(scalar) { size += 6 - length }
+            i += length
         }
+        return size
     }
 
     /// Skips whole eight-byte words of bytes that a JSON string writes as themselves (printable ASCII other than

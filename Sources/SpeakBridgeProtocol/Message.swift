@@ -175,6 +175,17 @@ extension Chunk {
         self.init(seq: seq, final: true, storedText: text, extras: nil, buffer: buffer, encodedRange: range)
     }
 
+    /// `init(seq:line:encodedIn:_:)` for a line journaled from its bytes (`Outbox.append(lines:)`): the text is
+    /// `record[text]` (a plain text, written in the record as itself) and the object `record[encoded]`.
+    package init(seq: UInt64, lineIn record: [UInt8], text: Range<Int>, encoded: Range<Int>) {
+        precondition(!text.isEmpty && encoded.lowerBound <= text.lowerBound && text.upperBound <= encoded.upperBound
+                        && encoded.upperBound <= record.count && record.count <= Int(UInt32.max),
+                     "a journaled line's text lies inside its object")
+        self.init(seq: seq, final: true, storedText: "", extras: nil, buffer: record, encodedRange: encoded,
+                  textStart: UInt32(truncatingIfNeeded: text.lowerBound),
+                  textCount: UInt32(truncatingIfNeeded: text.count))
+    }
+
     /// A chunk whose text is `frame[range]`, kept in place (the canonical decoder: no `String` per chunk). The
     /// bytes must be valid UTF-8 (checked by the caller) and `range` non-empty and inside `frame`, which is at most
     /// a frame long (checked here: a bad range would be a bug, not a peer's input).

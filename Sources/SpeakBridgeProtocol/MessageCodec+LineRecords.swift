@@ -14,13 +14,27 @@ extension MessageCodec {
     /// object (`{"seq":…}`) is in the bytes.
     package static func lineRecords(_ texts: [String], firstSeq: UInt64,
                                     ack: UInt64? = nil) -> (bytes: [UInt8], objects: [Range<Int>]) {
+        records(texts, firstSeq: firstSeq, ack: ack)
+    }
+
+    /// `lineRecords` of lines read as bytes (`PlainLines`: every one plain, so copied as it is): no `String` made
+    /// for a line on its way from the input to the journal and the frame.
+    package static func lineRecords(_ lines: PlainLines, firstSeq: UInt64,
+                                    ack: UInt64? = nil) -> (bytes: [UInt8], objects: [Range<Int>]) {
+        lines.bytes.withUnsafeBufferPointer { bytes in
+            records(PlainLineTexts(bytes: bytes, ranges: lines.ranges), firstSeq: firstSeq, ack: ack)
+        }
+    }
+
+    /// The records of `lineRecords`, for either kind of texts (specialized for each).
+    static func records<Texts: LineRecordTexts>(_ texts: Texts, firstSeq: UInt64,
+                                                ack: UInt64?) -> (bytes: [UInt8], objects: [Range<Int>]) {
         // (1) Escaped sizes, negative for a text that is not plain (escaped below rather than copied).
         var sizes: [Int] = []
         sizes.reserveCapacity(texts.count)
         var total = ackRecordSize(ack)
-        for i in texts.indices {
-            var text = texts[i]  // one copy a pass: the helpers take it inout (a copy each cost a retain and release)
-            let size = escapedLineSize(&text)
+        for i in 0..<texts.count {
+            let size = texts.escapedSize(i)
             sizes.append(size)
             total += size >= 0 ? size : -size
         }
@@ -36,11 +50,12 @@ extension MessageCodec {
             // closure is boxed and every access to it checked for exclusivity at run time: 130 instructions a line).
             var at = putAckRecord(ack, base: base)
             var digits = 0..<0
-            for i in texts.indices {
+            for i in 0..<texts.count {
                 let start = at
-                var text = texts[i]
-                (at, digits) = putLineRecord(&text, size: sizes[i], seq: firstSeq &+ UInt64(i),
-                                             previousDigits: digits, base: base, at: at)
+                (at, digits) = texts.withBytes(i) { text in
+                    putLineRecord(text, size: sizes[i], seq: firstSeq &+ UInt64(i), previousDigits: digits,
+                                  base: base, at: at)
+                }
                 objects.append((start + Self.braceSkip)..<(at - 2))  // without `{"c":` and the record's `}\n`
             }
             precondition(at == total, "every record written in full")
@@ -49,11 +64,34 @@ extension MessageCodec {
         return (bytes, objects)
     }
 
+    /// Where a plain text of `count` bytes is in its record's chunk object (`lineRecords`' `objects[i]`): right
+    /// before the object's fixed end `","final":true}`.
+    package static func plainTextRange(inObject object: Range<Int>, count: Int) -> Range<Int> {
+        let end = object.upperBound - (lineRecordEnd.utf8CodeUnitCount - 2)  // the end without the record's `}\n`
+        return (end - count)..<end
+    }
+
     /// `lineRecords([text], firstSeq: seq, ack:)` without its arrays (a paced line, `Outbox.append(text:)`).
     package static func lineRecord(_ text: String, seq: UInt64,
                                    ack: UInt64? = nil) -> (bytes: [UInt8], object: Range<Int>) {
         var text = text
         let size = escapedLineSize(&text)
+        return text.withUTF8 { lineRecord($0, size: size, seq: seq, ack: ack) }
+    }
+
+    /// `lineRecord` of the one line of `line` (a paced line read as bytes, `Outbox.append(line:)`).
+    package static func lineRecord(_ line: PlainLines, seq: UInt64,
+                                   ack: UInt64? = nil) -> (bytes: [UInt8], object: Range<Int>) {
+        precondition(line.ranges.count == 1, "one line")
+        let range = line.ranges[0]
+        return line.bytes.withUnsafeBufferPointer {
+            lineRecord(UnsafeBufferPointer(rebasing: $0[range]), size: range.count, seq: seq, ack: ack)
+        }
+    }
+
+    /// The record of `lineRecord`: `utf8` the text, `size` its `escapedLineSize`.
+    static func lineRecord(_ utf8: UnsafeBufferPointer<UInt8>, size: Int, seq: UInt64,
+                           ack: UInt64?) -> (bytes: [UInt8], object: Range<Int>) {
         let lead = ackRecordSize(ack)
         let total = lead + lineRecordFixedBytes + decimalDigits(seq) + (size >= 0 ? size : -size)
         // Written on the stack, then copied into the array: both `init(unsafeUninitializedCapacity:)` and
@@ -62,7 +100,7 @@ extension MessageCodec {
         let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
             let base = buffer.baseAddress!
             let start = putAckRecord(ack, base: base)
-            let (end, _) = putLineRecord(&text, size: size, seq: seq, previousDigits: 0..<0, base: base, at: start)
+            let (end, _) = putLineRecord(utf8, size: size, seq: seq, previousDigits: 0..<0, base: base, at: start)
             precondition(end == total, "the record written in full")
             return [UInt8](UnsafeBufferPointer(start: base, count: total))
         }
@@ -93,7 +131,7 @@ extension MessageCodec {
     /// `size` as `escapedLineSize` gave it); returns where it ends and where its digits are. `previousDigits`: where
     /// the digits of `seq - 1` are in `base` (empty: none), counted up by one instead of dividing.
     @inline(__always)
-    static func putLineRecord(_ text: inout String, size: Int, seq: UInt64, previousDigits: Range<Int>,
+    static func putLineRecord(_ utf8: UnsafeBufferPointer<UInt8>, size: Int, seq: UInt64, previousDigits: Range<Int>,
                               base: UnsafeMutablePointer<UInt8>, at start: Int) -> (end: Int, digits: Range<Int>) {
         var at = start
         at = put(Self.lineRecordHead, base, at)
@@ -107,16 +145,14 @@ extension MessageCodec {
         let digits = digitsStart..<at
         at = put(Self.lineTextKey, base, at)
         let target = base + at
-        text.withUTF8 { utf8 in
-            if size >= 0 {
-                if let p = utf8.baseAddress { target.update(from: p, count: size) }
-            } else {
-                var escaped: [UInt8] = []
-                escaped.reserveCapacity(-size)
-                JSONValue.writeEscaped(utf8, into: &escaped)
-                precondition(escaped.count == -size, "escapedSize is exact")
-                escaped.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: -size) }
-            }
+        if size >= 0 {
+            if let p = utf8.baseAddress { target.update(from: p, count: size) }
+        } else {
+            var escaped: [UInt8] = []
+            escaped.reserveCapacity(-size)
+            JSONValue.writeEscaped(utf8, into: &escaped)
+            precondition(escaped.count == -size, "escapedSize is exact")
+            escaped.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: -size) }
         }
         at += size >= 0 ? size : -size
         return (put(Self.lineRecordEnd, base, at), digits)
@@ -192,5 +228,69 @@ extension MessageCodec {
             digits += 1
         }
         return total
+    }
+}
+
+/// The texts `MessageCodec.records` writes: their count, each one's escaped size (`escapedLineSize`'s sign rule) and
+/// its UTF-8 bytes.
+protocol LineRecordTexts {
+    var count: Int { get }
+    func escapedSize(_ i: Int) -> Int
+    func withBytes<R>(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R
+}
+
+extension Array: LineRecordTexts where Element == String {
+    @inline(__always)
+    func escapedSize(_ i: Int) -> Int {
+        var text = self[i]  // the helpers take it inout (a copy each cost a retain and release)
+        return MessageCodec.escapedLineSize(&text)
+    }
+
+    @inline(__always)
+    func withBytes<R>(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var text = self[i]  // shares the array's string: `withUTF8` on a native string makes no copy
+        return text.withUTF8(body)
+    }
+}
+
+/// `PlainLines` borrowed for one `records` call.
+struct PlainLineTexts: LineRecordTexts {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let ranges: [Range<Int>]
+
+    var count: Int { ranges.count }
+
+    @inline(__always)
+    func escapedSize(_ i: Int) -> Int { ranges[i].count }  // plain: written as itself
+
+    @inline(__always)
+    func withBytes<R>(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        body(UnsafeBufferPointer(rebasing: bytes[ranges[i]]))
+    }
+}
+
+/// Lines as bytes, each of them plain (printable ASCII other than `"` and `\`, so written into a JSON string as
+/// itself), non-empty and at most the protocol's text limit: what `send` journals and frames without making a
+/// `String` (`Outbox.append(lines:)`). `make` checks all of it; a batch with any other line is nil, and its lines
+/// go the way of texts (`InputLines.pieces`).
+package struct PlainLines: Sendable {
+    package let bytes: [UInt8]
+    package let ranges: [Range<Int>]
+
+    package static func make(bytes: [UInt8], ranges: [Range<Int>]) -> PlainLines? {
+        let plain = bytes.withUnsafeBufferPointer { buffer in
+            ranges.allSatisfy { range in
+                !range.isEmpty && range.lowerBound >= 0 && range.upperBound <= buffer.count
+                    && range.count <= SpeakBridgeProtocol.maxChunkTextBytes
+                    && range.count <= OutboxWindow.maxEscapedTextBytes
+                    && JSONValue.skipPlainWords(UnsafeBufferPointer(rebasing: buffer[range]), from: 0) == range.count
+            }
+        }
+        return plain && !ranges.isEmpty ? PlainLines(bytes: bytes, ranges: ranges) : nil
+    }
+
+    private init(bytes: [UInt8], ranges: [Range<Int>]) {
+        self.bytes = bytes
+        self.ranges = ranges
     }
 }

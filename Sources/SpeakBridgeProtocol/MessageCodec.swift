@@ -190,7 +190,7 @@ public enum MessageCodec {
         if encodedCount > 0, !c.hasExtras { return sizeBound(encodedCount: encodedCount, final: c.final, seq: c.seq) }
         var size = 64  // {"seq":…,"text":"","final":false} with a 16-digit seq
         // Exact for the text (the C1 and bidi controls are written as \uXXXX: 6 bytes for 2 or 3 of UTF-8).
-        size += JSONValue.escapedSize(c.text)
+        size += c.withTextUTF8 { JSONValue.escapedSize(utf8: $0) }
         if let lang = c.lang { size += 12 + lang.utf8.count * 6 }
         if let speaker = c.speaker { size += 14 + speaker.utf8.count * 6 }
         if c.start != nil { size += 34 }

@@ -158,6 +158,25 @@ public final class Outbox: @unchecked Sendable {
         return chunks
     }
 
+    /// `append(texts:ack:)` for lines read as bytes (`send`'s input, every line plain): the same records and
+    /// chunks, each chunk's text kept in the journal record's bytes (no `String` made for a line).
+    package func append(lines: PlainLines, ack: UInt64 = 0) throws(StoreError) -> [Chunk] {
+        let count = lines.ranges.count
+        try reserveIfNeeded(through: nextSeq &+ UInt64(count) &- 1)
+        let withAck = ack > acked
+        let (out, objects) = MessageCodec.lineRecords(lines, firstSeq: nextSeq, ack: withAck ? ack : nil)
+        try log.append(out)
+        var chunks: [Chunk] = []
+        chunks.reserveCapacity(count)
+        for i in 0..<count {
+            let text = MessageCodec.plainTextRange(inObject: objects[i], count: lines.ranges[i].count)
+            chunks.append(Chunk(seq: nextSeq &+ UInt64(i), lineIn: out, text: text, encoded: objects[i]))
+        }
+        nextSeq += UInt64(count)
+        if withAck { acked = ack }
+        return chunks
+    }
+
     /// `append(texts: [text], ack:)` without the arrays: journals one text (one pwrite(2), with the pending ack's
     /// record first if `ack` is above `acked`) and returns its chunk, with its JSON object as journaled
     /// (`Chunk.encoded`).
@@ -168,6 +187,20 @@ public final class Outbox: @unchecked Sendable {
         let (out, object) = MessageCodec.lineRecord(text, seq: nextSeq, ack: withAck ? ack : nil)
         try log.append(out)
         let chunk = Chunk(seq: nextSeq, line: text, encodedIn: out, object)
+        nextSeq += 1
+        if withAck { acked = ack }
+        return chunk
+    }
+
+    /// `append(text:ack:)` for a line read as bytes (`lines` holds one plain line): the same record and chunk,
+    /// its text kept in the record's bytes.
+    package func append(line: PlainLines, ack: UInt64 = 0) throws(StoreError) -> Chunk {
+        try reserveIfNeeded(through: nextSeq)
+        let withAck = ack > acked
+        let (out, object) = MessageCodec.lineRecord(line, seq: nextSeq, ack: withAck ? ack : nil)
+        try log.append(out)
+        let text = MessageCodec.plainTextRange(inObject: object, count: line.ranges[0].count)
+        let chunk = Chunk(seq: nextSeq, lineIn: out, text: text, encoded: object)
         nextSeq += 1
         if withAck { acked = ack }
         return chunk

@@ -1,4 +1,5 @@
 import SpeakBridgeClientCore
+import SpeakBridgeProtocol
 import Testing
 
 @Suite("LineSplitter: send's stdin, read in pieces, as lines")
@@ -63,5 +64,27 @@ struct LineSplitterTests {
             }
             #expect(Self.split(input, at: cuts) == expected, "cuts \(cuts)")
         }
+    }
+
+    @Test("a batch: its lines as bytes (LF and a trailing CR dropped); its plain lines are what pieces would keep")
+    func batchAsBytes() throws {
+        var splitter = LineSplitter()
+        let mixed = splitter.batch(in: Array("one\r\n\ntwo words\n\"quoted\"\nrest".utf8)[...])
+        #expect(mixed.texts == ["one", "", "two words", "\"quoted\""])
+        #expect(mixed.lines.map { Array(mixed.bytes[$0]) } == [Array("one".utf8), [], Array("two words".utf8), Array("\"quoted\"".utf8)])
+        #expect(mixed.plainLines == nil)  // the quote: escaped, so the text path
+        let plain = splitter.batch(in: Array(" continued\n\n\r\nplain ~ line\n".utf8)[...])
+        #expect(plain.texts == ["rest continued", "", "", "plain ~ line"])
+        let lines = try #require(plain.plainLines)
+        // Blank lines left out, as `InputLines.pieces` leaves them out.
+        #expect(lines.ranges.map { String(decoding: lines.bytes[$0], as: UTF8.self) } == InputLines.pieces(plain.texts))
+        #expect(splitter.batch(in: Array("no end".utf8)[...]).isEmpty)
+        let rest = splitter.finishBatch()
+        #expect(rest.texts == ["no end"] && rest.plainLines != nil)
+        #expect(splitter.finishBatch().isEmpty)
+        for other: [UInt8] in [Array("é\n".utf8), [0xFF, 0x0A], [0x7F, 0x0A], [0x09, 0x0A], Array(repeating: 0x61, count: 16_385) + [0x0A]] {
+            #expect(splitter.batch(in: other[...]).plainLines == nil, "\(other.prefix(4))")
+        }
+        #expect(splitter.batch(in: Array("\n\n".utf8)[...]).plainLines == nil)  // only blank lines: nothing to journal
     }
 }
