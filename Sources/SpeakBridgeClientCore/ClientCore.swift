@@ -35,7 +35,7 @@ public struct ClientCore {
 
         public init(desktopName: String, agent: String = "speakbridge-cli/0.1", timeout: Double?,
                     endedInputTimeout: Double = ClientCore.defaultTimeout, refusalLimit: Int = ClientCore.refusalLimit,
-                    maxInFlight: Int = 4_096, ackTimeout: Double = 15,
+                    maxInFlight: Int = OutboxWindow.defaultMaxInFlight, ackTimeout: Double = 15,
                     jitterSeed: UInt64 = .random(in: .min ... .max), cipher: NoiseCipher? = nil) {
             self.cipher = cipher
             self.desktopName = desktopName

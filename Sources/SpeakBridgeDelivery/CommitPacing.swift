@@ -15,8 +15,8 @@
 /// client drop its journaled copy, so 25 ms more is small beside the client's own journal fsync window (50 ms) and
 /// its 15 s ack stall. A one-shot `send --text`, which waits for its ack, opens a connection for it, and a
 /// connection's first chunks are urgent; a streaming `send` at the end of its input waits at most 25 ms more for
-/// its last ack. Why 1,024 chunks: a quarter of the reference client's 4,096-chunk window, so a fast sender is
-/// never held by the wait.
+/// its last ack. Why 1,024 chunks: a quarter of the reference client's window as it was (4,096 chunks; 16,384
+/// since the seventeenth performance session), so a fast sender is never held by the wait.
 public struct CommitPacing: Sendable, Equatable {
     /// Least time between the starts of two fsyncs while advances keep coming (nanoseconds).
     public var intervalNanoseconds: UInt64

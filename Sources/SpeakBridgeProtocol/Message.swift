@@ -4,9 +4,10 @@ import SpeakBridgeSupport
 public struct Chunk: Sendable, Equatable {
     public var seq: UInt64 { didSet { dropEncoded() } }
     /// The text. A chunk the desktop decoded from a canonical frame holds its text as bytes of that frame
-    /// (`init(seq:textIn:_:final:)`): reading `text` then makes a new `String` each time, so the hot paths
-    /// (framing, byte counts) read `withTextUTF8` and `textUTF8Count` instead, and only a sink that needs a
-    /// `String` (typing, the clipboard, JSON lines) makes one.
+    /// (`init(seq:textIn:_:final:)`), and a line `send` journaled from its bytes as bytes of its journal record
+    /// (`init(seq:lineIn:text:encoded:)`): reading `text` then makes a new `String` each time, so the hot paths
+    /// (framing, escaping, byte counts) read `withTextUTF8` and `textUTF8Count` instead, and only what needs a
+    /// `String` (typing, the clipboard, JSON lines, status) makes one.
     public var text: String {
         get { textCount == 0 ? storedText : String(decoding: textBytesUnchecked(), as: UTF8.self) }
         set {
@@ -64,13 +65,14 @@ public struct Chunk: Sendable, Equatable {
     /// This chunk's JSON object exactly as `MessageCodec.writeChunk` writes it, when the journal has just written it
     /// (`Outbox.append`: a range of the journal record's buffer, no copy): the message encoder copies these bytes
     /// instead of escaping the text a second time. Any change to a field drops it. Not part of equality. The window
-    /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it.
+    /// drops it once the chunk's message is made (`OutboxWindow`), so unacknowledged chunks do not hold it (a chunk
+    /// whose text is in the same record keeps the record for its text).
     package var encoded: ArraySlice<UInt8>? { hasEncoded ? buffer.map { $0[encodedRange] } : nil }
     /// `encoded.count`, or 0 without it (no slice made).
     package var encodedCount: Int { hasEncoded ? encodedRange.count : 0 }
     private var hasEncoded: Bool { buffer != nil && !encodedRange.isEmpty }
-    /// The buffer behind `encoded` (the journal record, on the sender) or behind the text (the decrypted frame, on
-    /// the desktop): one optional reference in the struct. An `ArraySlice?` here cost the desktop about 470
+    /// The buffer behind `encoded` and the text (the journal record, on the sender) or behind the text (the
+    /// decrypted frame, on the desktop): one optional reference in the struct. An `ArraySlice?` here cost the desktop about 470
     /// instructions a burst line in generic value-witness calls.
     @usableFromInline var buffer: [UInt8]? = nil
     /// `encoded`'s bytes in `buffer`; empty: none.

@@ -49,6 +49,7 @@ extension OutboxWindow {
     public mutating func resumedOutgoing(delivered: UInt64, now: Double) -> [Outgoing] {
         dropThrough(delivered)
         nextToSend = 0
+        inFlightBytes = 0
         lastProgress = now
         return nextOutgoing()
     }
@@ -61,6 +62,7 @@ extension OutboxWindow {
         precondition(chunk.seq > lastSeq, "sequence numbers must increase")
         let plaintext = MessageCodec.encodeChunk(chunk, envelope: chunkEnvelope)
         lastSeq = chunk.seq
+        inFlightBytes += chunk.textUTF8Count
         var held = consume chunk
         held.dropEncoded()  // the message has it; held chunks keep only their fields (see `Chunk.encoded`)
         storage.append(held)
@@ -69,14 +71,16 @@ extension OutboxWindow {
         return plaintext
     }
 
-    /// The messages that go out next: from `nextToSend` on, at most up to `maxInFlight`, consecutive chunks packed
+    /// The messages that go out next: from `nextToSend` on, at most up to `maxInFlight` (and `maxInFlightBytes`,
+    /// `mayAddInFlight`), consecutive chunks packed
     /// into batches of at most `maxChunksPerBatch` that fit `frameBudget` (each chunk counted by its
     /// `MessageCodec.encodedSizeBound`); each batch of two or more chunks as its plaintext, one chunk as its message.
     mutating func nextOutgoing() -> [Outgoing] {
         guard var next = nextToSend else { return [] }
         let available = storage.count
-        if next + 1 == available, next < maxInFlight {
+        if next + 1 == available {
             // One chunk to send (a paced line): its `chunk` message.
+            guard mayAddInFlight(next, bytes: storage[next].textUTF8Count) else { return [] }
             return [.message(.chunk(session: session, takeLast(next)))]
         }
         let limit = min(available, maxInFlight)
@@ -84,13 +88,19 @@ extension OutboxWindow {
         var messages: [Outgoing] = []
         while next < limit {
             let first = next
-            var size = envelope + storage[first].sizeBound() + 1  // the first always goes
+            let firstBytes = storage[first].textUTF8Count
+            guard mayAddInFlight(first, bytes: firstBytes) else { break }
+            inFlightBytes += firstBytes
+            var size = envelope + storage[first].sizeBound() + 1  // the first of a batch always fits a frame
             var count = 1
             next += 1
             var out: [UInt8] = []
             while next < limit, count < SpeakBridgeProtocol.maxChunksPerBatch {
                 let cost = storage[next].sizeBound() + 1
                 if size + cost > Self.frameBudget { break }
+                let bytes = storage[next].textUTF8Count
+                if inFlightBytes &+ bytes > maxInFlightBytes { break }
+                inFlightBytes += bytes
                 if count == 1 {
                     // A batch after all: its envelope and first object. Room for the most it can take (the bounds
                     // exceed the objects), within a frame, and for the tag.

@@ -2,12 +2,18 @@
 ///
 /// The client holds every chunk until the desktop acknowledges it (`Outbox` keeps them on disk as well).
 /// On each new connection it asks `resume`, drops what the desktop already has, and resends the rest
-/// in order. At most `maxInFlight` chunks are unacknowledged on the wire; consecutive chunks are batched
+/// in order. At most `maxInFlight` chunks, and at most `maxInFlightBytes` bytes of their texts (but always one
+/// chunk), are unacknowledged on the wire; consecutive chunks are batched
 /// into one `chunks` message that fits one frame. `isStalled(now:)` reports a stalled connection (no ack
 /// progress for `ackTimeout` seconds while chunks are in flight) so the caller reconnects.
 public struct OutboxWindow: Sendable {
     public let session: String
     public let maxInFlight: Int
+    /// The most bytes of text in flight (the chunks' `textUTF8Count`): with the chunk bound, what a stalled desktop
+    /// can make this process hold in frames it has not written yet, and half the desktop's 16 MiB backlog limit, so
+    /// the reference client never reaches it (PROTOCOL.md, "Flow control"). 8 MiB: 16,384 lines of dictation are
+    /// about 1 MiB; 16,384 chunks of 16 KiB would be 256 MiB.
+    public let maxInFlightBytes: Int
     public let ackTimeout: Double
     /// Unacknowledged chunks, ascending by sequence number (acks drop from the front in amortized O(1) a chunk).
     var storage: ChunkQueue
@@ -18,6 +24,8 @@ public struct OutboxWindow: Sendable {
     /// something never sent, and is clamped to it.
     public internal(set) var lastSeq: UInt64
     var lastProgress: Double = 0
+    /// Bytes of text of the chunks in flight (`storage[..<nextToSend]`), at most `maxInFlightBytes` but for one chunk.
+    var inFlightBytes = 0
     /// How many chunks at the front of `storage` went out at least once (on any connection): only those after them
     /// can still hold `Chunk.encoded` bytes (sending drops them).
     var sentCount = 0
@@ -43,8 +51,9 @@ public struct OutboxWindow: Sendable {
     public static let maxEscapedTextBytes = frameBudget - envelopeSize(sessionBytes: 64)
         - (MessageCodec.encodedSizeBound(Chunk(seq: 1, text: "")) + 1)
 
-    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = 4_096, ackTimeout: Double = 15,
-                maxEncodedBytes: Int = 16 << 20) {
+    public init(session: String, pending: [Chunk], acked: UInt64 = 0, maxInFlight: Int = Self.defaultMaxInFlight,
+                maxInFlightBytes: Int = 8 << 20, ackTimeout: Double = 15, maxEncodedBytes: Int = 16 << 20) {
+        self.maxInFlightBytes = maxInFlightBytes
         self.maxEncodedBytes = maxEncodedBytes
         self.session = session
         self.chunkEnvelope = MessageCodec.chunkEnvelope(session: session)
@@ -67,7 +76,23 @@ public struct OutboxWindow: Sendable {
     var inFlight: Int { nextToSend ?? 0 }
 
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
-    public mutating func connectionLost() { nextToSend = nil }
+    public mutating func connectionLost() {
+        nextToSend = nil
+        inFlightBytes = 0
+    }
+
+    /// The reference client's bound on chunks in flight (PROTOCOL.md). 16,384 rather than 4,096: a burst runs at
+    /// 1-2 million lines a second here, and the acks wait for the desktop's fsync, which on this VM's disk takes
+    /// 0.2 ms in most commits and up to 15 ms in some; 4,096 lines are 2-4 ms of a burst, so the sender stopped at
+    /// every slow fsync (README, Experiments: 32,768 was no faster).
+    public static let defaultMaxInFlight = 16_384
+
+    /// Whether one more chunk of `bytes` bytes of text may go out (chunks and bytes in flight; a chunk alone
+    /// always may).
+    @inline(__always)
+    func mayAddInFlight(_ next: Int, bytes: Int) -> Bool {
+        next < maxInFlight && (next == 0 || inFlightBytes &+ bytes <= maxInFlightBytes)
+    }
 
     /// Takes new chunks into `storage`, moved out of `chunks` (what `appendOutgoing(moving:)` does before sending).
     mutating func hold(moving chunks: inout [Chunk]) {
@@ -92,7 +117,7 @@ public struct OutboxWindow: Sendable {
     /// Whether `appendAloneEncoded` applies: resumed, every chunk held already sent, room for one more in flight.
     public var sendsNextAlone: Bool {
         guard let next = nextToSend else { return false }
-        return next == storage.count && next < maxInFlight
+        return next == storage.count && next < maxInFlight && (next == 0 || inFlightBytes < maxInFlightBytes)
     }
 
     /// True when chunks are in flight and no ack progress came for `ackTimeout` seconds.
@@ -123,6 +148,10 @@ public struct OutboxWindow: Sendable {
             encodedBytes -= storage[i].encodedCount
         }
         sentCount = max(0, sentCount - count)
+        if let next = nextToSend {
+            // What leaves the flight: the in-flight chunks among the dropped ones.
+            for i in 0..<min(count, next) { inFlightBytes -= storage[i].textUTF8Count }
+        }
         storage.removeFirst(count)
         if let next = nextToSend { nextToSend = max(0, next - count) }
     }
@@ -131,6 +160,7 @@ public struct OutboxWindow: Sendable {
     /// message has them, see `Chunk.encoded`): `nextOutgoing`'s paced line.
     mutating func takeLast(_ index: Int) -> Chunk {
         nextToSend = storage.count
+        inFlightBytes += storage[index].textUTF8Count
         let chunk = storage[index]
         let bytes = chunk.encodedCount
         if bytes > 0 {

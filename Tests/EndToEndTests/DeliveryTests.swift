@@ -146,6 +146,36 @@ struct DeliveryTests {
         #expect(first.snapshot + second.snapshot == all)
     }
 
+    @Test("a burst of plain lines (journaled and framed from their bytes; some blank, some CRLF) into a FIFO read late: each once, in order, never refused as too much")
+    func plainBurstWithLateReader() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/plain"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        try pair.join()
+        var input: [String] = []
+        var expected: [String] = []
+        for i in 1...40_000 {
+            let line = "plain line \(i) of a burst ~ {x} [y] 'z'"
+            input.append(i % 1_000 == 0 ? line + "\r" : line)
+            expected.append(line)
+            if i % 777 == 0 { input.append("") }  // a blank line: skipped, as on the text path
+            if i == 20_000 { input.append("then one é line"); expected.append("then one é line") }  // the text path
+        }
+        let sender = try pair.sendLines(input)
+        // No reader yet: the backlog reaches the desktop's pause while the client's whole window is in flight.
+        usleep(1_000_000)
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        #expect(try sender.wait(timeout: 120).status == 0)
+        try Harness.wait("every line", timeout: 60) { reader.count >= expected.count }
+        usleep(300_000)
+        #expect(reader.snapshot == expected)
+        let log = pair.daemon.map(\.stderr) ?? ""
+        #expect(!log.contains("too much undelivered"), "the desktop refused the client's window")
+    }
+
     @Test("stdout sink: escape sequences from a peer are neutralized; --raw keeps them")
     func stdoutSanitized() throws {
         let pair = Pair()
