@@ -34,6 +34,9 @@ final class SinkRunner: @unchecked Sendable {
     /// The progress log's slot of the last session this sink recorded (see `ProgressSlot`): a session's next
     /// record needs no lookup. Only `deliver` uses it.
     var progressSlot: ProgressSlot?
+    /// The reason the sink was last not ready for a whole second, as warned (once, until it takes a batch again).
+    /// Only the runner thread (`run`) reads and writes it.
+    var warnedWaiting: String?
     static let batchLimit = 256
     static let batchBytes = 64 << 10
     /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
@@ -162,12 +165,18 @@ final class SinkRunner: @unchecked Sendable {
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
+                // Not ready for a whole second: said once (until the sink works again), then `status` shows it.
+                if reason != warnedWaiting {
+                    warnedWaiting = reason
+                    Console.warning("sink \(sink.label): \(reason)")
+                }
                 setProblem(reason)
                 reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
                 condition.locked { busy = false }
                 continue
             }
             let (taken, problem) = deliver(batch)
+            if taken > 0 { warnedWaiting = nil }
             setProblem(problem)
             condition.locked {
                 busy = false
@@ -251,8 +260,9 @@ final class SinkRunner: @unchecked Sendable {
             return (batch.count, nil)
         } catch {
             let taken = min(error.delivered, batch.count)
-            // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text.
-            if error.message != problem {
+            // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text. Not a
+            // full FIFO (flow control: the runner waits for room at once; a wait of a whole second is reported).
+            if error.message != problem && !error.waitsForRoom {
                 Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
             }
             if recordsAfter, taken > recorder.recorded {

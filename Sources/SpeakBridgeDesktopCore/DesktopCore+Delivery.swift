@@ -34,8 +34,16 @@ extension DesktopCore {
     mutating func pressure(_ id: ConnectionID, _ device: DeviceID, _ pressure: BacklogMeter.Pressure) -> [DesktopAction] {
         guard pressure == .pause, connections[id] != nil else { return [] }
         guard paused[device, default: []].insert(id).inserted else { return [] }
+        // Logged at most once per `pauseLogInterval` per device, with how many pauses went unlogged before it.
+        if let last = pauseLog[device], now - last.at < Self.pauseLogInterval {
+            pauseLog[device]?.unlogged += 1
+            return [.pauseReading(id)]
+        }
+        let unlogged = pauseLog[device]?.unlogged ?? 0
+        pauseLog[device] = PauseLog(at: now, unlogged: 0)
         let backlog = backlog.undelivered(device)
-        return [.log(LogLine(.info, "\(device): \(backlog.chunks) chunks (\(backlog.bytes) bytes) not yet in every sink; reading paused")),
+        let since = unlogged > 0 ? " (\(unlogged) more \(unlogged == 1 ? "pause" : "pauses") since the last report)" : ""
+        return [.log(LogLine(.info, "\(device): \(backlog.chunks) chunks (\(backlog.bytes) bytes) not yet in every sink; reading paused" + since)),
                 .pauseReading(id)]
     }
 

@@ -74,6 +74,15 @@ public struct DesktopCore {
     var authenticated: [DeviceID: [ConnectionID]] = [:]
     /// Connections not being read because their device is over the high-water mark.
     var paused: [DeviceID: Set<ConnectionID>] = [:]
+    /// When each device's last "reading paused" was logged, and the pauses since that were not: a burst into a
+    /// sink slower than the device (a FIFO whose reader keeps up only just) pauses it about ten times a second,
+    /// and each pause logged filled a terminal (`pauseLogInterval`). One entry per paired device at most.
+    var pauseLog: [DeviceID: PauseLog] = [:]
+    struct PauseLog {
+        var at: Double
+        var unlogged: Int
+    }
+    static let pauseLogInterval: Double = 10
     /// The last `held` sent per (device, session, sink): sent again only when it changes.
     var heldSent: [HeldKey: HeldNotice] = [:]
     public internal(set) var stats = DesktopStats()
@@ -374,6 +383,7 @@ public struct DesktopCore {
         }
         paused[device] = nil
         ledgers[device] = nil
+        pauseLog[device] = nil
         heldSent = heldSent.filter { $0.key.device != device }
         out.append(.forgetDelivery(device))
         return out

@@ -221,7 +221,7 @@ public final class FIFOSink: TextSink {
             let err = written < 0 ? errno : EIO
             if err == EINTR { continue }
             let failure = writeFailure(err)
-            throw SinkError(delivered: 0, message: failure.message, hint: failure.hint)
+            throw SinkError(delivered: 0, message: failure.message, hint: failure.hint, waitsForRoom: err == EAGAIN)
         }
     }
 
@@ -236,6 +236,7 @@ public final class FIFOSink: TextSink {
         var reported = 0
         var confirmed = 0
         var failure: (message: String, hint: String?)?
+        var full = false
         writing: while position < plan.stream.count {
             let (range, completes) = plan.chunk(from: position)
             // No poll(2) for room first (one syscall per line less): the descriptor is non-blocking, so a full pipe
@@ -264,6 +265,7 @@ public final class FIFOSink: TextSink {
                 let err = written < 0 ? errno : EIO
                 if err == EINTR { continue }
                 failure = writeFailure(err)
+                full = err == EAGAIN
                 break writing
             }
         }
@@ -273,7 +275,7 @@ public final class FIFOSink: TextSink {
         if delivered < plan.count, position > frameStart {
             current.partial = Partial(frame: Array(plan.frame(delivered)), written: position - frameStart)
         }
-        throw SinkError(delivered: delivered, message: failure.message, hint: failure.hint)
+        throw SinkError(delivered: delivered, message: failure.message, hint: failure.hint, waitsForRoom: full)
     }
 
     // MARK: - Readiness

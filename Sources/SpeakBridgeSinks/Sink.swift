@@ -173,11 +173,15 @@ public struct SinkError: Error, CustomStringConvertible, Sendable, Equatable {
     public var message: String
     /// What the user can do about it, if anything.
     public var hint: String?
+    /// The sink took what it had room for and waits for more (a full FIFO): flow control, not a failure. The
+    /// runner does not warn about it; a wait that lasts a whole second is a problem it reports (`waitUntilReady`).
+    public var waitsForRoom: Bool
 
-    public init(delivered: Int = 0, message: String, hint: String? = nil) {
+    public init(delivered: Int = 0, message: String, hint: String? = nil, waitsForRoom: Bool = false) {
         self.delivered = delivered
         self.message = message
         self.hint = hint
+        self.waitsForRoom = waitsForRoom
     }
 
     public var description: String { message }

@@ -174,6 +174,12 @@ struct DeliveryTests {
         #expect(reader.snapshot == expected)
         let log = pair.daemon.map(\.stderr) ?? ""
         #expect(!log.contains("too much undelivered"), "the desktop refused the client's window")
+        // Flow control is not news: the pauses are logged once per 10 s, a FIFO full for an instant not at all; the
+        // reader missing for a second is said once.
+        let pauses = log.components(separatedBy: "reading paused").count - 1
+        #expect(pauses >= 1 && pauses <= 2, "\(pauses) pause lines")
+        #expect(!log.contains("is full"))
+        #expect(log.components(separatedBy: "no reader on FIFO").count - 1 <= 1)
     }
 
     @Test("stdout sink: escape sequences from a peer are neutralized; --raw keeps them")

@@ -110,6 +110,32 @@ struct SessionTests {
         _ = again.received(from: &desk)
     }
 
+    @Test("a device paused again and again is logged once per 10 s, with the pauses in between counted")
+    func pauseLogIsRateLimited() throws {
+        let phone = Phone.paired()
+        let limits = BacklogMeter.Limits(highChunks: 2, highBytes: 1 << 20, lowChunks: 1, lowBytes: 1 << 20,
+                                         hardChunks: 1_000, hardBytes: 1 << 20)
+        var desk = Desk(clients: [phone.client], limits: limits)
+        var s = try phone.open(&desk)
+        func pausedLogs() -> [String] { desk.logs.map(\.message).filter { $0.contains("reading paused") } }
+        var seq: UInt64 = 0
+        func pauseOnce() {
+            s.send(.chunks(session: "s", (1...3).map { _ in seq += 1; return Chunk(seq: seq, text: "x") }), to: &desk)
+            desk.sinkTook(phone.id, chunks: 3, bytes: 3)
+        }
+        for _ in 0..<5 {
+            pauseOnce()
+            desk.now += 1
+        }
+        // Five pauses (each one read again after it drained), one line about them so far.
+        #expect(desk.pausedReading.count == 5 && desk.resumedReading.count == 5)
+        #expect(pausedLogs().count == 1)
+        desk.now += 10
+        pauseOnce()
+        #expect(pausedLogs().count == 2)
+        #expect(pausedLogs().last?.hasSuffix("reading paused (4 more pauses since the last report)") == true)
+    }
+
     @Test("revoke closes the device's connections (1008) and forgets its delivery state; it cannot come back")
     func revoke() throws {
         let phone = Phone.paired()
