@@ -12,12 +12,8 @@ public struct LineSplitter: Sendable {
 
     public init() {}
 
-    /// The lines that `bytes` completes, in order (empty lines included).
-    public mutating func lines(in bytes: ArraySlice<UInt8>) -> [String] {
-        batch(in: bytes).texts
-    }
-
-    /// `lines(in:)` as bytes: the lines that `bytes` completes, without a `String` made for any of them.
+    /// The lines that `bytes` completes, in order (empty lines included), without a `String` made for any of them
+    /// (`InputBatch.texts` makes them).
     public mutating func batch(in bytes: ArraySlice<UInt8>) -> InputBatch {
         bytes.withUnsafeBufferPointer { batch(in: $0) }
     }
@@ -60,19 +56,14 @@ public struct LineSplitter: Sendable {
                 from = lineFeed + 1
             }
         }
-        return InputBatch(bytes: storage, lines: lines)
+        return InputBatch(unchecked: storage, lines)
     }
 
     /// The input ended: the unterminated rest as a last line, if there is one.
-    public mutating func finish() -> [String] {
-        finishBatch().texts
-    }
-
-    /// `finish()` as bytes.
     public mutating func finishBatch() -> InputBatch {
         defer { partial = [] }
         guard !partial.isEmpty else { return InputBatch() }
-        return InputBatch(bytes: partial, lines: [0..<(partial.last == 0x0D ? partial.count - 1 : partial.count)])
+        return InputBatch(unchecked: partial, [0..<(partial.last == 0x0D ? partial.count - 1 : partial.count)])
     }
 }
 
@@ -85,6 +76,11 @@ public struct InputBatch: Sendable {
 
     public init(bytes: [UInt8] = [], lines: [Range<Int>] = []) {
         precondition(lines.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= bytes.count }, "lines inside the bytes")
+        self.init(unchecked: bytes, lines)
+    }
+
+    /// For `LineSplitter`, whose ranges come from the bytes themselves (no pass over them to check that again).
+    init(unchecked bytes: [UInt8], _ lines: [Range<Int>]) {
         self.bytes = bytes
         self.lines = lines
     }

@@ -119,8 +119,8 @@ public struct Chunk: Sendable, Equatable {
         return copy
     }
 
-    /// Whether the text lives in a frame's bytes (for tests).
-    package var textIsInFrame: Bool { textCount != 0 }
+    /// Whether the text lives in `buffer` (a frame's or a journal record's bytes), not in a `String` (for tests).
+    package var textIsInBuffer: Bool { textCount != 0 }
 
     /// `MessageCodec.encodedSizeBound(self)`, for a held chunk in place (`storage[i].sizeBound()`): its fields read
     /// where they are. Reading a held chunk through `get`, or passing it on from here, copied it (three references
@@ -180,21 +180,20 @@ extension Chunk {
     /// `init(seq:line:encodedIn:_:)` for a line journaled from its bytes (`Outbox.append(lines:)`): the text is
     /// `record[text]` (a plain text, written in the record as itself) and the object `record[encoded]`.
     package init(seq: UInt64, lineIn record: [UInt8], text: Range<Int>, encoded: Range<Int>) {
-        precondition(!text.isEmpty && encoded.lowerBound <= text.lowerBound && text.upperBound <= encoded.upperBound
-                        && encoded.upperBound <= record.count && record.count <= Int(UInt32.max),
+        precondition(encoded.lowerBound <= text.lowerBound && text.upperBound <= encoded.upperBound,
                      "a journaled line's text lies inside its object")
-        self.init(seq: seq, final: true, storedText: "", extras: nil, buffer: record, encodedRange: encoded,
-                  textStart: UInt32(truncatingIfNeeded: text.lowerBound),
-                  textCount: UInt32(truncatingIfNeeded: text.count))
+        self.init(seq: seq, textIn: record, text, final: true, encoded: encoded)
     }
 
-    /// A chunk whose text is `frame[range]`, kept in place (the canonical decoder: no `String` per chunk). The
-    /// bytes must be valid UTF-8 (checked by the caller) and `range` non-empty and inside `frame`, which is at most
-    /// a frame long (checked here: a bad range would be a bug, not a peer's input).
-    package init(seq: UInt64, textIn frame: [UInt8], _ range: Range<Int>, final: Bool) {
-        precondition(!range.isEmpty && range.lowerBound >= 0 && range.upperBound <= frame.count
-                        && frame.count <= Int(UInt32.max), "a chunk's text range lies inside its frame")
-        self.init(seq: seq, final: final, storedText: "", extras: nil, buffer: frame,
+    /// A chunk whose text is `buffer[range]`, kept in place (the canonical decoder: no `String` per chunk; the
+    /// frame), with its encoded object `buffer[encoded]` if any. The bytes must be valid UTF-8 (checked by the
+    /// caller) and `range` non-empty and inside `buffer`, which is at most 4 GiB (checked here: a bad range would be
+    /// a bug, not a peer's input).
+    package init(seq: UInt64, textIn buffer: [UInt8], _ range: Range<Int>, final: Bool, encoded: Range<Int> = 0..<0) {
+        precondition(!range.isEmpty && range.lowerBound >= 0 && range.upperBound <= buffer.count
+                        && encoded.upperBound <= buffer.count && buffer.count <= Int(UInt32.max),
+                     "a chunk's text range lies inside its buffer")
+        self.init(seq: seq, final: final, storedText: "", extras: nil, buffer: buffer, encodedRange: encoded,
                   textStart: UInt32(truncatingIfNeeded: range.lowerBound),
                   textCount: UInt32(truncatingIfNeeded: range.count))
     }

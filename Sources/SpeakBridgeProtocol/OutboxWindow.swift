@@ -24,7 +24,9 @@ public struct OutboxWindow: Sendable {
     /// something never sent, and is clamped to it.
     public internal(set) var lastSeq: UInt64
     var lastProgress: Double = 0
-    /// Bytes of text of the chunks in flight (`storage[..<nextToSend]`), at most `maxInFlightBytes` but for one chunk.
+    /// Bytes of text of the chunks in flight (`storage[..<nextToSend]`): at most `maxInFlightBytes`, or one chunk
+    /// more (a lone chunk always goes, and a paced line goes alone while any room is left: `sendsNextAlone` is
+    /// asked before the line's size is known).
     var inFlightBytes = 0
     /// How many chunks at the front of `storage` went out at least once (on any connection): only those after them
     /// can still hold `Chunk.encoded` bytes (sending drops them).
@@ -151,9 +153,9 @@ public struct OutboxWindow: Sendable {
         if let next = nextToSend {
             // What leaves the flight: the in-flight chunks among the dropped ones.
             for i in 0..<min(count, next) { inFlightBytes -= storage[i].textUTF8Count }
+            nextToSend = max(0, next - count)
         }
         storage.removeFirst(count)
-        if let next = nextToSend { nextToSend = max(0, next - count) }
     }
 
     /// Marks the last stored chunk, at `index`, sent alone and returns it; its encoded bytes go with it (the

@@ -88,3 +88,9 @@ struct LineSplitterTests {
         #expect(splitter.batch(in: Array("\n\n".utf8)[...]).plainLines == nil)  // only blank lines: nothing to journal
     }
 }
+
+/// The splitter's batches as texts, as `send` makes them when a batch is not plain: what these tests compare.
+extension LineSplitter {
+    mutating func lines(in bytes: ArraySlice<UInt8>) -> [String] { batch(in: bytes).texts }
+    mutating func finish() -> [String] { finishBatch().texts }
+}

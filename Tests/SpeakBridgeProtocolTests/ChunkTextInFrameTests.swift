@@ -77,7 +77,7 @@ struct ChunkTextInFrameTests {
         }
         #expect(decoded == batch)
         for (chunk, text) in zip(decoded, texts) {
-            #expect(chunk.textIsInFrame)
+            #expect(chunk.textIsInBuffer)
             #expect(chunk.text == text)
             #expect(chunk.textUTF8Count == text.utf8.count)
             #expect(chunk.withTextUTF8 { Array($0) } == Array(text.utf8))
@@ -94,10 +94,10 @@ struct ChunkTextInFrameTests {
             Issue.record("not canonical")
             return
         }
-        #expect(decoded.map(\.textIsInFrame) == [false, false, true])
+        #expect(decoded.map(\.textIsInBuffer) == [false, false, true])
         #expect(decoded == batch)
         decoded[2].text = "changed"
-        #expect(!decoded[2].textIsInFrame)
+        #expect(!decoded[2].textIsInBuffer)
         #expect(decoded[2].text == "changed" && decoded[2].textUTF8Count == 7)
         #expect(decoded[2].withTextUTF8 { Array($0) } == Array("changed".utf8))
         let detached = decoded[0].detached()
@@ -114,11 +114,11 @@ struct ChunkTextInFrameTests {
         }
         var ledger = SessionLedger()
         let first = ledger.offer(session: "s", chunks: try decode(1...4)).accepted
-        #expect(first.map(\.seq) == [1, 2, 3, 4] && first.allSatisfy(\.textIsInFrame))
+        #expect(first.map(\.seq) == [1, 2, 3, 4] && first.allSatisfy(\.textIsInBuffer))
         // A resend of 1...4 with one new line: the new line alone is kept, and it must not pin the whole frame.
         let resend = ledger.offer(session: "s", chunks: try decode(1...5))
         #expect(resend.accepted.map(\.seq) == [5] && resend.duplicates == 4)
-        #expect(resend.accepted.allSatisfy { !$0.textIsInFrame })
+        #expect(resend.accepted.allSatisfy { !$0.textIsInBuffer })
         #expect(resend.accepted.first?.text == "line 5 of the stream")
     }
 

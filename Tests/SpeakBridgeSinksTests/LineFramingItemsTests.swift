@@ -13,7 +13,7 @@ import SpeakBridgeProtocol
     }
 
     /// The same items as the desktop makes them: chunks decoded from a frame, each text without an escape kept
-    /// as the frame's bytes (`Chunk.textIsInFrame`), the others as strings.
+    /// as the frame's bytes (`Chunk.textIsInBuffer`), the others as strings.
     static func decodedItems(_ texts: [String], session: String = "s") -> [SinkItem] {
         let chunks = texts.enumerated().map { Chunk(seq: UInt64($0) + 1, text: $1) }
         guard case let .chunks(_, decoded)? = try? MessageCodec.decode(MessageCodec.encode(.chunks(session: session, chunks)))
@@ -107,6 +107,6 @@ import SpeakBridgeProtocol
         let decoded = Self.decodedItems(["t1", "é", ""])
         #expect(decoded.map(\.text) == ["t1", "é", ""])
         #expect(decoded.map { $0.withTextUTF8 { Array($0) } } == [Array("t1".utf8), Array("é".utf8), []])
-        #expect(decoded.map(\.chunk.textIsInFrame) == [true, true, false])
+        #expect(decoded.map(\.chunk.textIsInBuffer) == [true, true, false])
     }
 }

@@ -58,7 +58,7 @@ struct OutboxPlainLinesTests {
                 : try textSide.append(texts: texts, ack: ack)
             #expect(fromBytes == fromTexts)
             #expect(fromBytes.map(\.encoded) == fromTexts.map(\.encoded))
-            #expect(fromBytes.allSatisfy(\.textIsInFrame) && !fromTexts.contains(where: \.textIsInFrame))
+            #expect(fromBytes.allSatisfy(\.textIsInBuffer) && !fromTexts.contains(where: \.textIsInBuffer))
             #expect(fromBytes.map(\.text) == texts && fromBytes.map(\.textUTF8Count) == texts.map(\.utf8.count))
         }
         let journalA = try #require(try LogFile.readRecords(a.path))
@@ -79,7 +79,7 @@ struct OutboxPlainLinesTests {
         _ = window.resumedOutgoing(delivered: 0, now: 0)
         let sent = window.appendOutgoing(contentsOf: chunks)
         #expect(!sent.isEmpty)
-        #expect(window.pending.allSatisfy { $0.encoded == nil && $0.textIsInFrame })
+        #expect(window.pending.allSatisfy { $0.encoded == nil && $0.textIsInBuffer })
         #expect(window.pending.map(\.text) == texts)
         // After a reconnect the window sends them again, escaped from their texts: the same messages.
         let again = window.resumedOutgoing(delivered: 0, now: 1)
