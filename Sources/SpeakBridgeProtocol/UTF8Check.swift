@@ -1,7 +1,8 @@
 /// Well-formed UTF-8, checked on bytes (Unicode 15, table 3-7): what `String(validating:as: UTF8.self)` accepts,
 /// without making the string. Overlong forms, surrogates (U+D800…U+DFFF), code points above U+10FFFF, stray
 /// continuation bytes and truncated sequences are all ill-formed. Tested against the standard library on every
-/// sequence of up to three bytes and on random longer ones.
+/// sequence of one and two bytes, on every lead and second byte followed by the bytes where the rules change, and
+/// on random texts, whole and corrupted.
 enum UTF8Check {
     static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = bytes.baseAddress else { return true }
