@@ -3,7 +3,8 @@
 
 usage: python3 Tests/bench/cpu_split.py BIN LINES socat,ssh,speakbridge
        (PERF_DIR=DIR also records `perf record -e cpu-clock -g` of both sides into DIR/<tool>-<side>.data;
-        PACE=SECONDS paces the lines otherwise than 2 ms apart, e.g. 0.1 for a human pace)
+        PACE=SECONDS paces the lines otherwise than 2 ms apart, e.g. 0.1 for a human pace;
+        THREADS=1 also prints each thread's CPU a line, by its name)
 
 Per tool: the sender is started, warmed with one line, then LINES lines are written 2 ms apart (bench.py's
 measure_latency); schedstat gives the exact CPU time (bench.CpuMeter), /proc/<pid>/task/*/stat the user/system split
@@ -28,6 +29,14 @@ def ticks(pids):
             except (OSError, IndexError, ValueError):
                 pass
     return user, system
+
+
+def thread_name(schedstat_path):
+    try:
+        with open(os.path.join(os.path.dirname(schedstat_path), "comm")) as f:
+            return f"{f.read().strip()} ({schedstat_path.split('/')[4]})"
+    except OSError:
+        return schedstat_path.split("/")[4] + " (gone)"
 
 
 def main():
@@ -58,6 +67,7 @@ def main():
             d0, s0 = ticks(desk), ticks(send)
             dm, sm = bench.CpuMeter(desk), bench.CpuMeter(send)
             a0, b0 = dm.total(), sm.total()
+            before = {**dm.seen, **sm.seen}
             lat = bench.measure_latency(sender.stdin, reader, n, pace, warm=0, meters=(dm, sm))
             a1, b1 = dm.total(), sm.total()
             d1, s1 = ticks(desk), ticks(send)
@@ -68,6 +78,12 @@ def main():
                   f"(user {per_line(d1[0] - d0[0]):.0f}, system {per_line(d1[1] - d0[1]):.0f}); sender "
                   f"{(b1 - b0) / 1e3 / n:.0f} µs (user {per_line(s1[0] - s0[0]):.0f}, system {per_line(s1[1] - s0[1]):.0f})",
                   flush=True)
+            if os.environ.get("THREADS"):
+                for meter, side in ((dm, "desktop"), (sm, "sender")):
+                    for path, ns in sorted(meter.seen.items()):
+                        used = (ns - before.get(path, 0)) / 1e3 / n
+                        if used >= 0.05:
+                            print(f"  {side} thread {thread_name(path)}: {used:.1f} µs a line", flush=True)
             sender.stdin.close()
             sender.wait(timeout=30)
             reader.close()
