@@ -4,6 +4,7 @@
 // `_afternm` functions, the same signature with the state in place of k): the same bytes without the key
 // expansion on every message.
 internal import CSodium
+internal import SpeakBridgeSupport
 
 struct SodiumAEAD: Sendable {
     // Exactly the imported signatures (libsodium's nonnull annotations decide which pointers are optional).
@@ -139,14 +140,16 @@ struct SodiumAEAD: Sendable {
         }
     }
 
-    /// Seals into a new array of plaintext + 16 bytes through `call`, which has the key bound.
+    /// Seals into a new array of plaintext + 16 bytes through `call`, which has the key bound (`ByteArrays.make`: a
+    /// paced line's frame without the standard library's generic allocation).
     private func seal(nonceBytes nonce: UnsafeRawBufferPointer, plaintext: [UInt8], ad: [UInt8],
                       _ call: SealCall) throws -> [UInt8] {
         try checkNonce(nonce.count)
         let outputCount = plaintext.count + Self.tagByteCount
-        return try [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+        var rc: Int32 = -1
+        let sealed = ByteArrays.make(capacity: outputCount) { out in
             var written: UInt64 = 0
-            let rc = withSodiumInput(plaintext) { m, mCount in
+            rc = withSodiumInput(plaintext) { m, mCount in
                 withSodiumInput(ad) { a, aCount in
                     withSodiumInput(nonce) { npub, _ in
                         // Why unsafe: `out` has room for plaintext + ABYTES, the most libsodium writes.
@@ -155,9 +158,10 @@ struct SodiumAEAD: Sendable {
                     }
                 }
             }
-            try Sodium.check(rc, orThrow: .messageTooLarge)
-            initialized = Int(written)
+            return rc == 0 ? Swift.min(Int(clamping: written), outputCount) : 0
         }
+        try Sodium.check(rc, orThrow: .messageTooLarge)
+        return sealed
     }
 
     /// Opens into a new array through `call`, which has the key bound.
@@ -167,11 +171,11 @@ struct SodiumAEAD: Sendable {
         guard ciphertext.count >= Self.tagByteCount else { throw CryptoError.messageTooShort }
         let outputCount = ciphertext.count - Self.tagByteCount
         // Allocated uninitialized (libsodium writes every byte it reports; a zero fill and a trim after cost ~100
-        // instructions of each received frame), at least one byte so an empty plaintext has a valid pointer. On a
-        // failure nothing counts as initialized.
-        var written: UInt64 = 0
+        // instructions of each received frame) by `ByteArrays.make`, at least one byte so an empty plaintext has a
+        // valid pointer. On a failure nothing counts as initialized.
         var rc: Int32 = -1
-        let plaintext = [UInt8](unsafeUninitializedCapacity: Swift.max(outputCount, 1)) { out, initialized in
+        let plaintext = ByteArrays.make(capacity: Swift.max(outputCount, 1)) { out in
+            var written: UInt64 = 0
             rc = withSodiumInput(ciphertext) { c, cCount in
                 withSodiumInput(ad) { a, aCount in
                     withSodiumInput(nonce) { npub, _ in
@@ -181,7 +185,7 @@ struct SodiumAEAD: Sendable {
                     }
                 }
             }
-            initialized = rc == 0 ? Swift.min(Int(clamping: written), outputCount) : 0
+            return rc == 0 ? Swift.min(Int(clamping: written), outputCount) : 0
         }
         try Sodium.check(rc, orThrow: .authenticationFailure)
         return plaintext

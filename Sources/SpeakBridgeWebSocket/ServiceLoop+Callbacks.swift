@@ -162,18 +162,7 @@ extension ServiceLoop {
     func apply(_ command: Command) {
         switch command {
         case let .send(id, message):
-            guard let connection = connections[id], connection.pendingClose == nil else { return }
-            // Nothing ahead of it (either role): written in this loop turn. A server's ack made on another thread
-            // gets here in the drain of the EVENT_WAIT_CANCELLED its enqueue caused, so it needs no further turn.
-            if writeNow(message, on: connection) { return }
-            guard connection.enqueue(message) else {
-                // The peer keeps asking but does not read: drop what it did not take and close, rather than
-                // buffer without bound.
-                connection.dropAllOutgoing()
-                close(connection, code: 1008, reason: "not reading")
-                return
-            }
-            requestWriteable(connection)
+            applySend(message, on: id)
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }
             close(connection, code: code, reason: reason)
@@ -207,6 +196,22 @@ extension ServiceLoop {
         case .stop:
             beginStop()
         }
+    }
+
+    /// `.send`: written in this loop turn when nothing is ahead of it (either role), else queued for WRITEABLE. A
+    /// server's ack made on another thread gets here in the drain of the EVENT_WAIT_CANCELLED its enqueue caused,
+    /// so it needs no further turn.
+    func applySend(_ message: [UInt8], on id: WebSocketConnectionID) {
+        guard let connection = self.connection(id), connection.pendingClose == nil else { return }
+        if writeNow(message, on: connection) { return }
+        guard connection.enqueue(message) else {
+            // The peer keeps asking but does not read: drop what it did not take and close, rather than
+            // buffer without bound.
+            connection.dropAllOutgoing()
+            close(connection, code: 1008, reason: "not reading")
+            return
+        }
+        requestWriteable(connection)
     }
 
     private func requestWriteable(_ connection: Connection) {
@@ -249,7 +254,7 @@ extension ServiceLoop {
 
     /// Drops every record of a connection (the wsi is left to the caller).
     private func forget(_ connection: Connection) {
-        connections[connection.id] = nil
+        removeConnection(connection.id)
         connectionInfo.withLock { $0[connection.id] = nil }
         admission.remove(connection.id)
         if connection.deadline != nil {
@@ -295,7 +300,7 @@ extension ServiceLoop {
 
     func connection(for wsi: OpaquePointer) -> Connection? {
         guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
-        return connections[WebSocketConnectionID(rawValue: UInt64(UInt(bitPattern: raw)))]
+        return self.connection(WebSocketConnectionID(rawValue: UInt64(UInt(bitPattern: raw))))
     }
 
     /// One RECEIVE callback: its bytes go through the connection's reassembler, which also

@@ -50,7 +50,7 @@ extension ServiceLoop {
         // lws may already have reported a failure (and we forgot the connection).
         guard connections[id] === connection else { return }
         guard let wsi else {
-            connections[id] = nil
+            removeConnection(id)
             rescheduleDeadlineTimer()
             emit(.closed(id, reason: "connect failed: \(request.host) port \(request.port)"))
             return

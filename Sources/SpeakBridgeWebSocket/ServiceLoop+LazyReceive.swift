@@ -21,7 +21,7 @@ import Glibc
 /// when lazy ends; a reset (POLLERR/POLLHUP, which poll always reports) is seen at once.
 extension ServiceLoop {
     func setLazy(_ id: WebSocketConnectionID, _ lazy: Bool) {
-        guard let connection = connections[id], connection.isClient, connection.isEstablished,
+        guard let connection = self.connection(id), connection.isClient, connection.isEstablished,
               connection.pendingClose == nil, let wsi = connection.wsi, connection.lazyReceive != lazy else { return }
         connection.lazyReceive = lazy
         if lazy {
@@ -33,7 +33,7 @@ extension ServiceLoop {
     }
 
     func readPending(_ id: WebSocketConnectionID) {
-        guard let connection = connections[id], connection.lazyReceive, !connection.peeking,
+        guard let connection = self.connection(id), connection.lazyReceive, !connection.peeking,
               connection.pendingClose == nil, let wsi = connection.wsi, Self.socketHasInput(wsi) else { return }
         connection.peeking = true
         connection.peekFresh = true

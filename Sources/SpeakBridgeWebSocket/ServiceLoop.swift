@@ -152,6 +152,9 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
+    /// The connection `connection(_:)` found last, while it is in `connections` (every removal goes through
+    /// `removeConnection` or clears it): a paced line looks its connection up about four times.
+    var lastFound: Connection?
     /// Descriptors watched for readability (ServiceLoop+Watching.swift).
     var watches: [WebSocketWatchID: Watch] = [:]
     /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
@@ -329,6 +332,33 @@ final class ServiceLoop: @unchecked Sendable {
         return queued
     }
 
+    /// `connections[id]`, the last one found without a hash.
+    func connection(_ id: WebSocketConnectionID) -> Connection? {
+        if let last = lastFound, last.id == id { return last }
+        let found = connections[id]
+        if found != nil { lastFound = found }
+        return found
+    }
+
+    /// `connections[id] = nil`, forgetting it as the last one found too.
+    func removeConnection(_ id: WebSocketConnectionID) {
+        connections[id] = nil
+        if lastFound?.id == id { lastFound = nil }
+    }
+
+    /// `enqueue(.send(id, message))`, applied at once when that changes nothing: on the service thread, inside a
+    /// callback (where the drain at its end would apply it), with no command queued or being drained ahead of it.
+    /// A paced line read on the service thread (`send`'s stdin) goes out without the inbox's lock, the command's
+    /// enum copies and the drain (about 1,000 instructions of its 18,000).
+    func send(_ message: [UInt8], on id: WebSocketConnectionID) {
+        // `isServiceThread` first: the other two are the service thread's own variables.
+        if isServiceThread, callbackDepth > 0, drained.isEmpty, !inboxHasCommands.load(ordering: .acquiring) {
+            applySend(message, on: id)
+        } else {
+            enqueue(.send(id, message))
+        }
+    }
+
     /// Makes the metadata of the service thread's two tables while the caller waits for the context anyway: the
     /// first `[WebSocketConnectionID: …]` and `[WebSocketWatchID: …]` of a process each make the Swift runtime check
     /// `Hashable` against every conformance record (~0.2 M instructions each). Made by the service thread at its
@@ -341,6 +371,9 @@ final class ServiceLoop: @unchecked Sendable {
     /// The capacities are returned (and kept) so that the optimizer cannot drop the two tables as unused.
     private static let tableTypesWarmed: Int = {
         var connections: [WebSocketConnectionID: Connection] = [:]
+    /// The connection `connection(_:)` found last, while it is in `connections` (every removal goes through
+    /// `removeConnection` or clears it): a paced line looks its connection up about four times.
+    var lastFound: Connection?
         connections.reserveCapacity(1)
         var watches: [WebSocketWatchID: Watch] = [:]
         watches.reserveCapacity(1)
@@ -379,6 +412,7 @@ final class ServiceLoop: @unchecked Sendable {
 
         let remaining = connections.values.sorted { $0.id.rawValue < $1.id.rawValue }
         connections.removeAll()
+        lastFound = nil
         connectionInfo.withLock { $0.removeAll() }  // no `info(of:)` for a connection that is gone
         for connection in remaining {
             if let wsi = connection.wsi {

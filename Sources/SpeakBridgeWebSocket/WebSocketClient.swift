@@ -84,7 +84,7 @@ public final class WebSocketClient: Sendable {
 
     /// Queues one binary message; order is preserved per connection.
     public func send(_ message: [UInt8], on connection: WebSocketConnectionID) {
-        loop.enqueue(.send(connection, message))
+        loop.send(message, on: connection)
     }
 
     /// Closes a connection with a status code (1000...4999) after the messages already

@@ -43,7 +43,7 @@ public final class WebSocketServer: Sendable {
     /// Queues one binary message. Messages to one connection go out in the order of these
     /// calls. Ignored if the connection is closed or closing.
     public func send(_ message: [UInt8], to connection: WebSocketConnectionID) {
-        loop.enqueue(.send(connection, message))
+        loop.send(message, on: connection)
     }
 
     /// Lifts the handshake timeout for a connection and stops counting it towards
