@@ -62,6 +62,10 @@ struct DeliveryLevels: Sendable {
     private(set) var pendingKeys: [SessionKey] = []
     /// How many chunks wait for the fsync (above each session's ack level).
     private(set) var pendingChunks: UInt64 = 0
+    /// The session `remembering` looked up last and where its entry is, until `sessions` next gains or loses one
+    /// (which moves indices: every such change clears it). A paced line reads its session's level when it is
+    /// submitted and raises it when its sink took it: one hash of the key instead of two.
+    private var memo: (key: SessionKey, index: Dictionary<SessionKey, Entry>.Index)?
 
     /// `seeds[key][sink]`: each sink's durable position per session (sinks without one are absent).
     init(sinks: Int, seeds: [SessionKey: [Int: UInt64]]) {
@@ -75,6 +79,14 @@ struct DeliveryLevels: Sendable {
     }
 
     func level(sink: Int, _ key: SessionKey) -> UInt64? { sessions[key]?.taken[sink] }
+
+    /// `level(sink:_:)`, remembering where `key`'s entry is for the `advance` that follows.
+    mutating func rememberingLevel(sink: Int, _ key: SessionKey) -> UInt64? {
+        if let memo, memo.key == key { return sessions.values[memo.index].taken[sink] }
+        guard let index = sessions.index(forKey: key) else { return nil }
+        memo = (key, index)
+        return sessions.values[index].taken[sink]
+    }
 
     /// Every session with a `pending` level, and that level. O(pending sessions): for the committer and tests.
     var pending: [SessionKey: UInt64] {
@@ -99,15 +111,20 @@ struct DeliveryLevels: Sendable {
     mutating func adopt(sink: Int, _ key: SessionKey, _ seq: UInt64) {
         let blank = self.blank
         let change = sessions[key, default: blank].set(sink: sink, seq, raiseOnly: false)
+        memo = nil  // it may have inserted the session
         apply(change, key)
     }
 
     /// `sink` took `key` through `seq` (or skipped up to it). True when something now waits for the fsync.
     @discardableResult
     mutating func advance(sink: Int, _ key: SessionKey, to seq: UInt64) -> Bool {
+        if let memo, memo.key == key {  // the session `rememberingLevel` found: no hash
+            return apply(sessions.values[memo.index].set(sink: sink, seq, raiseOnly: true), key)
+        }
         let blank = self.blank
         // In place in the dictionary: the key is hashed once here (`apply` hashes nothing).
         let change = sessions[key, default: blank].set(sink: sink, seq, raiseOnly: true)
+        memo = nil  // it may have inserted the session
         return apply(change, key)
     }
 
@@ -145,6 +162,7 @@ struct DeliveryLevels: Sendable {
             if sessions[key]?.pending == nil { pendingKeys.append(key) }
             sessions[key, default: blank].pending = seq
         }
+        memo = nil
         recount()
     }
 
@@ -156,6 +174,7 @@ struct DeliveryLevels: Sendable {
             sessions[key, default: blank].durable = seq
             advanced.append((key, seq))
         }
+        memo = nil
         if !pendingKeys.isEmpty { recount() }  // advances that came meanwhile now count from the new ack levels
         return advanced
     }
@@ -163,12 +182,14 @@ struct DeliveryLevels: Sendable {
     /// A retired session (nothing of it in flight): its levels go; the log keeps its ack level.
     mutating func retire(_ key: SessionKey) {
         if sessions.removeValue(forKey: key)?.pending != nil { pendingKeys.removeAll { $0 == key } }
+        memo = nil
         recount()
     }
 
     /// A revoked device: everything of it goes. O(sessions).
     mutating func forget(_ device: DeviceID) {
         sessions = sessions.filter { $0.key.device != device }
+        memo = nil
         pendingKeys.removeAll { $0.device == device }
         recount()
     }

@@ -231,7 +231,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            return (key, pressure, runners.isEmpty ? nil : levels.level(sink: 0, key))
+            return (key, pressure, runners.isEmpty ? nil : levels.rememberingLevel(sink: 0, key))
         }
         // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
         let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks)

@@ -69,7 +69,10 @@ public struct SessionLedger: Sendable {
         var entry: Entry
         var lastUse: UInt64
     }
-    var sessions: [String: Live] = [:]
+    private(set) var sessions: [String: Live] = [:]
+    /// The session `offer` found last and where its entry is, until `sessions` next gains or loses one (`restore`,
+    /// `admit` and `retire` clear it): a connection's chunks come for one session, so its string is hashed once.
+    private var last: (session: String, index: Dictionary<String, Live>.Index)?
     var tick: UInt64 = 0
     /// Retired sessions: their ack level only.
     var retiredLevels: [String: UInt64] = [:]
@@ -94,6 +97,7 @@ public struct SessionLedger: Sendable {
     public mutating func restore(session: String, delivered: UInt64) {
         let current = sessions[session]?.entry ?? Entry(accepted: 0, delivered: 0)
         tick &+= 1
+        last = nil
         sessions[session] = Live(entry: Entry(accepted: max(current.accepted, delivered),
                                               delivered: max(current.delivered, delivered)), lastUse: tick)
         retiredLevels[session] = nil
@@ -118,8 +122,14 @@ public struct SessionLedger: Sendable {
 
     public mutating func offer(session: String, chunks: [Chunk]) -> Offer {
         var retired: [Retirement] = []
-        // The entry by index: a live session's chunk costs one string hash (its last use is in the same entry).
-        var index = sessions.index(forKey: session)
+        // The entry by index: a live session's chunk costs one string hash (its last use is in the same entry), or
+        // none when it is the session of the previous offer.
+        var index: Dictionary<String, Live>.Index?
+        if let last, last.session == session {
+            index = last.index
+        } else {
+            index = sessions.index(forKey: session)
+        }
         if index == nil {
             switch admit(session) {
             case .success(let r): retired = r
@@ -129,6 +139,7 @@ public struct SessionLedger: Sendable {
             index = sessions.index(forKey: session)
         }
         guard let index else { preconditionFailure("admit inserts the session it admits") }
+        last = (session, index)
         tick &+= 1
         sessions.values[index].lastUse = tick
         var entry = sessions.values[index].entry
@@ -204,12 +215,14 @@ public struct SessionLedger: Sendable {
         }
         let level = comesBack ?? 0
         retiredLevels[session] = nil
+        last = nil
         sessions[session] = Live(entry: Entry(accepted: level, delivered: level), lastUse: tick)  // `offer` touches it
         return .success(retired)
     }
 
     mutating func retire(_ session: String) -> Retirement {
         let level = sessions[session]?.entry.delivered ?? 0
+        last = nil
         sessions[session] = nil
         retiredLevels[session] = level
         return Retirement(session: session, delivered: level)

@@ -201,8 +201,7 @@ final class DeviceSession {
 
     /// Encrypts and sends a plaintext built by the caller.
     func sendPlaintext(_ bytes: [UInt8]) {
-        guard case .established(var transport) = machine.state, let frame = try? transport.encrypt(bytes) else { return }
-        machine.state = .established(transport)
+        guard case .established = machine.state, let frame = try? machine.session?.encrypt(bytes) else { return }
         link.send(frame)
     }
 

@@ -24,9 +24,12 @@ struct DesktopShellTests {
         var (link, machine) = try peer.session(port: pair.port, sending: [.resume(session: "s", delivered: nil)])
         defer { link.close() }
         _ = try link.next()  // the resume answer
-        guard case .established(var transport) = machine.state else { Issue.record("not established"); return }
-        link.send(try transport.encrypt(Array(#"{"type":"error","code":7}"#.utf8)))
-        machine.state = .established(transport)
+        guard case .established = machine.state,
+              let frame = try machine.session?.encrypt(Array(#"{"type":"error","code":7}"#.utf8)) else {
+            Issue.record("not established")
+            return
+        }
+        link.send(frame)
         try link.waitClosed()
         try Harness.wait("the daemon to log the error") {
             TerminalBytes.read(pair.daemon!.stderrPath).contains("reported error malformed")

@@ -8,7 +8,8 @@ struct SealInPlaceTests {
     func inPlaceIsTheSameFrame(cipher: NoiseCipher) throws {
         let key = SymmetricKey.random()
         var generator = SystemRandomNumberGenerator()
-        for size in [0, 1, 15, 16, 17, 100, 1_000, 65_519] {
+        // Both sides of `ByteArrays.stackLimit`: sealed (size + 16) and opened (size) arrays of 4,096 and 4,097 bytes.
+        for size in [0, 1, 15, 16, 17, 100, 1_000, 4_079, 4_080, 4_081, 4_096, 4_097, 10_000, 65_519] {
             let plaintext = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
             for n: UInt64 in [0, 1, 77, 1 << 40] {
                 let sealed = try cipher.seal(key: key, n: n, plaintext: plaintext, ad: [])

@@ -96,6 +96,11 @@ struct DeliveryLevelsTests {
                 switch Int.random(in: 0..<100, using: &rng) {
                 case 0..<55:
                     let seq = UInt64.random(in: 0...40, using: &rng)
+                    // Half the advances follow a submit's look-up of the same session (`rememberingLevel`), as a
+                    // paced line's do; the other operations then change `sessions` between look-up and advance.
+                    if Bool.random(using: &rng) {
+                        #expect(new.rememberingLevel(sink: sink, key) == old.level(sink: sink, key))
+                    }
                     #expect(new.advance(sink: sink, key, to: seq) == old.advance(sink: sink, key, to: seq))
                 case 55..<60:
                     let seq = UInt64.random(in: 0...40, using: &rng)
@@ -117,6 +122,10 @@ struct DeliveryLevelsTests {
                 default:
                     new.forget(key.device)
                     old.forget(key.device)
+                }
+                if Int.random(in: 0..<4, using: &rng) == 0 {  // a look-up left behind for a later operation
+                    let other = keys.randomElement(using: &rng)!
+                    #expect(new.rememberingLevel(sink: sink, other) == old.level(sink: sink, other))
                 }
                 #expect(new.pending == old.pending, "step \(step)")
                 #expect(new.pendingChunks == old.pendingChunks, "step \(step)")

@@ -154,9 +154,8 @@ struct Session {
 
     /// Encrypts raw plaintext (a message the codec would never produce) and sends it.
     mutating func sendRaw(_ plaintext: String, to desk: inout Desk) throws {
-        guard case .established(var transport) = machine.state else { throw SessionError.notEstablished }
-        let frame = try transport.encrypt(Array(plaintext.utf8))
-        machine.state = .established(transport)
+        guard case .established = machine.state,
+              let frame = try machine.session?.encrypt(Array(plaintext.utf8)) else { throw SessionError.notEstablished }
         desk.run(.frame(id, frame))
     }
 

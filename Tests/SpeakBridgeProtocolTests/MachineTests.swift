@@ -114,9 +114,8 @@ struct MachineTests {
     @Test func unknownTypeGetsAnErrorAndTheSessionContinues() throws {
         var (r, i) = try openSession(psk: SecureRandom.bytes(32))
         // Encrypt a hand-made unknown message with the initiator's transport.
-        guard case .established(var transport) = i.state else { Issue.record("not established"); return }
-        let frame = try transport.encrypt(Array(#"{"type":"teleport","to":"mars"}"#.utf8))
-        i.state = .established(transport)
+        guard case .established = i.state, i.session != nil else { Issue.record("not established"); return }
+        let frame = try #require(try i.session?.encrypt(Array(#"{"type":"teleport","to":"mars"}"#.utf8)))
         let reply = r.receive(frame)
         let answer = i.receive(try #require(Self.sent(reply).first))
         guard case .received(.error(let code, _, _))? = answer.first else { Issue.record("no error reply"); return }
@@ -124,6 +123,24 @@ struct MachineTests {
         #expect(r.isEstablished)
         let ok = r.receive(try #require(Self.sent(i.encryptAndSend(.chunk(session: "s", Chunk(seq: 1, text: "x")))).first))
         #expect(ok.contains { if case .deliver = $0 { return true } else { return false } })
+    }
+
+    /// An undecryptable frame closes the initiator: its transport (and keys) are dropped and it seals nothing more.
+    @Test func anUndecryptableFrameDropsTheInitiatorsTransport() throws {
+        var (r, i) = try openSession(psk: SecureRandom.bytes(32))
+        #expect(i.isEstablished && i.session != nil)
+        let delivered = r.receive(try #require(Self.sent(i.encryptAndSend(.chunk(session: "s", Chunk(seq: 1, text: "x")))).first))
+        #expect(delivered.contains { if case .deliver = $0 { return true } else { return false } })
+        var reply = try #require(Self.sent(r.acknowledge(session: "s", through: 1)).first)
+        reply[reply.count - 1] ^= 0x01
+        let actions = i.receive(reply)
+        #expect(actions.contains { if case .close = $0 { return true } else { return false } })
+        #expect(!i.isEstablished)
+        #expect(i.session == nil)
+        guard case .notReady = i.seal(encoded: Array(#"{"type":"bye"}"#.utf8)) else {
+            Issue.record("a closed initiator sealed a frame")
+            return
+        }
     }
 
     @Test func flippedBitClosesWithoutDelivering() throws {

@@ -94,13 +94,18 @@ struct SessionBoundTests {
 
     /// A client that juggles many sessions, loses acks and resends: across any retirement, every chunk is accepted
     /// at most once, and the live and retired tables never exceed their bounds.
-    @Test func randomisedJugglingKeepsExactlyOnceAndTheBounds() {
-        var rng = SplitMix64(seed: 8)
+    /// `sticky`: most offers are for the previous offer's session (as a connection's chunks are), so the ledger's
+    /// remembered entry is used across admissions and retirements of other sessions too.
+    @Test(arguments: [false, true])
+    func randomisedJugglingKeepsExactlyOnceAndTheBounds(sticky: Bool) {
+        var rng = SplitMix64(seed: sticky ? 9 : 8)
         var ledger = SessionLedger(maxLive: 8, maxRetired: 40)
         var sent: [String: UInt64] = [:]  // client side: highest seq produced per session
         var accepted = Set<String>()
+        var previous = "s0"
         for _ in 0..<20_000 {
-            let session = "s\(rng.next() % 60)"
+            let session = sticky && rng.next() % 10 < 7 ? previous : "s\(rng.next() % 60)"
+            previous = session
             let top = sent[session] ?? 0
             // Resend a few of the last chunks (lost acks) plus one or two new ones.
             let from = top > 3 ? top - rng.next() % 3 : 1
