@@ -80,6 +80,10 @@ struct ServiceThreadSendTests {
         client.close(first)
         #expect(await link.log.waitClosed(first) != nil)
         #expect(await link.serverLog.waitClosed(firstServer) != nil)
+        // Read on the service thread, whose variable it is: the closed connection is not the one remembered.
+        let remembered = Locked<WebSocketConnectionID?>(nil)
+        try await Self.onServiceThread(client) { remembered.withLock { $0 = client.loop.lastFound?.id } }
+        #expect(remembered.withLock { $0 } != first, "a connection that is gone is still remembered")
         try await Self.onServiceThread(client) { client.send([9], on: first) }
         let (second, secondServer) = try await link.connectAuthenticated()
         try await Self.onServiceThread(client) {
