@@ -313,13 +313,15 @@ public final class Sender: @unchecked Sendable {
         }
         Trace.mark("journal", chunk.seq)
         let at = now
-        guard let actions = core.appendedAlone(chunk, now: at) else {
+        switch core.appendedAlone(chunk, now: at) {
+        case .frame(let id, let frame)?:
+            Trace.mark("encrypt")  // as `perform` marks a `.send`
+            driver.send(frame, on: id)
+        case .actions(let actions)?:
+            perform(actions)
+        case nil:
             apply(.appended([chunk]))
-            owe(chunk.seq, at: at)
-            lineSent(at: at)
-            return
         }
-        perform(actions)
         owe(chunk.seq, at: at)  // after the frame is queued; arms the tick (by the write's deadline)
         lineSent(at: at)
     }

@@ -186,7 +186,14 @@ public struct ClientCore {
     /// goes out alone in one `chunk` message on the established session: connected and resumed, every earlier
     /// chunk already sent, room in the window, input not ended. The same state changes and the same actions.
     /// Nil when any of that does not hold: nothing has changed, and the caller uses `handle`.
-    public mutating func appendedAlone(_ chunk: Chunk, now: Double) -> [Action]? {
+    /// What `appendedAlone` made of a paced line: its one frame (every line while the session is up: no array of
+    /// actions is made for it), or, when it could not be sealed, the actions that follow from that.
+    public enum Alone {
+        case frame(AttemptID, [UInt8])
+        case actions([Action])
+    }
+
+    public mutating func appendedAlone(_ chunk: Chunk, now: Double) -> Alone? {
         guard exitCode == nil, !inputDone, window.sendsNextAlone, link.isEstablished, chunk.seq > window.lastSeq
         else { return nil }
         lastNow = now
@@ -194,15 +201,15 @@ public struct ClientCore {
         redial.active(now: now)
         if let at = redialAt { redialAt = min(at, redial.soonest(now: now)) }
         // Established: not nil.
-        guard let (id, sealed) = link.seal(encoded: window.appendAloneEncoded(chunk)) else { return [] }
+        guard let (id, sealed) = link.seal(encoded: window.appendAloneEncoded(chunk)) else { return .actions([]) }
         switch sealed {
         case .frame(let frame):
-            return [.send(id, frame)]
+            return .frame(id, frame)
         case .closed(let reason):
             // As `LinkCore.send` does when a message cannot be sealed: say so and close.
-            return Self.io([.machineClosed(reason, chosen: true)] + link.close(id))
+            return .actions(Self.io([.machineClosed(reason, chosen: true)] + link.close(id)))
         case .notReady:
-            return []
+            return .actions([])
         }
     }
 

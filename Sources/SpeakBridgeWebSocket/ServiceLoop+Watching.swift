@@ -115,16 +115,27 @@ extension ServiceLoop {
         guard let wsi = lws_adopt_descriptor_vhost_via_info(&info) else {
             // Whether lws closed the copy on failure is not documented; leaking one descriptor
             // is the safe side of that.
-            watches[request.id] = nil
+            removeWatch(request.id)
             return false
         }
         watch.wsi = wsi
         return true
     }
 
+    /// The watch of `wsi`: the last one found without a hash (stdin's, every paced line of `send`).
     private func watch(for wsi: OpaquePointer) -> Watch? {
         guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
-        return watches[WebSocketWatchID(rawValue: UInt64(UInt(bitPattern: raw)))]
+        let id = WebSocketWatchID(rawValue: UInt64(UInt(bitPattern: raw)))
+        if let last = lastWatch, last.id == id { return last }
+        let found = watches[id]
+        if found != nil { lastWatch = found }
+        return found
+    }
+
+    /// `watches[id] = nil`, forgetting it as the last one found too.
+    private func removeWatch(_ id: WebSocketWatchID) {
+        watches[id] = nil
+        if lastWatch?.id == id { lastWatch = nil }
     }
 
     /// LWS_CALLBACK_RAW_RX_FILE. Returning -1 makes lws close the wsi (and the adopted copy).
@@ -134,7 +145,7 @@ extension ServiceLoop {
             return 0
         }
         lws_set_opaque_user_data(wsi, nil)
-        watches[watch.id] = nil
+        removeWatch(watch.id)
         return -1
     }
 
@@ -143,7 +154,7 @@ extension ServiceLoop {
     func watchedClosed(_ wsi: OpaquePointer) {
         guard let watch = watch(for: wsi) else { return }
         lws_set_opaque_user_data(wsi, nil)
-        watches[watch.id] = nil
+        removeWatch(watch.id)
         _ = watch.handler.call(true)
     }
 
@@ -156,6 +167,7 @@ extension ServiceLoop {
             }
         }
         watches.removeAll()
+        lastWatch = nil
         for case let .watch(request) in dropped { request.answer(false) }
     }
 }

@@ -157,6 +157,8 @@ final class ServiceLoop: @unchecked Sendable {
     var lastFound: Connection?
     /// Descriptors watched for readability (ServiceLoop+Watching.swift).
     var watches: [WebSocketWatchID: Watch] = [:]
+    /// The watch `watch(for:)` found last, while it is in `watches` (`removeWatch` and `forgetWatches` clear it).
+    var lastWatch: Watch?
     /// Server: who holds the unauthenticated connections (TCP accepted, not yet authenticated).
     var admission: AdmissionControl<WebSocketConnectionID>
     var callbackDepth = 0
@@ -376,6 +378,8 @@ final class ServiceLoop: @unchecked Sendable {
     var lastFound: Connection?
         connections.reserveCapacity(1)
         var watches: [WebSocketWatchID: Watch] = [:]
+    /// The watch `watch(for:)` found last, while it is in `watches` (`removeWatch` and `forgetWatches` clear it).
+    var lastWatch: Watch?
         watches.reserveCapacity(1)
         return connections.capacity + watches.capacity
     }()

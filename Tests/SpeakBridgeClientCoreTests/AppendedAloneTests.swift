@@ -20,11 +20,16 @@ struct AppendedAloneTests {
     /// What `Sender.acceptAlone` does: the path without arrays when it applies, else `.appended`. Whether it applied.
     @discardableResult
     static func sendAlone(_ world: World, _ chunk: Chunk, fast: Bool) -> Bool {
-        guard fast, var core = world.client, let actions = core.appendedAlone(chunk, now: world.now) else {
+        guard fast, var core = world.client, let alone = core.appendedAlone(chunk, now: world.now) else {
             world.send(.appended([chunk]))
             return false
         }
         world.client = core
+        let actions: [ClientCore.Action]
+        switch alone {
+        case .frame(let id, let bytes): actions = [.send(id, bytes)]
+        case .actions(let list): actions = list
+        }
         for action in actions {
             guard case .send(let id, let bytes) = action else {
                 Issue.record("unexpected action \(action)")
