@@ -14,7 +14,18 @@ extension DesktopCore {
             out += close(id, .failed(.overloaded(device)))
             return
         }
-        let offer = ledgers[device, default: SessionLedger()].offer(session: session, chunks: chunks)
+        let index: Dictionary<DeviceID, SessionLedger>.Index
+        if let last = lastLedger, last.device == device {
+            index = last.index
+        } else {
+            if ledgers[device] == nil {
+                ledgers[device] = SessionLedger()  // moves the indices of the others
+            }
+            guard let found = ledgers.index(forKey: device) else { preconditionFailure("the ledger just added") }
+            index = found
+            lastLedger = (device, found)
+        }
+        let offer = ledgers.values[index].offer(session: session, chunks: chunks)
         if let refusal = offer.refusal {
             out += send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
             return

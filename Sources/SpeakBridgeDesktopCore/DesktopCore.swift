@@ -69,6 +69,10 @@ public struct DesktopCore {
     var code = PairingCodeState()
     var connections: [ConnectionID: Connection] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]
+    /// The device whose ledger `deliver` used last and where that ledger is, until `ledgers` gains or loses one
+    /// (`deliver` adding a device's first, `restore`, `revoke`: each clears it). A paced line's chunk then finds its
+    /// ledger without hashing the device.
+    var lastLedger: (device: DeviceID, index: Dictionary<DeviceID, SessionLedger>.Index)?
     /// Each device's authenticated connections, ascending (the acks' targets: no pass over every connection per
     /// ack). Kept with `connections`: added at `.authenticated`, removed with the connection (`forget`).
     var authenticated: [DeviceID: [ConnectionID]] = [:]
@@ -99,6 +103,7 @@ public struct DesktopCore {
     /// Seeds the ledgers from durable state (after a restart): live sessions at their ack level, retired ones;
     /// sessions beyond the live bound are retired now (the returned `.retire` actions).
     public mutating func restore(live: [SessionLevel], retired: [SessionLevel]) -> [DesktopAction] {
+        lastLedger = nil  // ledgers are added below
         for level in live {
             ledgers[level.device, default: SessionLedger()].restore(session: level.session, delivered: level.seq)
         }
@@ -383,6 +388,7 @@ public struct DesktopCore {
         }
         paused[device] = nil
         ledgers[device] = nil
+        lastLedger = nil
         pauseLog[device] = nil
         heldSent = heldSent.filter { $0.key.device != device }
         out.append(.forgetDelivery(device))

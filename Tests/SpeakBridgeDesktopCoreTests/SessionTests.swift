@@ -44,6 +44,35 @@ struct SessionTests {
         #expect(a.received(from: &desk).isEmpty)
     }
 
+    /// The ledger `deliver` used last is found again without a lookup (`DesktopCore.lastLedger`) only while the
+    /// ledgers keep their places: devices taking turns, one revoked between its chunks (its ledger removed), a
+    /// third device's first chunk (a ledger added): every chunk is submitted once, in order, to its own device.
+    @Test("devices taking turns, one revoked and one new between their chunks: each chunk submitted once, to its device")
+    func ledgersTakingTurns() throws {
+        let phones = [Phone.paired(), Phone.paired(), Phone.paired()]
+        var desk = Desk(clients: phones.map(\.client))
+        var a = try phones[0].open(&desk)
+        var b = try phones[1].open(&desk)
+        for seq in UInt64(1)...4 {
+            a.send(.chunk(session: "s", Chunk(seq: seq, text: "a\(seq)")), to: &desk)
+            b.send(.chunk(session: "s", Chunk(seq: seq, text: "b\(seq)")), to: &desk)
+            b.send(.chunk(session: "s", Chunk(seq: seq, text: "b\(seq) again")), to: &desk)  // a resend: dropped
+        }
+        desk.run(.revoked(phones[0].id))
+        var c = try phones[2].open(&desk)
+        for seq in UInt64(5)...6 {
+            b.send(.chunk(session: "s", Chunk(seq: seq, text: "b\(seq)")), to: &desk)
+            c.send(.chunk(session: "t", Chunk(seq: seq, text: "c\(seq)")), to: &desk)
+        }
+        func texts(_ phone: Phone) -> [String] {
+            desk.submitted.filter { $0.device == phone.id }.flatMap { $0.chunks.map(\.text) }
+        }
+        #expect(texts(phones[0]) == ["a1", "a2", "a3", "a4"])
+        #expect(texts(phones[1]) == ["b1", "b2", "b3", "b4", "b5", "b6"])
+        #expect(texts(phones[2]) == ["c5", "c6"])
+        #expect(desk.core.stats.duplicatesDropped == 4)
+    }
+
     @Test("a resend is dropped, not delivered twice; when all of it is durable it is acked at once")
     func duplicates() throws {
         let phone = Phone.paired()
