@@ -62,7 +62,7 @@ struct DeliveryLevels: Sendable {
     private(set) var pendingKeys: [SessionKey] = []
     /// How many chunks wait for the fsync (above each session's ack level).
     private(set) var pendingChunks: UInt64 = 0
-    /// The session `remembering` looked up last and where its entry is, until `sessions` next gains or loses one
+    /// The session `rememberingLevel` looked up last and where its entry is, until `sessions` next gains or loses one
     /// (which moves indices: every such change clears it). A paced line reads its session's level when it is
     /// submitted and raises it when its sink took it: one hash of the key instead of two.
     private var memo: (key: SessionKey, index: Dictionary<SessionKey, Entry>.Index)?
