@@ -73,12 +73,16 @@ public struct ResponderMachine {
         /// Message 2 sent; waiting for the initiator's first transport message (which might never come: replay).
         /// Keeps the psk message 1 was read with, to check the device is still paired under it when that comes.
         case awaitingFirstTransport(NoiseTransport, DeviceID, X25519PublicKey, SymmetricKey)
-        case established(NoiseTransport, DeviceID)
+        /// The session's transport is `session` (not a payload here: reading or changing a payload copied the
+        /// whole state, each CipherState's references retained and released, about 800 instructions a line).
+        case established(DeviceID)
         case closed
     }
 
     public let intent: ConnectionIntent
     var context: ResponderContext
+    /// The transport while `state` is `.established` (nil otherwise); sealed and opened in place.
+    var session: NoiseTransport?
     var state: State
     /// The Noise cipher functions, chosen by the WebSocket subprotocol (AESGCM for browsers).
     public let cipher: NoiseCipher
@@ -99,7 +103,7 @@ public struct ResponderMachine {
     }
 
     public var peer: DeviceID? {
-        if case .established(_, let id) = state { return id }
+        if case .established(let id) = state { return id }
         return nil
     }
 
@@ -115,10 +119,10 @@ public struct ResponderMachine {
     /// `receive(frame, with: make())`, but on an established connection (every chunk) the context is made only
     /// when the message needs it (a `resume`'s ack level): a chunk makes, copies and releases no context.
     public mutating func receive(_ frame: [UInt8], context make: () -> ResponderContext) -> [Action] {
-        guard case .established(let transport, let device) = state, frame.count <= SpeakBridgeProtocol.maxFrameSize else {
+        guard case .established(let device) = state, frame.count <= SpeakBridgeProtocol.maxFrameSize else {
             return receive(frame, with: make())
         }
-        return receiveEstablished(frame, transport, device) { make().delivered($0, $1) }
+        return receiveEstablished(frame, device) { make().delivered($0, $1) }
     }
 
     /// What `receive(frame, context:)` asks for, with the common case apart: a chunk message on an established
@@ -132,17 +136,17 @@ public struct ResponderMachine {
     /// `receive(frame, context: make)`, with a chunk message as `.deliver` (see `Received`). The same state changes
     /// and the same actions: `.deliver(d, s, c)` is exactly `.actions([.deliver(d, session: s, c)])`.
     public mutating func receiveFrame(_ frame: [UInt8], context make: () -> ResponderContext) -> Received {
-        guard case .established(var transport, let device) = state,
+        guard case .established(let device) = state,
               frame.count <= SpeakBridgeProtocol.maxFrameSize else {
             return .actions(receive(frame, context: make))
         }
-        let plaintext: [UInt8]
+        let opened: [UInt8]?
         do {
-            plaintext = try transport.decrypt(frame)
+            opened = try session?.decrypt(frame)  // in place: the nonce advances in `session` itself
         } catch {
             return .actions(fail(.failed(.undecryptable(device))))
         }
-        state = .established(transport, device)
+        guard let plaintext = opened else { return .actions(fail(.failed(.internalError("no transport")))) }
         // `MessageCodec.decode` tries the canonical form first too: a chunk message in that form decodes to the
         // same message here; anything else goes the usual way (which reads it again, a rare message).
         switch MessageCodec.decodeCanonical(plaintext, knownSession: lastSession) {
@@ -185,10 +189,11 @@ public struct ResponderMachine {
             guard let current = context.sessionPSK(key), current == psk else {
                 return fail(.rejected(.revokedDuringHandshake(device)))
             }
-            state = .established(transport, device)
+            session = transport
+            state = .established(device)
             return [.authenticated(device, key)] + handleSessionMessage(plaintext, from: device, delivered: context.delivered)
-        case .established(let transport, let device):
-            return receiveEstablished(frame, transport, device, delivered: context.delivered)
+        case .established(let device):
+            return receiveEstablished(frame, device, delivered: context.delivered)
         case .closed:
             return []
         }
@@ -204,11 +209,10 @@ public struct ResponderMachine {
     /// `.close` when encryption failed (the machine is closed then, as `encryptAndSend` does); nil when the
     /// connection is not established (nothing is sent, as `acknowledge` sends nothing then).
     public mutating func acknowledgeFrame(session: String, through seq: UInt64) -> Action? {
-        guard case .established(var transport, let device) = state else { return nil }
-        guard let frame = try? transport.encrypt(AckEncoder.encode(session: session, seq: seq)) else {
+        guard case .established = state else { return nil }
+        guard let frame = try? self.session?.encrypt(AckEncoder.encode(session: session, seq: seq)) else {
             return fail(.failed(.internalError("encryption failed"))).first
         }
-        state = .established(transport, device)
         return .send(frame)
     }
 
@@ -216,9 +220,8 @@ public struct ResponderMachine {
     public mutating func encryptAndSend(_ message: Message) -> [Action] {
         let bytes = MessageCodec.encode(message)
         switch state {
-        case .established(var transport, let device):
-            guard let frame = try? transport.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
-            state = .established(transport, device)
+        case .established:
+            guard let frame = try? session?.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
             return [.send(frame)]
         case .awaitingPairConfirm(var transport, let outcome):
             guard let frame = try? transport.encrypt(bytes) else { return fail(.failed(.internalError("encryption failed"))) }
@@ -306,16 +309,15 @@ public struct ResponderMachine {
     // MARK: - Session
 
     /// A transport message on an established connection; `delivered` answers a `resume`.
-    mutating func receiveEstablished(_ frame: [UInt8], _ transport: NoiseTransport, _ device: DeviceID,
+    mutating func receiveEstablished(_ frame: [UInt8], _ device: DeviceID,
                                      delivered: (DeviceID, String) -> UInt64) -> [Action] {
-        var transport = transport
-        let plaintext: [UInt8]
+        let opened: [UInt8]?
         do {
-            plaintext = try transport.decrypt(frame)
+            opened = try session?.decrypt(frame)  // in place
         } catch {
             return fail(.failed(.undecryptable(device)))
         }
-        state = .established(transport, device)
+        guard let plaintext = opened else { return fail(.failed(.internalError("no transport"))) }
         return handleSessionMessage(plaintext, from: device, delivered: delivered)
     }
 
@@ -356,8 +358,10 @@ public struct ResponderMachine {
         return try? MessageCodec.decode(plaintext)
     }
 
+    /// Closed: the transport's keys go with it.
     mutating func fail(_ reason: CloseReason) -> [Action] {
         state = .closed
+        session = nil
         return [.close(reason)]
     }
 }

@@ -151,6 +151,9 @@ struct MachineTests {
         #expect(!actions.contains { if case .deliver = $0 { return true } else { return false } })
         #expect(actions.contains { if case .close = $0 { return true } else { return false } })
         #expect(r.receive(frame).isEmpty)  // closed for good
+        #expect(r.session == nil, "the responder's transport (its keys) went with the close")
+        #expect(r.acknowledgeFrame(session: "s", through: 1) == nil, "a closed responder seals nothing")
+        #expect(r.encryptAndSend(.ack(session: "s", seq: 1)).isEmpty)
     }
 
     @Test func unknownOrRevokedDeviceIsRefusedWithoutAnswer() throws {
