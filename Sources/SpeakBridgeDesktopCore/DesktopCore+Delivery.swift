@@ -17,13 +17,14 @@ extension DesktopCore {
         let index: Dictionary<DeviceID, SessionLedger>.Index
         if let last = lastLedger, last.device == device {
             index = last.index
-        } else {
-            if ledgers[device] == nil {
-                ledgers[device] = SessionLedger()  // moves the indices of the others
-            }
-            guard let found = ledgers.index(forKey: device) else { preconditionFailure("the ledger just added") }
+        } else if let found = ledgers.index(forKey: device) {  // one hash, as before (many devices taking turns)
             index = found
             lastLedger = (device, found)
+        } else {
+            ledgers[device] = SessionLedger()  // moves the indices of the others
+            guard let added = ledgers.index(forKey: device) else { preconditionFailure("the ledger just added") }
+            index = added
+            lastLedger = (device, added)
         }
         let offer = ledgers.values[index].offer(session: session, chunks: chunks)
         if let refusal = offer.refusal {

@@ -1,10 +1,16 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Byte arrays whose size is known only at run time, made without the standard library's generic allocation path
 /// when they are short. `Array(unsafeUninitializedCapacity:)` and `Array(repeating:count:)` both allocate through
 /// `Array._allocateBufferUninitialized`, which is not inlinable and so never specialized: each call looks the
 /// `_ContiguousArrayStorage<UInt8>` metadata up in the runtime's cache (about 330 of its 530 instructions, and some
 /// 30 lines of the runtime's code, cold after every sleep). `Array(UnsafeBufferPointer)` allocates through inlined,
 /// specialized code: a short array is written on the stack and copied (a `memcpy` of at most `stackLimit` bytes).
-/// Measured on a paced line: each message sealed or opened once (README → Experiments, eighteenth session).
+/// Measured on a paced line: each message sealed or opened once (README → Experiments, eighteenth session). The stack
+/// copy is zeroed (`explicit_bzero`) once the array has it: an opened message can be a config transfer's API key, and
+/// nothing of it should stay behind in the thread's stack.
 public enum ByteArrays {
     /// The longest array written on the stack first; a longer one is allocated uninitialized (one metadata lookup
     /// per array that long is noise beside filling it).
@@ -20,7 +26,9 @@ public enum ByteArrays {
                 let buffer = UnsafeMutableBufferPointer(rebasing: whole[0..<capacity])
                 let count = body(buffer)
                 precondition(count >= 0 && count <= capacity, "at most the capacity initialized")
-                return [UInt8](UnsafeBufferPointer(rebasing: buffer[0..<count]))
+                let bytes = [UInt8](UnsafeBufferPointer(rebasing: buffer[0..<count]))
+                if let base = whole.baseAddress { explicit_bzero(base, whole.count) }
+                return bytes
             }
         }
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
