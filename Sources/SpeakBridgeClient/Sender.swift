@@ -315,8 +315,7 @@ public final class Sender: @unchecked Sendable {
         let at = now
         switch core.appendedAlone(chunk, now: at) {
         case .frame(let id, let frame)?:
-            Trace.mark("encrypt")  // as `perform` marks a `.send`
-            driver.send(frame, on: id)
+            send(frame, on: id)
         case .actions(let actions)?:
             perform(actions)
         case nil:
@@ -373,8 +372,7 @@ public final class Sender: @unchecked Sendable {
                 driver.dial(id, candidate, path: path, subprotocols: offer)
                 dialed = true
             case .send(let id, let frame):
-                Trace.mark("encrypt")
-                driver.send(frame, on: id)
+                send(frame, on: id)
             case .close(let id): driver.close(id)
             case .ackJournal(let seq):
                 ackToJournal = max(ackToJournal, seq)  // written at the next tick
@@ -396,6 +394,13 @@ public final class Sender: @unchecked Sendable {
             case .exit(let code): finish(code)
             }
         }
+    }
+
+    /// A sealed frame to the socket thread (the trace's "sealed, queued" mark): `perform`'s `.send` and a paced
+    /// line's `.frame`.
+    func send(_ frame: [UInt8], on id: AttemptID) {
+        Trace.mark("encrypt")
+        driver.send(frame, on: id)
     }
 
     /// Hands the held address to `syncQueue`, which writes peers.json (fsynced); `complete` waits for it.

@@ -182,17 +182,18 @@ public struct ClientCore {
         return done.isEmpty ? out : out + done
     }
 
-    /// `handle(.appended([chunk]), now:)` for a paced line, without the general path's arrays, when the chunk
-    /// goes out alone in one `chunk` message on the established session: connected and resumed, every earlier
-    /// chunk already sent, room in the window, input not ended. The same state changes and the same actions.
-    /// Nil when any of that does not hold: nothing has changed, and the caller uses `handle`.
     /// What `appendedAlone` made of a paced line: its one frame (every line while the session is up: no array of
-    /// actions is made for it), or, when it could not be sealed, the actions that follow from that.
+    /// actions is made for it; `.frame(id, f)` is exactly `.actions([.send(id, f)])`), or, when it could not be
+    /// sealed, the actions that follow from that.
     public enum Alone {
         case frame(AttemptID, [UInt8])
         case actions([Action])
     }
 
+    /// `handle(.appended([chunk]), now:)` for a paced line, without the general path's arrays, when the chunk
+    /// goes out alone in one `chunk` message on the established session: connected and resumed, every earlier
+    /// chunk already sent, room in the window, input not ended. The same state changes and the same actions.
+    /// Nil when any of that does not hold: nothing has changed, and the caller uses `handle`.
     public mutating func appendedAlone(_ chunk: Chunk, now: Double) -> Alone? {
         guard exitCode == nil, !inputDone, window.sendsNextAlone, link.isEstablished, chunk.seq > window.lastSeq
         else { return nil }

@@ -140,13 +140,8 @@ public struct ResponderMachine {
               frame.count <= SpeakBridgeProtocol.maxFrameSize else {
             return .actions(receive(frame, context: make))
         }
-        let opened: [UInt8]?
-        do {
-            opened = try session?.decrypt(frame)  // in place: the nonce advances in `session` itself
-        } catch {
-            return .actions(fail(.failed(.undecryptable(device))))
-        }
-        guard let plaintext = opened else { return .actions(fail(.failed(.internalError("no transport")))) }
+        var closing: [Action] = []
+        guard let plaintext = openEstablished(frame, device, orClose: &closing) else { return .actions(closing) }
         // `MessageCodec.decode` tries the canonical form first too: a chunk message in that form decodes to the
         // same message here; anything else goes the usual way (which reads it again, a rare message).
         switch MessageCodec.decodeCanonical(plaintext, knownSession: lastSession) {
@@ -311,14 +306,21 @@ public struct ResponderMachine {
     /// A transport message on an established connection; `delivered` answers a `resume`.
     mutating func receiveEstablished(_ frame: [UInt8], _ device: DeviceID,
                                      delivered: (DeviceID, String) -> UInt64) -> [Action] {
-        let opened: [UInt8]?
-        do {
-            opened = try session?.decrypt(frame)  // in place
-        } catch {
-            return fail(.failed(.undecryptable(device)))
-        }
-        guard let plaintext = opened else { return fail(.failed(.internalError("no transport"))) }
+        var closing: [Action] = []
+        guard let plaintext = openEstablished(frame, device, orClose: &closing) else { return closing }
         return handleSessionMessage(plaintext, from: device, delivered: delivered)
+    }
+
+    /// A transport frame of the established session, opened in place (the nonce advances in `session` itself);
+    /// nil when it does not open, with the machine closed and its close in `closing`.
+    mutating func openEstablished(_ frame: [UInt8], _ device: DeviceID, orClose closing: inout [Action]) -> [UInt8]? {
+        do {
+            if let plaintext = try session?.decrypt(frame) { return plaintext }
+            closing = fail(.failed(.internalError("no transport")))
+        } catch {
+            closing = fail(.failed(.undecryptable(device)))
+        }
+        return nil
     }
 
     mutating func handleSessionMessage(_ plaintext: [UInt8], from device: DeviceID,

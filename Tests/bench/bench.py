@@ -153,15 +153,16 @@ class CpuMeter:
     def named(self, name):
         """CPU time (ns) of the threads called `name` (/proc/…/comm, as SpeakBridge names its threads), including
         those seen earlier that have exited. Their names are read now: call it while those threads still run."""
-        total = 0
-        for path, ns in self.seen.items():
-            try:
-                with open(os.path.join(os.path.dirname(path), "comm")) as f:
-                    if f.read().strip() == name:
-                        total += ns
-            except OSError:
-                pass
-        return total
+        return sum(ns for path, ns in self.seen.items() if thread_name(path) == name)
+
+
+def thread_name(schedstat_path):
+    """The name (/proc/PID/task/TID/comm) of the thread a `CpuMeter` path belongs to; None once it has exited."""
+    try:
+        with open(os.path.join(os.path.dirname(schedstat_path), "comm")) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def rss_kib(pids):

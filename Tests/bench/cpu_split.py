@@ -31,14 +31,6 @@ def ticks(pids):
     return user, system
 
 
-def thread_name(schedstat_path):
-    try:
-        with open(os.path.join(os.path.dirname(schedstat_path), "comm")) as f:
-            return f"{f.read().strip()} ({schedstat_path.split('/')[4]})"
-    except OSError:
-        return schedstat_path.split("/")[4] + " (gone)"
-
-
 def main():
     binary, n, which = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
     perf_dir = os.environ.get("PERF_DIR")
@@ -83,7 +75,8 @@ def main():
                     for path, ns in sorted(meter.seen.items()):
                         used = (ns - before.get(path, 0)) / 1e3 / n
                         if used >= 0.05:
-                            print(f"  {side} thread {thread_name(path)}: {used:.1f} µs a line", flush=True)
+                            name = bench.thread_name(path) or "(exited)"
+                            print(f"  {side} thread {name} ({path.split('/')[4]}): {used:.1f} µs a line", flush=True)
             sender.stdin.close()
             sender.wait(timeout=30)
             reader.close()

@@ -82,7 +82,6 @@ def main():
             figures["desktop"] = statistics.median(one.desktop_cpu)
             figures["sender"] = statistics.median(one.sender_cpu)
             figures["burst"] = statistics.median(one.bursts) if one.bursts else 0
-            figures["commit"] = statistics.median(one.commit_cpu) if one.commit_cpu else 0
             figures["desktop_no_commit"] = statistics.median(d - c for d, c in zip(one.desktop_cpu, one.commit_cpu)) \
                 if one.commit_cpu else figures["desktop"]
             at[one.tool.name] = figures
