@@ -24,7 +24,7 @@ def reader_main(fifo, out, expect, warm, timeout):
     """The reader process: `d<i> <seq> <ns>` lines; writes {device: [latency µs…]} as JSON once `expect` came, and
     touches OUT.warm once `warm` warm-up lines (one per device) came."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    lat, seen, buf, n = {}, set(), b"", 0
+    lat, arrival, seen, buf, n = {}, {}, set(), b"", 0
     dup = foreign = warmed = 0
     deadline = time.monotonic() + timeout
     with open(out + ".ready", "w"):
@@ -61,8 +61,9 @@ def reader_main(fifo, out, expect, warm, timeout):
                         pass
             else:
                 lat.setdefault(parts[0].decode(), []).append((now - int(parts[2])) / 1e3)
+                arrival.setdefault(parts[0].decode(), []).append(now)
     with open(out, "w") as f:
-        json.dump({"latency": lat, "lines": n, "duplicated": dup, "foreign": foreign}, f)
+        json.dump({"latency": lat, "arrival": arrival, "lines": n, "duplicated": dup, "foreign": foreign}, f)
 
 
 class Run:
@@ -153,6 +154,25 @@ class Run:
         stop(self.daemon)
 
 
+def late_lines(r, limit_us, window_ns=5_000_000, others=3):
+    """Lines later than `limit_us`, and how many of them were late together with late lines of at least `others`
+    other devices within ±`window_ns` of their arrival: a stall of the whole path (this VM pausing, or the desktop
+    not reading) rather than one device's bad luck. Returns (late, shared, {device: (late, shared)})."""
+    late = sorted((t, d) for d, vs in r["latency"].items() for v, t in zip(vs, r["arrival"][d]) if v > limit_us)
+    per, shared, lo = {}, 0, 0
+    for i, (t, d) in enumerate(late):
+        while late[lo][0] < t - window_ns:
+            lo += 1
+        hi = i
+        while hi + 1 < len(late) and late[hi + 1][0] <= t + window_ns:
+            hi += 1
+        together = len({dd for _, dd in late[lo:hi + 1]} - {d}) >= others
+        shared += together
+        n, s = per.get(d, (0, 0))
+        per[d] = (n + 1, s + together)
+    return len(late), shared, per
+
+
 def summary(r):
     allv = [v for vs in r["latency"].values() for v in vs]
     per = [percentile(vs, 99) for vs in r["latency"].values()]
@@ -188,10 +208,11 @@ def main():
                  if run.pin else "desktop and devices share every CPU")
         print(f"devices: {args.devices} paired in {run.pairing_s:.1f} s; each sends {args.lines} lines paced "
               f"{args.pace * 1e3:g} ms (send stdin → desktop FIFO, stamped); {where}", flush=True)
-        rows = []
+        rows, many_results = [], []
         pooled_one, pooled_many = {}, {}  # device -> latencies over every round (p99 of 3 × LINES, not of LINES)
         for k in range(args.rounds):
             one_r, many_r = run.phase(1, f"one-{k}"), run.phase(args.devices, f"many-{k}")
+            many_results.append(many_r)
             for pool, r in ((pooled_one, one_r), (pooled_many, many_r)):
                 for dev, vs in r["latency"].items():
                     pool.setdefault(dev, []).extend(vs)
@@ -218,10 +239,21 @@ def main():
               f"{med(lambda o, m: m['per_device_p99_max'] / o['p99']):.2f}× (goal ≤ 2×)")
         one_p99 = percentile([v for vs in pooled_one.values() for v in vs], 99)
         per = sorted(percentile(vs, 99) for vs in pooled_many.values())
+        worst = max(pooled_many, key=lambda d: percentile(pooled_many[d], 99))
         print(f"pooled over the {args.rounds} rounds ({args.rounds * args.lines} lines per device): one device's p99 "
               f"{one_p99:.0f} µs; per-device p99 median {statistics.median(per):.0f} µs, worst {per[-1]:.0f} µs: "
               f"{statistics.median(per) / one_p99:.2f}× / {per[-1] / one_p99:.2f}× (goal ≤ 2×; the steadier figure: "
               f"the p99 of one round's {args.lines} lines is about their worst)")
+        # Where the worst device's tail came from: its lines later than twice one device's p99, and how many of them
+        # were late with at least 3 other devices' lines within ±5 ms (a stall of the whole path, not of one device).
+        late = shared = wl = ws = 0
+        for r in many_results:
+            n, s, per_dev = late_lines(r, 2 * one_p99)
+            late, shared = late + n, shared + s
+            wl, ws = wl + per_dev.get(worst, (0, 0))[0], ws + per_dev.get(worst, (0, 0))[1]
+        print(f"lines later than 2 × one device's p99 ({2 * one_p99:.0f} µs): {late} of "
+              f"{args.rounds * args.devices * args.lines}, {shared} of them together with 3 or more other devices' "
+              f"(±5 ms); the worst device ({worst}): {wl}, {ws} of them together with 3 or more others")
         expected = args.lines + 1 + args.devices * (args.lines + 1)
         bad = [k for k, (o, m) in enumerate(rows) if o["lines"] + m["lines"] != expected or o["duplicated"] or m["duplicated"]]
         if bad:
