@@ -8,7 +8,8 @@ Flow: one desktop (`serve --no-mdns --sink fifo:`), N paired devices (`pair --js
 a separate reader process takes the FIFO apart and notes, per line, arrival − stamp. Prints p50/p99 of phase 1 and,
 for phase 2, the pooled p50/p99 and the per-device p99s (median and worst), and the ratio worst per-device p99 /
 single-device p99 (goal ≤ 2), per round and pooled over the rounds (each device's lines of every round: the steadier
-figure). Every line must arrive exactly once. Loopback only; stops what it started by PID.
+figure), and how many of the lines later than twice one device's p99 were late together with 3 or more other devices
+(a stall of the whole path, not one device's). Every line must arrive exactly once. Loopback only; stops what it started by PID.
 With 2 or more CPUs (and --pin, the default), the desktop side (daemon, FIFO reader) runs on the last CPU and the
 devices (every `send`, the writer) on the others, as 100 phones bring their own CPUs: otherwise 100 senders'
 CPU time (each ~120 µs a line) would starve the daemon and the figure would measure this machine, not the desktop.
@@ -21,8 +22,8 @@ from bench import descendants, percentile, stop, CpuMeter  # noqa: E402
 
 
 def reader_main(fifo, out, expect, warm, timeout):
-    """The reader process: `d<i> <seq> <ns>` lines; writes {device: [latency µs…]} as JSON once `expect` came, and
-    touches OUT.warm once `warm` warm-up lines (one per device) came."""
+    """The reader process: `d<i> <seq> <ns>` lines; writes {device: [latency µs…]} and {device: [arrival ns…]} as
+    JSON once `expect` came, and touches OUT.warm once `warm` warm-up lines (one per device) came."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     lat, arrival, seen, buf, n = {}, {}, set(), b"", 0
     dup = foreign = warmed = 0
@@ -159,14 +160,13 @@ def late_lines(r, limit_us, window_ns=5_000_000, others=3):
     other devices within ±`window_ns` of their arrival: a stall of the whole path (this VM pausing, or the desktop
     not reading) rather than one device's bad luck. Returns (late, shared, {device: (late, shared)})."""
     late = sorted((t, d) for d, vs in r["latency"].items() for v, t in zip(vs, r["arrival"][d]) if v > limit_us)
-    per, shared, lo = {}, 0, 0
-    for i, (t, d) in enumerate(late):
+    per, shared, lo, hi = {}, 0, 0, 0
+    for t, d in late:  # [lo, hi) is the window around t; both ends only move forward
         while late[lo][0] < t - window_ns:
             lo += 1
-        hi = i
-        while hi + 1 < len(late) and late[hi + 1][0] <= t + window_ns:
+        while hi < len(late) and late[hi][0] <= t + window_ns:
             hi += 1
-        together = len({dd for _, dd in late[lo:hi + 1]} - {d}) >= others
+        together = len({dd for _, dd in late[lo:hi]} - {d}) >= others
         shared += together
         n, s = per.get(d, (0, 0))
         per[d] = (n + 1, s + together)
@@ -238,8 +238,8 @@ def main():
               f"{med(lambda o, m: m['per_device_p99_median'] / o['p99']):.2f}×, worst device "
               f"{med(lambda o, m: m['per_device_p99_max'] / o['p99']):.2f}× (goal ≤ 2×)")
         one_p99 = percentile([v for vs in pooled_one.values() for v in vs], 99)
-        per = sorted(percentile(vs, 99) for vs in pooled_many.values())
-        worst = max(pooled_many, key=lambda d: percentile(pooled_many[d], 99))
+        p99s = {dev: percentile(vs, 99) for dev, vs in pooled_many.items()}
+        per, worst = sorted(p99s.values()), max(p99s, key=p99s.get)
         print(f"pooled over the {args.rounds} rounds ({args.rounds * args.lines} lines per device): one device's p99 "
               f"{one_p99:.0f} µs; per-device p99 median {statistics.median(per):.0f} µs, worst {per[-1]:.0f} µs: "
               f"{statistics.median(per) / one_p99:.2f}× / {per[-1] / one_p99:.2f}× (goal ≤ 2×; the steadier figure: "
@@ -249,8 +249,8 @@ def main():
         late = shared = wl = ws = 0
         for r in many_results:
             n, s, per_dev = late_lines(r, 2 * one_p99)
-            late, shared = late + n, shared + s
-            wl, ws = wl + per_dev.get(worst, (0, 0))[0], ws + per_dev.get(worst, (0, 0))[1]
+            n_worst, s_worst = per_dev.get(worst, (0, 0))
+            late, shared, wl, ws = late + n, shared + s, wl + n_worst, ws + s_worst
         print(f"lines later than 2 × one device's p99 ({2 * one_p99:.0f} µs): {late} of "
               f"{args.rounds * args.devices * args.lines}, {shared} of them together with 3 or more other devices' "
               f"(±5 ms); the worst device ({worst}): {wl}, {ws} of them together with 3 or more others")
