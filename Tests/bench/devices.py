@@ -9,15 +9,18 @@ a separate reader process takes the FIFO apart and notes, per line, arrival − 
 for phase 2, the pooled p50/p99 and the per-device p99s (median and worst), and the ratio worst per-device p99 /
 single-device p99 (goal ≤ 2), per round and pooled over the rounds (each device's lines of every round: the steadier
 figure), and how many of the lines later than twice one device's p99 were late together with 3 or more other devices
-(a stall of the whole path, not one device's). Every line must arrive exactly once. Loopback only; stops what it started by PID.
+(a stall of the whole path, not one device's). `--trace FILE` traces the daemon (SPEAKBRIDGE_TRACE; FILE is emptied
+first) and says how many lines, of all and of the late ones, overlapped one of its group-commit fsyncs; `KEEP=1` keeps
+the temp dir (each phase's latencies and arrival times, `lat-*.json`). Every line must arrive exactly once. Loopback only; stops what it started by PID.
 With 2 or more CPUs (and --pin, the default), the desktop side (daemon, FIFO reader) runs on the last CPU and the
 devices (every `send`, the writer) on the others, as 100 phones bring their own CPUs: otherwise 100 senders'
 CPU time (each ~120 µs a line) would starve the daemon and the figure would measure this machine, not the desktop.
 """
-import argparse, json, os, select, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, bisect, json, os, select, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+import stages  # noqa: E402
 from bench import descendants, percentile, stop, CpuMeter  # noqa: E402
 
 
@@ -72,6 +75,9 @@ class Run:
         self.args, self.base = args, base
         self.home, self.fifo = os.path.join(base, "desk"), os.path.join(base, "out.fifo")
         env = dict(os.environ)
+        if args.trace:  # the daemon's stage marks only (every `send` would write its own too)
+            open(args.trace, "w").close()
+            env["SPEAKBRIDGE_TRACE"] = args.trace
         cpus = sorted(os.sched_getaffinity(0))
         self.desk_cpu = [str(cpus[-1])] if args.pin and len(cpus) >= 2 else []
         self.phone_cpus = set(cpus[:-1]) if self.desk_cpu else set(cpus)
@@ -126,14 +132,23 @@ class Run:
             c0, p0 = meter.total(), phones.total()
             start = time.monotonic() + 0.05
             slots = sorted((k * a.pace + i * a.pace / devices, i, k) for i in range(devices) for k in range(a.lines))
+            # The daemon's threads are sampled now and then during the phase (one that exits keeps its CPU time), in
+            # a gap between two lines once the last one has had 0.3 ms: sampling right after a write made that
+            # line's `send` wait for this writer's CPU (it shares the devices' CPUs), 2-3 ms every 50th line of d0,
+            # which made d0 the worst device. The devices' own threads live as long as the phase, so they are read
+            # at its ends only (100 processes' threads take this writer several ms to read).
+            due = False
             for offset, i, k in slots:
-                delay = start + offset - time.monotonic()
+                at = start + offset
+                if due and at - time.monotonic() > 0.0008:
+                    time.sleep(0.0003)
+                    meter.sample()
+                    due = False
+                delay = at - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
                 os.write(senders[i].stdin.fileno(), b"d%d %d %d\n" % (i, k, time.monotonic_ns()))
-                if k % 50 == 0 and i == 0:
-                    meter.sample()
-                    phones.sample()
+                due = due or (k % 50 == 0 and i == 0)
             for s in senders:
                 s.stdin.close()
             reader.wait(timeout=a.timeout)
@@ -173,6 +188,32 @@ def late_lines(r, limit_us, window_ns=5_000_000, others=3):
     return len(late), shared, per
 
 
+def fsync_overlap(results, marks, limit_us):
+    """How many lines overlapped one of the desktop's group-commit fsyncs (a `commit` mark to the next `fsync` mark of
+    its trace), of all lines and of those later than `limit_us`: (lines, overlapping, late, late overlapping)."""
+    ends = [ns for ns, _ in marks.get("fsync", [])]
+    intervals, k = [], 0
+    for s, _ in marks.get("commit", []):
+        while k < len(ends) and ends[k] < s:
+            k += 1
+        if k < len(ends):
+            intervals.append((s, ends[k]))
+    starts = [s for s, _ in intervals]
+    counts = [0, 0, 0, 0]
+    for r in results:
+        for d, vs in r["latency"].items():
+            for v, t in zip(vs, r["arrival"][d]):
+                sent = t - int(v * 1e3)
+                i = bisect.bisect_left(starts, t)  # the fsyncs that started before the line arrived
+                hit = i > 0 and max(e for _, e in intervals[max(0, i - 4):i]) > sent
+                late = v > limit_us
+                counts[0] += 1
+                counts[1] += hit
+                counts[2] += late
+                counts[3] += hit and late
+    return tuple(counts), intervals
+
+
 def summary(r):
     allv = [v for vs in r["latency"].values() for v in vs]
     per = [percentile(vs, 99) for vs in r["latency"].values()]
@@ -191,6 +232,8 @@ def main():
     ap.add_argument("--pace", type=float, default=0.1, help="seconds between one device's lines")
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--trace", help="trace the daemon into this file (SPEAKBRIDGE_TRACE) and set the late lines beside "
+                    "its group commits' fsyncs")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="run desktop and devices on every CPU")
     ap.add_argument("--read", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -254,6 +297,12 @@ def main():
         print(f"lines later than 2 × one device's p99 ({2 * one_p99:.0f} µs): {late} of "
               f"{args.rounds * args.devices * args.lines}, {shared} of them together with 3 or more other devices' "
               f"(±5 ms); the worst device ({worst}): {wl}, {ws} of them together with 3 or more others")
+        if args.trace:
+            (n, hit, late, late_hit), intervals = fsync_overlap(many_results, stages.load(args.trace), 2 * one_p99)
+            walls = sorted(e - s for s, e in intervals)
+            print(f"group-commit fsyncs in the trace: {len(intervals)} (median {percentile(walls, 50) / 1e3:.0f} µs); "
+                  f"lines overlapping one: {hit} of {n} ({100 * hit / max(n, 1):.1f} %), of the late lines {late_hit} "
+                  f"of {late} ({100 * late_hit / max(late, 1):.1f} %)")
         expected = args.lines + 1 + args.devices * (args.lines + 1)
         bad = [k for k, (o, m) in enumerate(rows) if o["lines"] + m["lines"] != expected or o["duplicated"] or m["duplicated"]]
         if bad:
@@ -263,7 +312,10 @@ def main():
     finally:
         if run is not None:
             run.close()
-        shutil.rmtree(base, ignore_errors=True)
+        if os.environ.get("KEEP"):
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
