@@ -10,8 +10,10 @@ for phase 2, the pooled p50/p99 and the per-device p99s (median and worst), and 
 single-device p99 (goal ≤ 2), per round and pooled over the rounds (each device's lines of every round: the steadier
 figure), and how many of the lines later than twice one device's p99 were late together with 3 or more other devices
 (a stall of the whole path, not one device's). `--trace FILE` traces the daemon (SPEAKBRIDGE_TRACE; FILE is emptied
-first) and says how many lines, of all and of the late ones, overlapped one of its group-commit fsyncs; `KEEP=1` keeps
-the temp dir (each phase's latencies and arrival times, `lat-*.json`). Every line must arrive exactly once. Loopback only; stops what it started by PID.
+first) and says how many lines, of all and of the late ones, overlapped one of its group-commit fsyncs;
+`--trace-senders` traces every `send` too and splits the late lines' time at their `send`'s socket hand-over (the
+devices' side against the rest); `KEEP=1` keeps the temp dir (each phase's latencies and arrival times,
+`lat-*.json`). Every line must arrive exactly once. Loopback only; stops what it started by PID.
 With 2 or more CPUs (and --pin, the default), the desktop side (daemon, FIFO reader) runs on the last CPU and the
 devices (every `send`, the writer) on the others, as 100 phones bring their own CPUs: otherwise 100 senders'
 CPU time (each ~120 µs a line) would starve the daemon and the figure would measure this machine, not the desktop.
@@ -106,6 +108,15 @@ class Run:
     def phone(self, i):
         return os.path.join(self.base, f"phone-{i}")
 
+    def sender_trace(self, i):
+        return os.path.join(self.base, f"trace-d{i}.txt")
+
+    def sender_env(self, i):
+        """`--trace-senders`: each `send` traces into its own file (their sequence numbers overlap)."""
+        if not self.args.trace_senders:
+            return None
+        return dict(os.environ, SPEAKBRIDGE_TRACE=self.sender_trace(i))
+
     def phase(self, devices, name):
         """Streams LINES paced lines from `devices` devices at once; returns the reader's result."""
         a = self.args
@@ -117,7 +128,8 @@ class Run:
         while not os.path.exists(out + ".ready"):
             time.sleep(0.01)
         senders = [subprocess.Popen([a.bin, "send", "--home", self.phone(i)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(devices)]
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.sender_env(i))
+                   for i in range(devices)]
         try:
             for i, s in enumerate(senders):
                 os.write(s.stdin.fileno(), b"d%d warm 0\n" % i)
@@ -149,11 +161,11 @@ class Run:
                     time.sleep(delay)
                 os.write(senders[i].stdin.fileno(), b"d%d %d %d\n" % (i, k, time.monotonic_ns()))
                 due = due or (k % 50 == 0 and i == 0)
-            for s in senders:
-                s.stdin.close()
-            reader.wait(timeout=a.timeout)
+            reader.wait(timeout=a.timeout)  # every line arrived; the devices are still running (their stdin open)
             cpu_us = (meter.total() - c0) / 1e3 / (devices * a.lines)
             phone_us = (phones.total() - p0) / 1e3 / (devices * a.lines)
+            for s in senders:
+                s.stdin.close()
             for s in senders:
                 s.wait(timeout=30)
         finally:
@@ -214,6 +226,30 @@ def fsync_overlap(results, marks, limit_us):
     return tuple(counts), intervals
 
 
+def sender_share(results, traces, limit_us):
+    """Where the late lines (later than `limit_us`) spent their time: from the stamp to their `send`'s `encrypt` mark
+    (read, journaled, sealed, handed to the socket: the devices' side and their CPU) against from there to the FIFO
+    reader (loopback, the desktop, the reader). `traces`: device -> that `send`'s `encrypt` times, sorted. Returns
+    (late lines matched, how many spent most of their time on the sender's side, median sender part, median rest)."""
+    matched, sender_side, parts, rests = 0, 0, [], []
+    for r in results:
+        for d, vs in r["latency"].items():
+            marks = traces.get(d, [])
+            for v, t in zip(vs, r["arrival"][d]):
+                if v <= limit_us:
+                    continue
+                sent = t - int(v * 1e3)
+                i = bisect.bisect_left(marks, sent)
+                if i == len(marks) or marks[i] > t:
+                    continue
+                part, rest = (marks[i] - sent) / 1e3, (t - marks[i]) / 1e3
+                matched += 1
+                sender_side += part > rest
+                parts.append(part)
+                rests.append(rest)
+    return matched, sender_side, (statistics.median(parts) if parts else 0), (statistics.median(rests) if rests else 0)
+
+
 def summary(r):
     allv = [v for vs in r["latency"].values() for v in vs]
     per = [percentile(vs, 99) for vs in r["latency"].values()]
@@ -234,6 +270,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--trace", help="trace the daemon into this file (SPEAKBRIDGE_TRACE) and set the late lines beside "
                     "its group commits' fsyncs")
+    ap.add_argument("--trace-senders", action="store_true", help="trace every `send` too (its own file) and say how "
+                    "much of the late lines' time was spent before their `send` handed them to the socket")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="run desktop and devices on every CPU")
     ap.add_argument("--read", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -303,6 +341,12 @@ def main():
             print(f"group-commit fsyncs in the trace: {len(intervals)} (median {percentile(walls, 50) / 1e3:.0f} µs); "
                   f"lines overlapping one: {hit} of {n} ({100 * hit / max(n, 1):.1f} %), of the late lines {late_hit} "
                   f"of {late} ({100 * late_hit / max(late, 1):.1f} %)")
+        if args.trace_senders:
+            traces = {f"d{i}": [ns for ns, _ in stages.load(run.sender_trace(i)).get("encrypt", [])]
+                      for i in range(args.devices)}
+            matched, side, part, rest = sender_share(many_results, traces, 2 * one_p99)
+            print(f"late lines traced on their `send`: {matched}; {side} of them spent most of their time before the "
+                  f"`send` handed them to the socket (median {part:.0f} µs there, {rest:.0f} µs after)")
         expected = args.lines + 1 + args.devices * (args.lines + 1)
         bad = [k for k, (o, m) in enumerate(rows) if o["lines"] + m["lines"] != expected or o["duplicated"] or m["duplicated"]]
         if bad:
