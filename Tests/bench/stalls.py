@@ -32,6 +32,21 @@ def sleeper(cpu, seconds, threshold, out):
     out.put((cpu, late))
 
 
+def noise(seconds=3.0, threshold=2.0):
+    """How much this machine stalls a sleeping thread right now, for a benchmark to print beside its tail figures: one
+    pinned sleeper per CPU as `main` runs, nothing else. Returns (late wake-ups per second over all CPUs, the latest
+    in ms, CPUs): late = a 1 ms sleep that took more than `threshold` ms."""
+    out = multiprocessing.Queue()
+    cpus = sorted(os.sched_getaffinity(0))
+    procs = [multiprocessing.Process(target=sleeper, args=(cpu, seconds, threshold, out)) for cpu in cpus]
+    for p in procs:
+        p.start()
+    late = [ms for _ in procs for _, ms in out.get()[1]]
+    for p in procs:
+        p.join()
+    return len(late) / seconds, max(late, default=0.0), len(cpus)
+
+
 def kernel_threads():
     found = {}
     for pid in os.listdir("/proc"):
