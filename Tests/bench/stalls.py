@@ -32,12 +32,15 @@ def sleeper(cpu, seconds, threshold, out):
     out.put((cpu, late))
 
 
+ALL_CPUS = sorted(os.sched_getaffinity(0))  # when first imported
+
+
 def noise(seconds=3.0, threshold=2.0):
     """How much this machine stalls a sleeping thread right now, for a benchmark to print beside its tail figures: one
     pinned sleeper per CPU as `main` runs, nothing else. Returns (late wake-ups per second over all CPUs, the latest
     in ms, CPUs): late = a 1 ms sleep that took more than `threshold` ms."""
     out = multiprocessing.Queue()
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = ALL_CPUS  # a bench that pinned itself since (devices.py) still measures every CPU
     procs = [multiprocessing.Process(target=sleeper, args=(cpu, seconds, threshold, out)) for cpu in cpus]
     for p in procs:
         p.start()
