@@ -13,8 +13,8 @@ figure), and how many of the lines later than twice one device's p99 were late t
 first) and says how many lines, of all and of the late ones, overlapped one of its group-commit fsyncs;
 `--trace-senders` traces every `send` too and splits the late lines' time at their `send`'s socket hand-over (the
 devices' side against the rest); `KEEP=1` keeps the temp dir (each phase's latencies and arrival times,
-`lat-*.json`). Before and after the rounds, the machine's own idle stalls (`stalls.noise`). Every line must arrive
-exactly once. Loopback only; stops what it started by PID.
+`lat-*.json`). Before and after the rounds, the machine's own idle stalls (`stalls.noise_line`). Every line must
+arrive exactly once. Loopback only; stops what it started by PID.
 With 2 or more CPUs (and --pin, the default), the desktop side (daemon, FIFO reader) runs on the last CPU and the
 devices (every `send`, the writer) on the others, as 100 phones bring their own CPUs: otherwise 100 senders'
 CPU time (each ~120 µs a line) would starve the daemon and the figure would measure this machine, not the desktop.
@@ -252,13 +252,6 @@ def sender_share(results, traces, limit_us):
     return matched, sender_side, (statistics.median(parts) if parts else 0), (statistics.median(rests) if rests else 0)
 
 
-def machine_noise(when):
-    """The machine's own stalls, idle (`stalls.noise`): the tail figures mean little when it stalls often."""
-    rate, worst_ms, ncpu = stalls.noise()
-    return (f"this machine {when}, idle (stalls.py: a pinned 1 ms sleeper per CPU, 3 s): {rate:.1f} wake-ups a second "
-            f"more than 2 ms late over {ncpu} CPUs, the latest {worst_ms:.1f} ms")
-
-
 def summary(r):
     allv = [v for vs in r["latency"].values() for v in vs]
     per = [percentile(vs, 99) for vs in r["latency"].values()]
@@ -298,7 +291,7 @@ def main():
                  if run.pin else "desktop and devices share every CPU")
         print(f"devices: {args.devices} paired in {run.pairing_s:.1f} s; each sends {args.lines} lines paced "
               f"{args.pace * 1e3:g} ms (send stdin → desktop FIFO, stamped); {where}", flush=True)
-        print(machine_noise("before the rounds"), flush=True)
+        print(stalls.noise_line("before the rounds"), flush=True)
         rows, many_results = [], []
         pooled_one, pooled_many = {}, {}  # device -> latencies over every round (p99 of 3 × LINES, not of LINES)
         for k in range(args.rounds):
@@ -357,7 +350,7 @@ def main():
             matched, side, part, rest = sender_share(many_results, traces, 2 * one_p99)
             print(f"late lines traced on their `send`: {matched}; {side} of them spent most of their time before the "
                   f"`send` handed them to the socket (median {part:.0f} µs there, {rest:.0f} µs after)")
-        print(machine_noise("after the rounds"))
+        print(stalls.noise_line("after the rounds"))
         expected = args.lines + 1 + args.devices * (args.lines + 1)
         bad = [k for k, (o, m) in enumerate(rows) if o["lines"] + m["lines"] != expected or o["duplicated"] or m["duplicated"]]
         if bad:

@@ -6,7 +6,7 @@
 # (discover.py; skipped, saying why, without root or avahi), and the three tools' latency, CPU per line and burst
 # measured taking turns in blocks of 300 lines (tail_interleaved.py: a noisy stretch hits all three alike). Loopback only;
 # cleans up what it started. Arguments go to bench.py; BENCH_ONLY=reconnect,devices,discover,tail runs only those
-# extra steps. Before and after, the machine's own idle stalls (stalls.noise), so that a figure from a stretch in which
+# extra steps. Before and after, the machine's own idle stalls (stalls.py --noise), so that a figure from a stretch in which
 # the VM's host was busy says so.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,9 +14,7 @@ BIN=${BIN:-$here/../../.build/release/speakbridge}
 ONLY=${BENCH_ONLY:-bench,tail,reconnect,devices,discover}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 # The machine's own stalls first, idle: on a VM whose host is busy every tail figure below moves with them.
-noise() { python3 -c "import sys; sys.path.insert(0, '$here'); import stalls; r, w, n = stalls.noise(); \
-print(f'machine noise $1, idle: {r:.1f} wake-ups a second more than 2 ms late over {n} CPUs (a pinned 1 ms sleeper \
-each, 3 s), the latest {w:.1f} ms')"; }
+noise() { python3 "$here/stalls.py" --noise "$1"; }
 noise "before the bench"
 want bench && python3 "$here/bench.py" --bin "$BIN" "$@"
 want tail && { echo; python3 "$here/tail_interleaved.py" "$BIN"; }

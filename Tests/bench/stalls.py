@@ -2,6 +2,7 @@
 """Where a quiet machine stalls a thread for milliseconds (what makes the 100-device bench's worst devices late).
 
 usage: python3 Tests/bench/stalls.py [SECONDS] [THRESHOLD_MS]     (defaults 30 s, 3 ms)
+       python3 Tests/bench/stalls.py --noise WHEN                (one line, 3 s: what `make bench` prints)
 
 Flow: one process per CPU, pinned, sleeps 1 ms in a loop and notes every wake-up that comes more than THRESHOLD_MS
 late. Meanwhile the parent samples, every 2 ms, the CPU time of the machine's kernel threads that are known to run in
@@ -32,22 +33,31 @@ def sleeper(cpu, seconds, threshold, out):
     out.put((cpu, late))
 
 
-ALL_CPUS = sorted(os.sched_getaffinity(0))  # when first imported
+ALL_CPUS = sorted(os.sched_getaffinity(0))  # when first imported: a bench that pins itself later still measures all
 
 
-def noise(seconds=3.0, threshold=2.0):
-    """How much this machine stalls a sleeping thread right now, for a benchmark to print beside its tail figures: one
-    pinned sleeper per CPU as `main` runs, nothing else. Returns (late wake-ups per second over all CPUs, the latest
-    in ms, CPUs): late = a 1 ms sleep that took more than `threshold` ms."""
+def run_sleepers(seconds, threshold, meanwhile=None):
+    """One pinned `sleeper` per CPU for `seconds`; `meanwhile()` runs in this process until they are done. Returns
+    [(cpu, [(monotonic time, ms) of each late wake-up])]."""
     out = multiprocessing.Queue()
-    cpus = ALL_CPUS  # a bench that pinned itself since (devices.py) still measures every CPU
-    procs = [multiprocessing.Process(target=sleeper, args=(cpu, seconds, threshold, out)) for cpu in cpus]
+    procs = [multiprocessing.Process(target=sleeper, args=(cpu, seconds, threshold, out)) for cpu in ALL_CPUS]
     for p in procs:
         p.start()
-    late = [ms for _ in procs for _, ms in out.get()[1]]
+    if meanwhile:
+        meanwhile()
+    results = [out.get() for _ in procs]
     for p in procs:
         p.join()
-    return len(late) / seconds, max(late, default=0.0), len(cpus)
+    return results
+
+
+def noise_line(when, seconds=3.0, threshold=2.0):
+    """How much this machine stalls a sleeping thread right now, idle, for a benchmark to print beside its tail
+    figures (`make bench`, devices.py): late = a 1 ms sleep that took more than `threshold` ms."""
+    late = [ms for _, wakes in run_sleepers(seconds, threshold) for _, ms in wakes]
+    return (f"machine noise {when}, idle (stalls.py: a pinned 1 ms sleeper per CPU, {seconds:g} s): "
+            f"{len(late) / seconds:.1f} wake-ups a second more than {threshold:g} ms late over {len(ALL_CPUS)} CPUs, "
+            f"the latest {max(late, default=0.0):.1f} ms")
 
 
 def kernel_threads():
@@ -79,36 +89,35 @@ def steal_ticks():
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--noise":  # run.sh: one line, `noise_line`
+        print(noise_line(sys.argv[2]))
+        return
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     threshold = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
     threads = kernel_threads()
     with open("/proc/loadavg") as f:
         load = float(f.read().split()[0])
     print(f"load average {load:.2f}" + (" (busy machine: late wake-ups from other work too)" if load > 0.5 else ""))
-    out = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=sleeper, args=(cpu, seconds, threshold, out))
-             for cpu in sorted(os.sched_getaffinity(0))]
-    for p in procs:
-        p.start()
-    last = {pid: runtime_ns(pid) for pid in threads}
-    steal = steal_ticks()
     events = []  # (time, what)
     end = time.monotonic() + seconds + 0.1
-    while time.monotonic() < end:
-        time.sleep(0.002)
-        now = time.monotonic()
-        for pid, name in threads.items():
-            value = runtime_ns(pid)
-            if value is not None and last[pid] is not None and value - last[pid] > 2_000_000:
-                events.append((now, f"{name} ran {(value - last[pid]) / 1e6:.1f} ms"))
-            last[pid] = value
-        s = steal_ticks()
-        if s > steal:
-            events.append((now, f"steal {s - steal} tick(s)"))
-        steal = s
-    results = [out.get() for _ in procs]
-    for p in procs:
-        p.join()
+
+    def watch():
+        last = {pid: runtime_ns(pid) for pid in threads}
+        steal = steal_ticks()
+        while time.monotonic() < end:
+            time.sleep(0.002)
+            now = time.monotonic()
+            for pid, name in threads.items():
+                value = runtime_ns(pid)
+                if value is not None and last[pid] is not None and value - last[pid] > 2_000_000:
+                    events.append((now, f"{name} ran {(value - last[pid]) / 1e6:.1f} ms"))
+                last[pid] = value
+            s = steal_ticks()
+            if s > steal:
+                events.append((now, f"steal {s - steal} tick(s)"))
+            steal = s
+
+    results = run_sleepers(seconds, threshold, watch)
     known = unknown = 0
     start = end - seconds - 0.1
     for cpu, late in sorted(results):
