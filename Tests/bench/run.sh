@@ -6,8 +6,8 @@
 # (discover.py; skipped, saying why, without root or avahi), and the three tools' latency, CPU per line and burst
 # measured taking turns in blocks of 300 lines (tail_interleaved.py: a noisy stretch hits all three alike). Loopback only;
 # cleans up what it started. Arguments go to bench.py; BENCH_ONLY=reconnect,devices,discover,tail runs only those
-# extra steps. Before and after, the machine's own idle stalls (stalls.py --noise), so that a figure from a stretch in which
-# the VM's host was busy says so.
+# extra steps. Before and after, the machine's own idle stalls (stalls.py --noise), so that a figure from a stretch
+# in which the VM's host was busy says so.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$here/../../.build/release/speakbridge}
