@@ -351,10 +351,13 @@ final class ServiceLoop: @unchecked Sendable {
     /// `enqueue(.send(id, message))`, applied at once when that changes nothing: on the service thread, inside a
     /// callback (where the drain at its end would apply it), with no command queued or being drained ahead of it.
     /// A paced line read on the service thread (`send`'s stdin) goes out without the inbox's lock, the command's
-    /// enum copies and the drain (about 1,000 instructions of its 18,000).
+    /// enum copies and the drain (about 1,000 instructions of its 18,000). Only on an established connection (or
+    /// none): the caller may hold its own queue's lock, and on a connection still connecting a full queue closes it
+    /// by `abandon`, which reports `.closed` at once — into that queue. Queued, it is reported from the drain.
     func send(_ message: [UInt8], on id: WebSocketConnectionID) {
-        // `isServiceThread` first: the other two are the service thread's own variables.
-        if isServiceThread, callbackDepth > 0, drained.isEmpty, !inboxHasCommands.load(ordering: .acquiring) {
+        // `isServiceThread` first: the others are the service thread's own variables.
+        if isServiceThread, callbackDepth > 0, drained.isEmpty, !inboxHasCommands.load(ordering: .acquiring),
+           connection(id)?.isEstablished ?? true {
             applySend(message, on: id)
         } else {
             enqueue(.send(id, message))
@@ -373,13 +376,8 @@ final class ServiceLoop: @unchecked Sendable {
     /// The capacities are returned (and kept) so that the optimizer cannot drop the two tables as unused.
     private static let tableTypesWarmed: Int = {
         var connections: [WebSocketConnectionID: Connection] = [:]
-    /// The connection `connection(_:)` found last, while it is in `connections` (every removal goes through
-    /// `removeConnection` or clears it): a paced line looks its connection up about four times.
-    var lastFound: Connection?
         connections.reserveCapacity(1)
         var watches: [WebSocketWatchID: Watch] = [:]
-    /// The watch `watch(for:)` found last, while it is in `watches` (`removeWatch` and `forgetWatches` clear it).
-    var lastWatch: Watch?
         watches.reserveCapacity(1)
         return connections.capacity + watches.capacity
     }()
