@@ -77,6 +77,39 @@ struct WatchTests {
         #expect(state.threads == [client.serviceThreadID])
     }
 
+    /// Something only a watch's handler holds.
+    final class Token: Sendable {}
+
+    /// A watch that ended lets its handler go while the client runs on (the loop remembers the last watch it found,
+    /// and must forget it with the watch): whatever the handler captured is not kept alive.
+    @Test func anEndedWatchLetsItsHandlerGo() async throws {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let client = try WebSocketClient(onEvent: { _ in })
+        defer { client.shutdown() }
+        let reader = Reader(fd: ends[0])
+        weak var held: Token?
+        do {
+            let token = Token()
+            held = token
+            let handler: @Sendable (Bool) -> Bool = { [token] hungUp in
+                withExtendedLifetime(token) { reader.onReadable(hungUp) }
+            }
+            let watch = client.watchReadable(fd: ends[0], onReadable: handler)
+            #expect(watch != nil)
+        }
+        let line = Array("one line\n".utf8)
+        #expect(line.withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) } == line.count)
+        close(ends[1])
+        #expect(await reader.waitEnded())
+        for _ in 0..<200 where held != nil {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(held == nil)
+        #expect(reader.state.withLock { $0.bytes } == line)
+    }
+
     @Test func whatIsLeftAfterTheWriterClosedIsReadWhole() async throws {
         var ends: [Int32] = [0, 0]
         #expect(pipe(&ends) == 0)
