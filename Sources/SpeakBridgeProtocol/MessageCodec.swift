@@ -1,3 +1,5 @@
+import SpeakBridgeSupport
+
 /// Turns `Message` values into the JSON bytes of PROTOCOL.md and back.
 ///
 /// Parser rules (each stops an attack or a bug class): the document is at most one frame and nests at most
@@ -6,6 +8,9 @@
 /// of `[A-Za-z0-9._-]` (they become file names in logs and state); sequence numbers are 1…2^53 (exact in every
 /// JSON implementation); chunk text is at most 16 KiB of UTF-8; names at most 64 bytes.
 public enum MessageCodec {
+    /// The longest `message` of an `error` a peer accepts, in bytes of UTF-8 (PROTOCOL.md, "Errors").
+    public static let maxErrorMessageBytes = 1024
+
     public static func encode(_ message: Message) -> [UInt8] {
         switch message {
         case let .chunks(session, chunks):
@@ -273,7 +278,7 @@ public enum MessageCodec {
         case "bye": return .bye
         case "error":
             let code = try string(value["code"], "code", maxBytes: 64)
-            let text = try optionalString(value["message"], "message", maxBytes: 1024) ?? ""
+            let text = try optionalString(value["message"], "message", maxBytes: maxErrorMessageBytes) ?? ""
             let expected = try value["expected"].flatMap { v throws(MessageError) in
                 v == .null ? nil : try seqNumber(v, "expected", allowZero: false)
             }
@@ -287,7 +292,7 @@ public enum MessageCodec {
         case _ where type.hasPrefix("config-") && type.utf8.count <= 32:
             return .config(type: type, body: value)
         default:
-            throw .unknownType(String(type.prefix(64)))
+            throw .unknownType(PeerText.utf8Prefix(type, maxBytes: 64))
         }
     }
 

@@ -1,4 +1,5 @@
 import SpeakBridgeCrypto
+import SpeakBridgeSupport
 
 /// What the desktop knows when a connection asks something of it. Lookups only: no side effects (the owner
 /// changes its ledgers and codes from the actions it gets back, never from inside these closures).
@@ -334,7 +335,9 @@ public struct ResponderMachine {
             if MessageCodec.typeOfUndecodable(plaintext) == "error" {
                 return fail(.failed(.peerError(device, .malformed, error.description)))
             }
-            return encryptAndSend(.error(code: error.code, message: error.description, expected: nil))
+            // Bounded as the peer's decoder bounds it (the description can quote what the peer sent).
+            let text = PeerText.utf8Prefix(error.description, maxBytes: MessageCodec.maxErrorMessageBytes)
+            return encryptAndSend(.error(code: error.code, message: text, expected: nil))
         }
         switch message {
         case .resume(let session, _):

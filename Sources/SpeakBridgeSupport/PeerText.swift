@@ -51,6 +51,22 @@ public enum PeerText {
         String(String.UnicodeScalarView(escape(text).unicodeScalars.prefix(max(0, limit))))
     }
 
+    /// The longest prefix of `text` made of whole scalars that takes at most `maxBytes` bytes of UTF-8: a bound in
+    /// bytes, for peer text echoed into a message of bounded size (a `prefix(n)` of a `String` counts grapheme
+    /// clusters, and one cluster can be a base and thousands of combining marks). Not escaped.
+    public static func utf8Prefix(_ text: String, maxBytes: Int) -> String {
+        guard text.utf8.count > maxBytes else { return text }
+        var out = String.UnicodeScalarView()
+        var used = 0
+        for scalar in text.unicodeScalars {
+            let size = UTF8.width(scalar)
+            guard used + size <= maxBytes else { break }
+            out.append(scalar)
+            used += size
+        }
+        return String(out)
+    }
+
     static func visible(_ scalar: Unicode.Scalar) -> String {
         let hex = String(scalar.value, radix: 16)
         switch scalar.value {

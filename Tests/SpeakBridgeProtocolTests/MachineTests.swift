@@ -125,6 +125,36 @@ struct MachineTests {
         #expect(ok.contains { if case .deliver = $0 { return true } else { return false } })
     }
 
+    /// Messages whose error reply quotes what the peer sent: a duplicate key of 16,370 NELs (C1 controls, 2 bytes
+    /// of UTF-8 each, 6 once escaped in JSON), and an unknown type of one grapheme cluster (a base and 32,750
+    /// combining marks) or of 600 marks. Each is answered with an `error` the peer's decoder accepts (its message at
+    /// most 1,024 bytes) and the session goes on; the desktop's reply was 98 KB and 65 KB (over a Noise message:
+    /// the desktop closed with "encryption failed") and 1,277 bytes (which the client dropped as too long).
+    static func repeated(_ bytes: [UInt8], _ count: Int) -> [UInt8] { Array(Array(repeating: bytes, count: count).joined()) }
+    static let quotingReplies: [[UInt8]] = {
+        let nels = repeated([0xC2, 0x85], 16_370)
+        let duplicateKey = Array("{\"".utf8) + nels + Array("\":1,\"".utf8) + nels + Array("\":1}".utf8)
+        let oneCluster = Array("{\"type\":\"x".utf8) + repeated([0xCC, 0x81], 32_750) + Array("\"}".utf8)
+        let shorterCluster = Array("{\"type\":\"x".utf8) + repeated([0xCC, 0x81], 600) + Array("\"}".utf8)
+        return [duplicateKey, oneCluster, shorterCluster]
+    }()
+
+    @Test(arguments: 0..<3)
+    func anErrorReplyQuotingThePeerStaysWithinItsBounds(_ which: Int) throws {
+        let hostile = Self.quotingReplies[which]
+        var (r, i) = try openSession(psk: SecureRandom.bytes(32))
+        guard case .established = i.state, i.session != nil else { Issue.record("not established"); return }
+        #expect(hostile.count <= 65_519)
+        let reply = r.receive(try #require(try i.session?.encrypt(hostile)))
+        #expect(!reply.contains { if case .close = $0 { return true } else { return false } })
+        let answer = i.receive(try #require(Self.sent(reply).first))
+        guard case .received(.error(_, let text, _))? = answer.first else { Issue.record("no error reply: \(answer)"); return }
+        #expect(text.utf8.count <= 1_024)  // MessageCodec.maxErrorMessageBytes
+        #expect(r.isEstablished)
+        let ok = r.receive(try #require(Self.sent(i.encryptAndSend(.chunk(session: "s", Chunk(seq: 1, text: "x")))).first))
+        #expect(ok.contains { if case .deliver = $0 { return true } else { return false } })
+    }
+
     /// An undecryptable frame closes the initiator: its transport (and keys) are dropped and it seals nothing more.
     @Test func anUndecryptableFrameDropsTheInitiatorsTransport() throws {
         var (r, i) = try openSession(psk: SecureRandom.bytes(32))

@@ -74,6 +74,28 @@ struct PeerTextTests {
         #expect(PeerText.escape("\u{1B}bcdef", limit: 3) == #"\x1bbc…"#)
     }
 
+    @Test("utf8Prefix: whole scalars within a bound in bytes, however the text is clustered")
+    func utf8Prefix() {
+        #expect(PeerText.utf8Prefix("abc", maxBytes: 3) == "abc")
+        #expect(PeerText.utf8Prefix("abcd", maxBytes: 3) == "abc")
+        #expect(PeerText.utf8Prefix("a\u{E9}", maxBytes: 2) == "a")  // é takes 2 bytes: not cut in half
+        #expect(PeerText.utf8Prefix("\u{1F600}x", maxBytes: 3) == "")
+        #expect(PeerText.utf8Prefix("abc", maxBytes: 0) == "")
+        // One grapheme cluster of 1 + 2 × 5,000 bytes: `prefix(64)` would keep all of it.
+        let cluster = "x" + String(repeating: "\u{301}", count: 5_000)
+        #expect(cluster.count == 1)
+        let cut = PeerText.utf8Prefix(cluster, maxBytes: 64)
+        #expect(cut.utf8.count == 63)
+        #expect(cut.unicodeScalars.elementsEqual(cluster.unicodeScalars.prefix(32)))
+        for n in 0...12 {
+            let text = "a\u{E9}\u{20AC}\u{1F600}b"  // 1 + 2 + 3 + 4 + 1 bytes
+            let cut = PeerText.utf8Prefix(text, maxBytes: n)
+            #expect(cut.utf8.count <= n)
+            #expect(text.unicodeScalars.starts(with: cut.unicodeScalars))
+            #expect(cut.utf8.count + 4 > n || cut == text)  // no longer prefix fits (no scalar is over 4 bytes)
+        }
+    }
+
     @Test("JSON output carries no raw control, C1, bidi or separator, and parses back to the same string")
     func jsonEscaping() throws {
         var all = String.UnicodeScalarView()
