@@ -51,30 +51,37 @@ struct WatchTests {
 
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 / 251) } }
 
-    @Test func aPipeIsReadOnTheServiceThreadToItsEnd() async throws {
+    /// A pipe, a client and a `Reader` of the pipe's read end for `body`, which gets the write end (and closes it);
+    /// the read end and the client are closed after it.
+    static func withPipe(_ body: (_ writer: Int32, _ client: WebSocketClient, _ reader: Reader) async throws -> Void)
+        async throws {
         var ends: [Int32] = [0, 0]
         #expect(pipe(&ends) == 0)
         defer { close(ends[0]) }
         let client = try WebSocketClient(onEvent: { _ in })
         defer { client.shutdown() }
-        let reader = Reader(fd: ends[0])
-        #expect(client.watchReadable(fd: ends[0], onReadable: reader.onReadable) != nil)
-        // More than a pipe holds: the watch must keep reading while the writer is blocked.
-        let data = Self.pattern(300_000)
-        let writer = ends[1]
-        _ = Threads.start(name: "test-writer") {
-            var offset = 0
-            while offset < data.count {
-                let n = data[offset...].withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
-                if n <= 0 { break }
-                offset += n
+        try await body(ends[1], client, Reader(fd: ends[0]))
+    }
+
+    @Test func aPipeIsReadOnTheServiceThreadToItsEnd() async throws {
+        try await Self.withPipe { writer, client, reader in
+            #expect(client.watchReadable(fd: reader.fd, onReadable: reader.onReadable) != nil)
+            // More than a pipe holds: the watch must keep reading while the writer is blocked.
+            let data = Self.pattern(300_000)
+            _ = Threads.start(name: "test-writer") {
+                var offset = 0
+                while offset < data.count {
+                    let n = data[offset...].withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
+                    if n <= 0 { break }
+                    offset += n
+                }
+                close(writer)
             }
-            close(writer)
+            #expect(await reader.waitEnded())
+            let state = reader.state.withLock { $0 }
+            #expect(state.bytes == data)
+            #expect(state.threads == [client.serviceThreadID])
         }
-        #expect(await reader.waitEnded())
-        let state = reader.state.withLock { $0 }
-        #expect(state.bytes == data)
-        #expect(state.threads == [client.serviceThreadID])
     }
 
     /// Something only a watch's handler holds.
@@ -83,31 +90,27 @@ struct WatchTests {
     /// A watch that ended lets its handler go while the client runs on (the loop remembers the last watch it found,
     /// and must forget it with the watch): whatever the handler captured is not kept alive.
     @Test func anEndedWatchLetsItsHandlerGo() async throws {
-        var ends: [Int32] = [0, 0]
-        #expect(pipe(&ends) == 0)
-        defer { close(ends[0]) }
-        let client = try WebSocketClient(onEvent: { _ in })
-        defer { client.shutdown() }
-        let reader = Reader(fd: ends[0])
-        weak var held: Token?
-        do {
-            let token = Token()
-            held = token
-            let handler: @Sendable (Bool) -> Bool = { [token] hungUp in
-                withExtendedLifetime(token) { reader.onReadable(hungUp) }
+        try await Self.withPipe { writer, client, reader in
+            weak var held: Token?
+            do {
+                let token = Token()
+                held = token
+                let handler: @Sendable (Bool) -> Bool = { [token] hungUp in
+                    withExtendedLifetime(token) { reader.onReadable(hungUp) }
+                }
+                let watch = client.watchReadable(fd: reader.fd, onReadable: handler)
+                #expect(watch != nil)
             }
-            let watch = client.watchReadable(fd: ends[0], onReadable: handler)
-            #expect(watch != nil)
+            let line = Array("one line\n".utf8)
+            #expect(line.withUnsafeBytes { write(writer, $0.baseAddress, $0.count) } == line.count)
+            close(writer)
+            #expect(await reader.waitEnded())
+            for _ in 0..<200 where held != nil {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(held == nil)
+            #expect(reader.state.withLock { $0.bytes } == line)
         }
-        let line = Array("one line\n".utf8)
-        #expect(line.withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) } == line.count)
-        close(ends[1])
-        #expect(await reader.waitEnded())
-        for _ in 0..<200 where held != nil {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        #expect(held == nil)
-        #expect(reader.state.withLock { $0.bytes } == line)
     }
 
     @Test func whatIsLeftAfterTheWriterClosedIsReadWhole() async throws {
