@@ -64,7 +64,8 @@ extension DesktopCore {
     mutating func drained(_ devices: [DeviceID]) -> [DesktopAction] {
         var out: [DesktopAction] = []
         for device in devices where !backlog.isThrottled(device) {
-            for id in (paused.removeValue(forKey: device) ?? []).sorted() where connections[id] != nil {
+            for id in (paused.removeValue(forKey: device) ?? []).sorted()
+            where connections[id] != nil && !configPaused.contains(id) {
                 out.append(.resumeReading(id))
             }
         }

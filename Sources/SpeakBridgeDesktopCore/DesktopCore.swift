@@ -47,6 +47,8 @@ public struct DesktopCore {
         var device: DeviceID?
         /// A confirmed pairing waiting to be saved: the frames (`paired`) that go out once it is.
         var unsavedPairing: [[UInt8]]?
+        /// `.configOpened` and `.configRequest`s of this connection the config module has not answered yet.
+        var configAsked = 0
     }
 
     struct HeldKey: Hashable {
@@ -78,6 +80,14 @@ public struct DesktopCore {
     var authenticated: [DeviceID: [ConnectionID]] = [:]
     /// Connections not being read because their device is over the high-water mark.
     var paused: [DeviceID: Set<ConnectionID>] = [:]
+    /// Connections not being read because `configAskedPause` of their config messages wait for an answer (each
+    /// is a whole decoded body and a pass over the config store on one serial queue shared by every device). A
+    /// connection may be in both this and `paused`: it is read again only when neither holds it.
+    var configPaused: Set<ConnectionID> = []
+    /// Unanswered config messages at which a connection's reading pauses, and at which one more closes it (1013):
+    /// frames already read when the pause took effect (one read's worth: small messages) still come in between.
+    static let configAskedPause = 4
+    static let configAskedLimit = 64
     /// When each device's last "reading paused" was logged, and the pauses since that were not: a burst into a
     /// sink slower than the device (a FIFO whose reader keeps up only just) pauses it about ten times a second,
     /// and each pause logged filled a terminal (`pauseLogInterval`). One entry per paired device at most.
@@ -149,7 +159,7 @@ public struct DesktopCore {
             if connections[id] != nil { actions += close(id, .failed(.cannotSavePairing(message))) }
             return actions
         case let .configReplies(id, messages):
-            return send(messages, on: id)
+            return configAnswered(id) + send(messages, on: id)
         case let .pairingCodeIssued(secret, expiry):
             code.issue(secret: secret, expiry: expiry)
             return []
@@ -286,6 +296,7 @@ public struct DesktopCore {
     /// Drops connection `id` and what refers to it (its device's pause and ack-target entries).
     mutating func forget(_ id: ConnectionID) -> Connection? {
         guard let connection = connections.removeValue(forKey: id) else { return nil }
+        configPaused.remove(id)
         if let device = connection.device {
             paused[device]?.remove(id)
             authenticated[device]?.removeAll { $0 == id }
@@ -316,6 +327,7 @@ public struct DesktopCore {
                 out.append(.markAuthenticated(id))
                 out.append(.touchPeer(key))
                 if configuration.takesConfig && clients.kind(of: device) != .browser {
+                    connections[id]!.configAsked += 1
                     out.append(.configOpened(id, device, name: clients.name(of: device) ?? ""))
                 }
             case .consumePairingCode:
@@ -338,7 +350,7 @@ public struct DesktopCore {
                     out += send([.error(code: .unknownType, message: "config transfer is off for browser devices",
                                         expected: nil)], on: id)
                 } else if configuration.takesConfig {
-                    out.append(.configRequest(id, device, name: clients.name(of: device) ?? "", type: type, body: body))
+                    out += askConfig(id, device, type: type, body: body)
                 } else {
                     out += send([.error(code: .unknownType, message: "this desktop does not take config messages",
                                         expected: nil)], on: id)

@@ -5,7 +5,7 @@
 /// decided (a `bye`, a refused or failed handshake — never with a hint why —, a broken session), 1008 for a policy
 /// refusal outside the handshake (unknown path, a pairing connection while no code is active, a connected device
 /// revoked), 1011 when a pairing could not be saved, 1013 when the device's undelivered backlog is at the hard
-/// limit.
+/// limit or a connection kept sending config messages that the desktop had not answered yet.
 public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The device said `bye`: a normal end.
     case bye(DeviceID)
@@ -44,6 +44,9 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case undecryptable(DeviceID)
         /// The device's undelivered backlog is at the hard limit: it resends after reconnecting.
         case overloaded(DeviceID)
+        /// The connection kept sending config messages while `DesktopCore.configAskedLimit` of them waited for the
+        /// config module's answer (reading it was paused well before that).
+        case configBacklog(DeviceID)
         /// The pairing was confirmed but could not be saved.
         case cannotSavePairing(String)
         /// Encryption or a handshake step failed on the desktop's side.
@@ -71,6 +74,7 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case .rejected(.noPairingCode): return (1008, "no pairing code active")
         case .rejected(.revoked): return (1008, "revoked")
         case .failed(.overloaded): return (1013, "too much undelivered; try again later")
+        case .failed(.configBacklog): return (1013, "too many config messages waiting; try again later")
         case .failed(.cannotSavePairing): return (1011, "cannot save pairing")
         default: return (1000, "")
         }
@@ -99,6 +103,7 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
             case let .peerError(device, code, text): return "\(device) reported error \(code): \(text.prefix(200))"
             case .undecryptable(let device): return "undecryptable transport message from \(device)"
             case .overloaded(let device): return "\(device): too much undelivered; refused until it drains"
+            case .configBacklog(let device): return "\(device): too many config messages waiting for an answer"
             case .cannotSavePairing(let why): return "pairing could not be saved: \(why)"
             case .internalError(let why): return why
             }
