@@ -86,7 +86,7 @@ public final class ConfigPeerHandler: PeerConfigHandler {
         case .delivered(let r):
             Console.debug("config: \(who) answered \(r.batch): \(r.status.rawValue)")
         case .stagedDelivered(let r):
-            Console.info("config: staged push delivered to \(who): \(r.status.rawValue) (applied \(r.applied.count), pending \(r.pending.count))")
+            Console.info("config: staged push delivered to \(who): \(r.status.rawValue) (applied \(r.appliedCount), pending \(r.pendingCount))")
         case let .stagedDropped(id, reason):
             Console.warning("config: dropped the staged item \(id) for \(who): \(reason)")
         case let .rejected(type, error):

@@ -90,6 +90,23 @@ public struct ConfigResult: Sendable, Equatable {
     public var unchanged: [String]
     /// Keys marked local-only on the receiver: ignored there.
     public var skipped: [String]
+    /// How many keys each list left out so that the result fits one message (`ConfigWire.resultBudget`: 1,024
+    /// keys of 128 bytes would not); zero when every key is listed. The counts below add them.
+    public var omitted = Omitted()
+
+    public struct Omitted: Sendable, Equatable {
+        public var applied = 0, pending = 0, unchanged = 0, skipped = 0
+        public init(applied: Int = 0, pending: Int = 0, unchanged: Int = 0, skipped: Int = 0) {
+            (self.applied, self.pending, self.unchanged, self.skipped) = (applied, pending, unchanged, skipped)
+        }
+        public var total: Int { applied + pending + unchanged + skipped }
+    }
+
+    /// Each list's length with the keys it left out: what a report counts.
+    public var appliedCount: Int { applied.count + omitted.applied }
+    public var pendingCount: Int { pending.count + omitted.pending }
+    public var unchangedCount: Int { unchanged.count + omitted.unchanged }
+    public var skippedCount: Int { skipped.count + omitted.skipped }
 
     public init(batch: String, status: Status, applied: [String] = [], pending: [String] = [],
                 unchanged: [String] = [], skipped: [String] = []) {

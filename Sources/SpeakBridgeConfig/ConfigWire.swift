@@ -58,6 +58,10 @@ public enum ConfigWire {
     public static let maxPullKeys = 256
     /// Encoded size a sender aims at for one part (a frame is 65,535 bytes; Noise adds a 16-byte tag).
     public static let partBudget = 60_000
+    /// The bytes a `config-result`'s key lists may take (with their quotes and commas): the rest of the message
+    /// (type, batch, status, the `omitted` counts) stays under 400 bytes, so it fits one transport message
+    /// (65,519 bytes of plaintext) whatever a batch's 1,024 keys are.
+    public static let resultBudget = 60_000
 
     // MARK: encoding
 
@@ -75,11 +79,32 @@ public enum ConfigWire {
             if p.withheld > 0 { body.append(("withheld", .integer(Int64(p.withheld)))) }
             return .config(type: offerType, body: .object(body))
         case .result(let r):
-            return .config(type: resultType, body: .object([
-                ("batch", .string(r.batch)), ("status", .string(r.status.rawValue)),
-                ("applied", .array(r.applied.map { .string($0) })), ("pending", .array(r.pending.map { .string($0) })),
-                ("unchanged", .array(r.unchanged.map { .string($0) })), ("skipped", .array(r.skipped.map { .string($0) })),
-            ]))
+            // Keys are listed in order while they fit `resultBudget` (a key costs its bytes, two quotes and a
+            // comma: keys need no escaping); from the first that does not, every further key is only counted.
+            var budget = resultBudget
+            var omitted = r.omitted
+            func listed(_ keys: [String], _ count: inout Int) -> JSONValue {
+                var out: [JSONValue] = []
+                for key in keys {
+                    let cost = key.utf8.count + 3
+                    if cost > budget { budget = 0; count += 1; continue }
+                    budget -= cost
+                    out.append(.string(key))
+                }
+                return .array(out)
+            }
+            var body: [(String, JSONValue)] = [("batch", .string(r.batch)), ("status", .string(r.status.rawValue))]
+            body.append(("applied", listed(r.applied, &omitted.applied)))
+            body.append(("pending", listed(r.pending, &omitted.pending)))
+            body.append(("unchanged", listed(r.unchanged, &omitted.unchanged)))
+            body.append(("skipped", listed(r.skipped, &omitted.skipped)))
+            if omitted.total > 0 {
+                body.append(("omitted", .object([
+                    ("applied", .integer(Int64(omitted.applied))), ("pending", .integer(Int64(omitted.pending))),
+                    ("unchanged", .integer(Int64(omitted.unchanged))), ("skipped", .integer(Int64(omitted.skipped))),
+                ])))
+            }
+            return .config(type: resultType, body: .object(body))
         case let .error(batch, code, text):
             var body: [(String, JSONValue)] = []
             if let batch { body.append(("batch", .string(batch))) }
@@ -184,8 +209,16 @@ public enum ConfigWire {
             func keys(_ field: String) -> [String] {
                 (body[field]?.arrayValue ?? []).prefix(maxEntriesPerBatch).compactMap(\.stringValue).filter(ConfigKey.isValid)
             }
-            return .result(ConfigResult(batch: batch, status: status, applied: keys("applied"), pending: keys("pending"),
-                                        unchanged: keys("unchanged"), skipped: keys("skipped")))
+            var result = ConfigResult(batch: batch, status: status, applied: keys("applied"), pending: keys("pending"),
+                                      unchanged: keys("unchanged"), skipped: keys("skipped"))
+            // Informational counts: each 0 … maxEntriesPerBatch, anything else counts as 0.
+            func count(_ field: String) -> Int {
+                guard let n = body["omitted"]?[field]?.int64Value, (0...Int64(maxEntriesPerBatch)).contains(n) else { return 0 }
+                return Int(n)
+            }
+            result.omitted = .init(applied: count("applied"), pending: count("pending"), unchanged: count("unchanged"),
+                                   skipped: count("skipped"))
+            return .result(result)
         case errorType:
             let batch = batchHint(body)
             let code = PeerText.escapedPrefix(body["code"]?.stringValue ?? "error", limit: 32)

@@ -20,6 +20,47 @@ struct WireTests {
 
     let desk = device(1)
 
+    /// Found by review: a legal batch's result listing all its keys (1,024 of 128 bytes: 134 KB) did not fit one
+    /// transport message, so the desktop committed the batch and then closed the connection ("encryption failed").
+    @Test("a result for 1,024 keys of 128 bytes fits one transport message; the keys left out are counted")
+    func largeResultFits() throws {
+        let keys = (0..<1_024).map { n in
+            "k" + String(repeating: "a", count: 62) + "." + String(format4(n)) + String(repeating: "b", count: 60)
+        }
+        #expect(keys.allSatisfy { $0.utf8.count == 128 && ConfigKey.isValid($0) })
+        let result = ConfigResult(batch: "b1", status: .applied, applied: Array(keys[0..<400]),
+                                  pending: Array(keys[400..<700]), unchanged: Array(keys[700..<1_000]),
+                                  skipped: Array(keys[1_000...]))
+        let bytes = MessageCodec.encode(ConfigWire.message(.result(result)))
+        #expect(bytes.count <= SpeakBridgeProtocol.maxFrameSize - 16, "\(bytes.count) bytes")
+        guard case let .config(type, body) = try MessageCodec.decode(bytes),
+              case .result(let back) = try ConfigWire.decode(type: type, body: body) else {
+            Issue.record("not a config-result"); return
+        }
+        #expect(back.status == .applied && back.batch == "b1")
+        #expect([back.appliedCount, back.pendingCount, back.unchangedCount, back.skippedCount] == [400, 300, 300, 24])
+        #expect(back.omitted.total > 0 && back.omitted.total < 1_024)
+        // The listed keys are the first ones, in order: a prefix of the lists as they were.
+        let listed = back.applied + back.pending + back.unchanged + back.skipped
+        #expect(listed == Array(keys.prefix(listed.count)))
+        // A small result is listed whole, without `omitted`.
+        let small = ConfigResult(batch: "b2", status: .unchanged, unchanged: ["a.b", "c.d"])
+        let smallBytes = MessageCodec.encode(ConfigWire.message(.result(small)))
+        #expect(!String(decoding: smallBytes, as: UTF8.self).contains("omitted"))
+        guard case let .config(t2, b2) = try MessageCodec.decode(smallBytes) else { Issue.record("not config"); return }
+        #expect(try ConfigWire.decode(type: t2, body: b2) == .result(small))
+        // Counts out of range are ignored, not trusted.
+        let hostile = JSONValue.object([("batch", .string("b3")), ("status", .string("applied")),
+                                        ("omitted", .object([("applied", .integer(Int64.max)), ("pending", .integer(-1)),
+                                                             ("unchanged", .string("9")), ("skipped", .integer(1_024))]))])
+        guard case .result(let r3) = try ConfigWire.decode(type: ConfigWire.resultType, body: hostile) else {
+            Issue.record("not a result"); return
+        }
+        #expect(r3.omitted == .init(skipped: 1_024))
+    }
+
+    private func format4(_ n: Int) -> String { String(("000" + String(n)).suffix(4)) }
+
     @Test("a batch round-trips through the message codec")
     func roundTrip() throws {
         let v = HLCTimestamp(ms: 1_700_000_000_000, counter: 2, device: desk)

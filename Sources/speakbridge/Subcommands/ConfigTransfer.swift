@@ -189,10 +189,10 @@ enum ConfigTransfer {
             case .denied:
                 Console.warning("\(desk) denies config from this device (its policy): nothing was stored there")
             default:
-                var parts = ["applied \(r.applied.count)"]
-                if !r.pending.isEmpty { parts.append("\(r.pending.count) held for consent there (`speakbridge config pending` on it)") }
-                if !r.unchanged.isEmpty { parts.append("\(r.unchanged.count) unchanged (it has them or newer)") }
-                if !r.skipped.isEmpty { parts.append("\(r.skipped.count) skipped (local-only there)") }
+                var parts = ["applied \(r.appliedCount)"]
+                if r.pendingCount > 0 { parts.append("\(r.pendingCount) held for consent there (`speakbridge config pending` on it)") }
+                if r.unchangedCount > 0 { parts.append("\(r.unchangedCount) unchanged (it has them or newer)") }
+                if r.skippedCount > 0 { parts.append("\(r.skippedCount) skipped (local-only there)") }
                 Console.info("sent to \(desk): " + parts.joined(separator: ", "))
             }
         }
