@@ -92,12 +92,7 @@ public struct ConfigShell: Sendable {
 
     func resolve(_ keys: [String], _ snapshot: ConfigTransaction?) throws(ConfigError) -> [ConfigUpdate] {
         guard let snapshot else { throw ConfigError(.local, "the config store could not be read") }
-        var updates: [ConfigUpdate] = []
-        for key in keys {
-            guard let record = snapshot.document.records[key] else { continue }
-            updates.append(try snapshot.update(for: record))
-        }
-        return updates
+        return try snapshot.updates(for: keys.compactMap { snapshot.document.records[$0] })
     }
 
     /// One commit: the batch under the policy for the peer, and the staged pull it answers.

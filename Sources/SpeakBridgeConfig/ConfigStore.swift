@@ -144,11 +144,27 @@ public struct ConfigTransaction: Sendable {
 
     /// A record's value as it travels (secrets resolved).
     public func update(for record: ConfigRecord) throws(ConfigError) -> ConfigUpdate {
+        try updates(for: [record])[0]
+    }
+
+    /// Records' values as they travel, in order, their secrets looked up together (`SecretBackend.values`: the
+    /// secrets file read once for all of them).
+    public func updates(for records: [ConfigRecord]) throws(ConfigError) -> [ConfigUpdate] {
+        var refs: [String] = []
+        for record in records { if case .secret(let ref) = record.body, newSecrets[ref] == nil { refs.append(ref) } }
+        let stored = try backend.values(refs: refs)
+        var out: [ConfigUpdate] = []
+        out.reserveCapacity(records.count)
+        for record in records { out.append(try update(for: record, stored: stored)) }
+        return out
+    }
+
+    private func update(for record: ConfigRecord, stored: [String: String]) throws(ConfigError) -> ConfigUpdate {
         switch record.body {
         case .value(let v): return ConfigUpdate(key: record.key, version: record.version, body: .value(v))
         case .deleted: return ConfigUpdate(key: record.key, version: record.version, body: .deleted)
         case .secret(let ref):
-            guard let value = try secret(ref) else {
+            guard let value = newSecrets[ref] ?? stored[ref] else {
                 throw .local("the secret value of \(record.key) is missing from \(backend.summary)",
                              hint: "set it again with `speakbridge config set \(record.key) VALUE --secret`, or run with "
                                  + "the secret backend it was stored in (same session bus, same SPEAKBRIDGE_SECRETS)")

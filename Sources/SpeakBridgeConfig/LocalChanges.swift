@@ -53,15 +53,15 @@ extension ConfigTransaction {
     /// limited to `keys` when given, secrets only when `includeSecrets`.
     public func offer(keys: [String]?, includeSecrets: Bool) throws(ConfigError) -> [ConfigUpdate] {
         let wanted = keys.map(Set.init)
-        var out: [ConfigUpdate] = []
+        var records: [ConfigRecord] = []
         for key in document.records.keys.sorted() {
             let record = document.records[key]!
             if let wanted, !wanted.contains(key) { continue }
             if document.localOnly.contains(key) || ConfigKey.isReserved(key) { continue }
             if record.isSecret && !includeSecrets { continue }
-            out.append(try update(for: record))
+            records.append(record)
         }
-        return out
+        return try updates(for: records)
     }
 
     /// `config accept [KEY…]`: applies pending changes that are still newer than the local value; the others

@@ -12,8 +12,19 @@ public protocol SecretBackend: Sendable {
     /// For `config list`: e.g. `file (0600) /home/u/.config/speakbridge/secrets.json`.
     var summary: String { get }
     func value(ref: String) throws(ConfigError) -> String?
+    /// The values of `refs` that exist, in one pass where the backend can (the file is read once, not once per
+    /// reference: a pull of every secret read and parsed the whole file per secret).
+    func values(refs: [String]) throws(ConfigError) -> [String: String]
     func put(_ secrets: [String: String]) throws(ConfigError)
     func prune(keeping refs: Set<String>) throws(ConfigError)
+}
+
+extension SecretBackend {
+    public func values(refs: [String]) throws(ConfigError) -> [String: String] {
+        var out: [String: String] = [:]
+        for ref in refs { if let v = try value(ref: ref) { out[ref] = v } }
+        return out
+    }
 }
 
 /// Secrets in `config/secrets.json`, mode 0600 in a 0700 directory, replaced atomically (`FileIO.atomicWrite`);
@@ -29,6 +40,14 @@ public struct FileSecretBackend: SecretBackend {
     public var summary: String { "file (0600) \(path)" }
 
     public func value(ref: String) throws(ConfigError) -> String? { try load()[ref] }
+
+    public func values(refs: [String]) throws(ConfigError) -> [String: String] {
+        guard !refs.isEmpty else { return [:] }
+        let all = try load()
+        var out: [String: String] = [:]
+        for ref in refs { if let v = all[ref] { out[ref] = v } }
+        return out
+    }
 
     public func put(_ secrets: [String: String]) throws(ConfigError) {
         guard !secrets.isEmpty else { return }

@@ -30,6 +30,17 @@ public struct SecretServiceBackend: SecretBackend {
         return try file.value(ref: ref)
     }
 
+    /// The keyring per reference; the references it lacks from the file, read once.
+    public func values(refs: [String]) throws(ConfigError) -> [String: String] {
+        var out: [String: String] = [:]
+        var missing: [String] = []
+        for ref in refs {
+            if let v = try mapped({ () throws(KeyringError) in try keyring.lookup(ref: ref) }) { out[ref] = v } else { missing.append(ref) }
+        }
+        out.merge(try file.values(refs: missing)) { keyring, _ in keyring }
+        return out
+    }
+
     public func put(_ secrets: [String: String]) throws(ConfigError) {
         for ref in secrets.keys.sorted() {
             try mapped { () throws(KeyringError) in
