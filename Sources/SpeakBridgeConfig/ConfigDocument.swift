@@ -136,6 +136,23 @@ public struct StagedOutbox: Sendable, Equatable {
 
     public init() {}
 
+    /// Stages a push or a pull of `keys` (nil: every key) for `device`, merged with the item of that kind already
+    /// staged for it. A merge that changes the keys gives the item a new ID (`newID`): the old one may be in
+    /// flight, and the device's answer to it unstages that ID, which would drop the keys added since unsent.
+    public mutating func stage(device: DeviceID, kind: Item.Kind, keys: [String]?, staged: Int64,
+                               newID: () -> String) {
+        guard let i = items.firstIndex(where: { $0.device == device && $0.kind == kind }) else {
+            items.append(Item(id: newID(), device: device, kind: kind, keys: keys, staged: staged))
+            return
+        }
+        let old = items[i].keys
+        let merged = (old == nil || keys == nil) ? nil : Array(Set(old! + keys!)).sorted()
+        guard merged != old else { return }
+        items[i].keys = merged
+        items[i].id = newID()
+        items[i].staged = staged
+    }
+
     func encoded() -> [UInt8] {
         JSONValue.object([("version", .integer(1)), ("staged", .array(items.map { i in
             var m: [(String, JSONValue)] = [("id", .string(i.id)), ("device", .string(i.device.description)),

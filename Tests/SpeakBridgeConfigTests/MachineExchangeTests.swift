@@ -118,6 +118,36 @@ struct MachineExchangeTests {
         #expect(!pair.transcript.joined().contains("s-1"))
     }
 
+    /// Found by review: `config push` of a second key merged it into the staged item under the same ID, so the
+    /// device's answer to the first offer (already in flight) unstaged both, and the second key was never sent.
+    @Test("a key staged while its item is in flight goes out afterwards: the merged item takes a new ID")
+    func stagedMergeWhileInFlight() throws {
+        var pair = try MachinePair("staged-merge")
+        defer { pair.remove() }
+        try seedDesk(pair)
+        var ids = ["s-2", "s-1"]
+        func stage(_ key: String) throws {
+            try pair.desk.store.update { tx throws(ConfigError) in
+                tx.outbox.stage(device: pair.phone.id, kind: .push, keys: [key], staged: 0) { ids.removeLast() }
+            }
+        }
+        try stage("transcription.locale")
+        let first = try pair.deskAnswers(#"{"type":"config-pull","batch":"p1"}"#)
+        #expect(first.first?.hasPrefix(#"{"type":"config-offer","batch":"s-1""#) == true, "\(first)")
+        try stage("transcription.locale")  // the same keys again: nothing changes
+        #expect(pair.stagedOnDesk == ["s-1"])
+        try stage("deepgram.apiKey")
+        #expect(pair.stagedOnDesk == ["s-2"])
+        // The answer to the offer in flight unstages that one only.
+        let result = #"{"type":"config-result","batch":"s-1","status":"applied","applied":["transcription.locale"],"pending":[],"unchanged":[],"skipped":[]}"#
+        #expect(try pair.deskAnswers(result).isEmpty)
+        #expect(pair.stagedOnDesk == ["s-2"])
+        let next = try pair.deskAnswers(#"{"type":"config-pull","batch":"p2"}"#)
+        let offer = try #require(next.first)
+        #expect(offer.hasPrefix(#"{"type":"config-offer","batch":"s-2""#) && offer.contains("deepgram.apiKey")
+                && offer.contains("transcription.locale"), "\(next)")
+    }
+
     @Test("a staged pull: the device answers with its reply, the desktop applies it and answers config-result")
     func stagedPull() throws {
         var pair = try MachinePair("staged-pull")

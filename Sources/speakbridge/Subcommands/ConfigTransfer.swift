@@ -138,13 +138,8 @@ enum ConfigTransfer {
                     for key in keys ?? [] { try ConfigKey.validate(key) }
                 }
                 for kind in kinds {
-                    if let i = tx.outbox.items.firstIndex(where: { $0.device == peer.id && $0.kind == kind }) {
-                        let old = tx.outbox.items[i].keys
-                        tx.outbox.items[i].keys = (old == nil || keys == nil) ? nil : Array(Swift.Set(old! + keys!)).sorted()
-                    } else {
-                        tx.outbox.items.append(StagedOutbox.Item(
-                            id: "s-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) }), device: peer.id,
-                            kind: kind, keys: keys, staged: Int64(Date().timeIntervalSince1970)))
+                    tx.outbox.stage(device: peer.id, kind: kind, keys: keys, staged: Int64(Date().timeIntervalSince1970)) {
+                        "s-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
                     }
                 }
             }
