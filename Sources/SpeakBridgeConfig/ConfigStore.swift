@@ -82,16 +82,29 @@ public final class ConfigStore: Sendable {
         return ConfigTransaction(document: doc, outbox: outbox, backend: secrets, device: device, now: now())
     }
 
+    /// Secrets first, then the document (the commit point), then the outbox. Once the document is replaced the
+    /// change has happened, so what fails after it is a warning, not an error that would say nothing was applied
+    /// (a peer would be told `internal`): an outbox not updated leaves a staged item that is answered again
+    /// (`unchanged`), secrets not pruned are pruned by the next commit.
     func commit(_ tx: ConfigTransaction, before: ConfigTransaction) throws(ConfigError) {
         try secrets.put(tx.newSecrets)
-        do {
-            if tx.document != before.document { try FileIO.atomicWrite(documentPath, tx.document.encoded()) }
-            if tx.outbox != before.outbox { try FileIO.atomicWrite(outboxPath, tx.outbox.encoded()) }
-        } catch {
-            throw .local(error.description, hint: error.hint)
+        let documentChanged = tx.document != before.document
+        if documentChanged {
+            do { try FileIO.atomicWrite(documentPath, tx.document.encoded()) } catch {
+                throw .local(error.description, hint: error.hint)
+            }
         }
-        if tx.document != before.document || !tx.newSecrets.isEmpty {
-            try secrets.prune(keeping: tx.document.referencedSecrets)
+        if tx.outbox != before.outbox {
+            do { try FileIO.atomicWrite(outboxPath, tx.outbox.encoded()) } catch {
+                guard documentChanged else { throw .local(error.description, hint: error.hint) }
+                Console.warning("config: the change is stored, but \(outboxPath) could not be updated (\(error.description)): a staged push or pull may be sent again")
+            }
+        }
+        if documentChanged || !tx.newSecrets.isEmpty {
+            do { try secrets.prune(keeping: tx.document.referencedSecrets) } catch {
+                guard documentChanged else { throw error }
+                Console.warning("config: the change is stored, but secrets it no longer uses could not be removed (\(error.message)); the next change retries")
+            }
         }
     }
 

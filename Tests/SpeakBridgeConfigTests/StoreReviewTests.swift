@@ -58,3 +58,44 @@ struct SecretBatchTests {
         #expect(throws: ConfigError.self) { try store.read().offer(keys: ["api.key3"], includeSecrets: true) }
     }
 }
+
+/// Found by review: the document is the commit point, yet a failed outbox write after it threw, and a peer whose
+/// batch had just been applied was told `internal` ("nothing was applied"). The outbox write is made to fail by a
+/// non-empty directory where its file goes (root ignores permission bits, so a read-only directory would not).
+@Suite("config commit: after the commit point")
+struct CommitPointTests {
+    @Test("an outbox that cannot be written after the document was replaced is a warning; the change stands")
+    func outboxFailureAfterCommit() throws {
+        let t = try TestStore("commit-point", device: device(9))
+        defer { t.remove() }
+        try t.set("ui.theme", .string("light"))
+        let outbox = t.home.state + "/config-outbox.json"
+        try t.store.update { tx throws(ConfigError) in
+            _ = try tx.set("ui.theme", .string("dark"), secret: nil)
+            tx.outbox.stage(device: device(3), kind: .pull, keys: nil, staged: 0) { "s-1" }
+            block(outbox)
+        }
+        unblock(outbox)
+        #expect(try t.value("ui.theme") == "\"dark\"")
+        // With the document unchanged, the same failure is an error: nothing happened.
+        #expect(throws: ConfigError.self) {
+            try t.store.update { tx throws(ConfigError) in
+                tx.outbox.stage(device: device(4), kind: .pull, keys: nil, staged: 0) { "s-2" }
+                block(outbox)
+            }
+        }
+        unblock(outbox)
+        #expect(try t.store.read().outbox.items.isEmpty)
+    }
+
+    func block(_ path: String) {
+        unlink(path)
+        mkdir(path, 0o700)
+        close(open(path + "/keep", O_CREAT | O_WRONLY, 0o600))
+    }
+
+    func unblock(_ path: String) {
+        unlink(path + "/keep")
+        rmdir(path)
+    }
+}
