@@ -180,7 +180,7 @@ public struct ConfigMachine: Sendable {
         case .offer(let part):
             let whole: (origin: ConfigOrigin, entries: [ConfigUpdate], withheld: Int)?
             do {
-                whole = try assembler.add(part, now: now)
+                whole = try assembler.add(part)
             } catch {
                 outstanding.remove(part.batch)
                 return refuse(type: type, batch: part.batch, error)

@@ -51,7 +51,7 @@ struct ShareModeTests {
                 return
             }
             #expect(decoded.withheld == 3)
-            let whole = try assembler.add(decoded, now: 0)
+            let whole = try assembler.add(decoded)
             #expect(whole?.withheld == 3 && whole?.entries.count == 1)
         }
         for bad in [JSONValue.integer(-1), .integer(1_025), .string("3")] {

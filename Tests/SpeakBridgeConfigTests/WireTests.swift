@@ -102,7 +102,7 @@ struct WireTests {
         var complete: [ConfigUpdate]?
         for p in parts.reversed() {
             #expect(complete == nil)
-            complete = try assembler.add(p, now: 0)?.entries
+            complete = try assembler.add(p)?.entries
         }
         #expect(complete == updates)
         #expect(assembler.incompleteBatches == 0)
@@ -125,21 +125,44 @@ struct WireTests {
         let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
         let a = OfferPart(batch: "x", part: 1, parts: 2, origin: .push, entries: [ConfigUpdate(key: "a", version: v, body: .deleted)])
         var assembler = BatchAssembler()
-        #expect(try assembler.add(a, now: 0) == nil)
-        #expect(throws: ConfigError.self) { try assembler.add(a, now: 0) }
+        #expect(try assembler.add(a) == nil)
+        #expect(throws: ConfigError.self) { try assembler.add(a) }
         #expect(assembler.incompleteBatches == 0)
-        _ = try assembler.add(a, now: 0)
+        _ = try assembler.add(a)
         var b = a
         b.part = 2
         b.parts = 3
-        #expect(throws: ConfigError.self) { try assembler.add(b, now: 0) }
+        #expect(throws: ConfigError.self) { try assembler.add(b) }
         // The same key in two parts of one batch.
-        _ = try assembler.add(a, now: 0)
+        _ = try assembler.add(a)
         var c = a
         c.part = 2
-        #expect(throws: ConfigError.self) { try assembler.add(c, now: 0) }
+        #expect(throws: ConfigError.self) { try assembler.add(c) }
         // Many abandoned batches are not kept forever.
-        for i in 0..<20 { _ = try assembler.add(OfferPart(batch: "z\(i)", part: 1, parts: 2, origin: .push, entries: []), now: UInt64(i)) }
+        for i in 0..<20 { _ = try assembler.add(OfferPart(batch: "z\(i)", part: 1, parts: 2, origin: .push, entries: [])) }
         #expect(assembler.incompleteBatches <= BatchAssembler.maxPartial)
+    }
+
+    @Test("beyond the incomplete-batch limit the oldest goes, never the one that just began, though all began at once")
+    func oldestByArrival() throws {
+        // Many fresh assemblers: the dictionary's order differs between them, so a choice among equal start times
+        // (what the clock gave three parts that came in the same millisecond) would drop the newest batch in some.
+        let v = HLCTimestamp(ms: 1, counter: 0, device: desk)
+        for round in 0..<64 {
+            var assembler = BatchAssembler()
+            let ids = (0...BatchAssembler.maxPartial).map { "r\(round)-b\($0)" }
+            for id in ids {
+                let first = OfferPart(batch: id, part: 1, parts: 2, origin: .push,
+                                      entries: [ConfigUpdate(key: "k.a", version: v, body: .deleted)])
+                #expect(try assembler.add(first) == nil)
+            }
+            #expect(assembler.incompleteBatches == BatchAssembler.maxPartial)
+            let last = OfferPart(batch: ids.last!, part: 2, parts: 2, origin: .push,
+                                 entries: [ConfigUpdate(key: "k.b", version: v, body: .deleted)])
+            #expect(try assembler.add(last)?.entries.map(\.key) == ["k.a", "k.b"], "round \(round)")
+            // The oldest was the one dropped: its second part starts a new batch instead of completing one.
+            let orphan = OfferPart(batch: ids[0], part: 2, parts: 2, origin: .push, entries: [])
+            #expect(try assembler.add(orphan) == nil)
+        }
     }
 }
