@@ -161,7 +161,8 @@ enum Ownership {
         let mode = info.st_mode & 0o7777
         if mode & 0o066 != 0 {
             return SinkError(message: "FIFO \(path) can be opened by other users (mode \(String(mode, radix: 8)))",
-                             hint: "run `chmod 600 \(path)`")
+                             hint: "remove it (`rm \(path)`) and let speakbridge create its own: a chmod would not close "
+                                 + "what another user may already hold open, and a reader holding it gets the dictation")
         }
         return nil
     }

@@ -66,7 +66,11 @@ final class X11Typist: Typist {
 /// followed by its release — the character is gone. wtype's own roundtrip after uploading its keymap syncs with
 /// the compositor, not with the client, so it cannot prevent this. A pause before the first key (`wtype -s`) gives
 /// the client time to bind: 0 lost in 3 × 7 runs (and 0 in 30 more) with `settle`. Enter is pressed with
-/// `-k Return` between lines, because wtype reads every argument after `--` as text.
+/// `-k Return` between lines.
+///
+/// The text goes to either tool on its standard input (`wtype -`, `ydotool type --file -`), never in its arguments:
+/// a process's arguments are world-readable in /proc/PID/cmdline, and a wtype run lasts at least its settle time
+/// (ydotool 12 ms a key), long enough for another local user polling `ps` to read every dictated line.
 ///
 /// ydotool (Debian 12: 0.1.8) types through a virtual evdev device with a US layout: it cannot type characters
 /// outside ASCII, so texts with them are refused (held) with a hint instead of being typed wrong.
@@ -117,6 +121,7 @@ final class ToolTypist: Typist {
             }
             _ = try focus?.focused()
         case .ydotool:
+            if let problem = Self.ydotoolSocketProblem(environment: environment) { throw problem }
             guard access("/dev/uinput", W_OK) == 0 else {
                 throw SinkError(message: "ydotool cannot type: /dev/uinput is missing or not writable by this user",
                                 hint: "load the uinput module and give your user access to /dev/uinput, or use --sink clipboard")
@@ -140,26 +145,60 @@ final class ToolTypist: Typist {
 
     func arguments(typing keys: String) -> [[String]] { runs(typing: keys).map(\.arguments) }
 
-    /// The tool runs that type `keys`, each with how many of its scalars the run types.
-    func runs(typing keys: String) -> [(arguments: [String], scalars: Int)] {
+    /// The tool runs that type `keys`: each one's arguments, the text it reads on stdin (nil: none), and how many
+    /// of its scalars the run types.
+    func runs(typing keys: String) -> [(arguments: [String], input: [UInt8]?, scalars: Int)] {
         switch tool {
         case .ydotool:
-            return [(["type", "--", keys], keys.unicodeScalars.count)]
+            return [(["type", "--file", "-"], Array(keys.utf8), keys.unicodeScalars.count)]
         case .wtype:
             // One run per line; Enter before every line but the first, and after the last when the text ends in one.
             var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             let enterAtEnd = lines.count > 1 && lines.last == ""
             if enterAtEnd { lines.removeLast() }
-            var runs: [(arguments: [String], scalars: Int)] = []
+            var runs: [(arguments: [String], input: [UInt8]?, scalars: Int)] = []
             for (index, line) in lines.enumerated() {
                 var run = ["-s", "\(Self.settle)"]
                 if index > 0 { run += ["-k", "Return"] }
-                if !line.isEmpty { run += ["--", line] }
-                if run.count > 2 { runs.append((run, line.unicodeScalars.count + (index > 0 ? 1 : 0))) }
+                if !line.isEmpty { run.append("-") }
+                if run.count > 2 {
+                    runs.append((run, line.isEmpty ? nil : Array(line.utf8), line.unicodeScalars.count + (index > 0 ? 1 : 0)))
+                }
             }
-            if enterAtEnd { runs.append((["-s", "\(Self.settle)", "-k", "Return"], 1)) }
+            if enterAtEnd { runs.append((["-s", "\(Self.settle)", "-k", "Return"], nil, 1)) }
             return runs
         }
+    }
+
+    /// Where ydotool would send the key events, and why that place must not be used: the daemon's socket, which
+    /// ydotool 1.x takes from YDOTOOL_SOCKET, else $XDG_RUNTIME_DIR/.ydotool_socket, else /tmp/.ydotool_socket, and
+    /// 0.1.8 (Debian 12) always at /tmp/.ydotool_socket, falling back to /dev/uinput when nothing listens there. A
+    /// socket there of another user would receive every key typed (in /tmp anyone may create that name while no
+    /// ydotoold runs). So each of those paths that exists must be a socket owned by this user or root; the sticky
+    /// /tmp keeps such a socket from being replaced by anyone else. Left: the moment between this check and the
+    /// tool's connect, while none exists (the next check then refuses).
+    static func ydotoolSocketProblem(environment: [String: String]) -> SinkError? {
+        var candidates: [String] = []
+        if let chosen = environment["YDOTOOL_SOCKET"], !chosen.isEmpty { candidates.append(chosen) }
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            candidates.append(runtime + "/.ydotool_socket")
+        }
+        candidates.append("/tmp/.ydotool_socket")
+        let me = getuid()
+        for path in candidates {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            let shown = PeerText.escape(path)
+            if info.st_mode & S_IFMT != S_IFSOCK {
+                return SinkError(message: "ydotool cannot type safely: \(shown) is not a socket",
+                                 hint: "remove it, or start ydotoold (as root or as this user), then restart the sink")
+            }
+            if info.st_uid != me && info.st_uid != 0 {
+                return SinkError(message: "ydotool would send the keys to \(shown), a socket of uid \(info.st_uid) (not this user or root): held",
+                                 hint: "remove it (another user may be listening), or start ydotoold as root or as this user")
+            }
+        }
+        return nil
     }
 
     /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
@@ -170,12 +209,13 @@ final class ToolTypist: Typist {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
                             hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
         }
+        if tool == .ydotool, let problem = Self.ydotoolSocketProblem(environment: environment) { throw problem }
         var typed = skipping
         for (index, run) in runs(typing: keys).enumerated() {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
             do {
-                try ToolRunner.run(path, run.arguments, input: nil, environment: environment, timeout: timeout)
+                try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout)
             } catch {
                 throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
             }

@@ -77,6 +77,11 @@ public enum PrivatePath {
         guard mode & 0o077 == 0 else {
             let access = mode & 0o022 != 0 ? "writable" : "readable"
             var hint = "run `chmod 600 \(path)`"
+            if mode & 0o022 != 0 {
+                // A descriptor opened while the file was open to others survives the chmod: only a new inode is safe.
+                hint = "make it a new file of yours (`cp -p \(path) \(path).new && mv \(path).new \(path) && chmod 600 \(path)`): "
+                    + "a chmod would not close a descriptor another user may already hold open"
+            }
             if let leaked { hint += "; if other users could read it, \(leaked)" }
             throw StoreError("\(path) is \(access) by other users (mode \(octal(mode)))", hint: hint)
         }

@@ -11,12 +11,41 @@ import Glibc
 /// of the machine), VALUE the chunk's seq where the stage knows it, else 0. No text of a line is ever written.
 /// `Tests/bench/stages.py` turns a file into a per-stage table.
 public enum Trace {
-    /// The trace file's descriptor, -1 when tracing is off. Opened once, on first use (O_NOFOLLOW: a symlink
-    /// planted at the path is refused; 0600; the file holds only stage names, times and sequence numbers).
+    /// The trace file's descriptor, -1 when tracing is off. Opened once, on first use, by `open(path:)`.
     public static let fd: Int32 = {
         guard let path = getenv("SPEAKBRIDGE_TRACE"), path.pointee != 0 else { return -1 }
-        return open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let opened = open(path: String(cString: path))
+        if let problem = opened.problem {
+            Console.warning("SPEAKBRIDGE_TRACE: \(problem); tracing is off")
+        }
+        return opened.fd
     }()
+
+    /// Opens (or creates, 0600) the trace file for appending, or says why not. The file tells when and how much a
+    /// user dictates, so it must be a regular file of this user that no one else can read or write: O_NOFOLLOW
+    /// refuses a planted symlink, O_NONBLOCK a planted FIFO (which would otherwise hang the process at its first
+    /// mark), and the open descriptor is checked, so a file someone else made at the path is not appended to.
+    public static func open(path: String) -> (fd: Int32, problem: String?) {
+        let shown = PeerText.escape(path)
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return (-1, "cannot open \(shown): \(String(cString: strerror(errno)))") }
+        var info = stat()
+        let problem: String?
+        if fstat(fd, &info) != 0 {
+            problem = "cannot check \(shown): \(String(cString: strerror(errno)))"
+        } else if info.st_mode & S_IFMT != S_IFREG {
+            problem = "\(shown) is not a regular file"
+        } else if info.st_uid != geteuid() {
+            problem = "\(shown) belongs to uid \(info.st_uid), not this user"
+        } else if info.st_mode & 0o077 != 0 {
+            problem = "\(shown) is readable or writable by others (mode \(String(info.st_mode & 0o777, radix: 8)))"
+        } else {
+            problem = nil
+        }
+        guard let problem else { return (fd, nil) }
+        close(fd)
+        return (-1, problem)
+    }
 
     @inline(__always)
     public static func mark(_ stage: StaticString, _ value: UInt64 = 0) {

@@ -51,15 +51,21 @@ public struct WebCertificate: Sendable {
         try store { () throws(StoreError) in try home.prepare() }
         let meta = try store { () throws(StoreError) in try FileIO.read(metaPath) }
             .flatMap { Meta(text: String(decoding: $0, as: UTF8.self)) }
-        let haveKey = FileIO.exists(keyPath)
+        // Both files are read through FileIO's checks (a regular file of this user, mode 0600, no symlink) before
+        // OpenSSL is given their paths: a key left readable by others (a backup restored 0644) is refused, not
+        // served, as identity.key would be.
+        var existingKey = try store { () throws(StoreError) in try FileIO.read(keyPath) }
+        defer { if existingKey != nil { SecretMemory.wipe(&existingKey!) } }
+        let haveCert = try store { () throws(StoreError) in try FileIO.read(certPath) } != nil
         if let meta, meta.identity == identity, meta.addresses == wanted,
-           meta.notAfter - now.timeIntervalSince1970 > renewBeforeSeconds, haveKey, FileIO.exists(certPath) {
+           meta.notAfter - now.timeIntervalSince1970 > renewBeforeSeconds, existingKey != nil, haveCert {
             return WebCertificate(certificatePath: certPath, privateKeyPath: keyPath, fingerprint: meta.fingerprint,
                                   spkiHash: meta.spki, addresses: wanted, rotated: false)
         }
         var keyPEM: [UInt8]
-        if meta?.identity == identity, haveKey, let existing = try store({ () throws(StoreError) in try FileIO.read(keyPath) }) {
+        if meta?.identity == identity, let existing = existingKey {
             keyPEM = existing
+            existingKey = nil  // keyPEM holds the only copy, wiped below
         } else {
             keyPEM = try newKey()
             let fresh = keyPEM

@@ -231,6 +231,23 @@ import SpeakBridgeSinks
         let path = "\(directory.path)/dictation"
         #expect(mkfifo(path, 0o600) == 0 && chmod(path, 0o644) == 0)
         expectRefusal(path, "can be opened by other users (mode 644)")
+        // The remedy is a new FIFO, not a chmod: a reader that opened it while it was 0644 keeps its descriptor
+        // after a chmod 600 and would get the dictation (shown here: the open survives the chmod).
+        let held = open(path, O_RDONLY | O_NONBLOCK)
+        #expect(held >= 0)
+        defer { close(held) }
+        #expect(chmod(path, 0o600) == 0)
+        let writer = open(path, O_WRONLY | O_NONBLOCK)
+        #expect(writer >= 0, "the held reader makes the FIFO writable")
+        if writer >= 0 { close(writer) }
+        #expect(chmod(path, 0o644) == 0)
+        do {
+            _ = try FIFOSink(path: path)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.hint?.contains("remove it") == true && error.hint?.contains("chmod would not close") == true,
+                    "hint: \(error.hint ?? "")")
+        }
     }
 
     @Test func refusesASymlinkToAFIFO() throws {

@@ -119,12 +119,76 @@ import SpeakBridgeProtocol
     @Test func wtypeArgumentsSettleAndPressEnterBetweenLines() {
         let wtype = ToolTypist(tool: .wtype, path: "/usr/bin/wtype", environment: [:])
         let settle = "\(ToolTypist.settle)"
-        #expect(wtype.arguments(typing: "-rf x") == [["-s", settle, "--", "-rf x"]])
-        #expect(wtype.arguments(typing: "one\ntwo\n") == [["-s", settle, "--", "one"],
-                                                          ["-s", settle, "-k", "Return", "--", "two"],
+        #expect(wtype.arguments(typing: "-rf x") == [["-s", settle, "-"]])
+        #expect(wtype.runs(typing: "-rf x").map(\.input) == [Array("-rf x".utf8)])
+        #expect(wtype.arguments(typing: "one\ntwo\n") == [["-s", settle, "-"],
+                                                          ["-s", settle, "-k", "Return", "-"],
                                                           ["-s", settle, "-k", "Return"]])
+        #expect(wtype.runs(typing: "one\ntwo\n").map(\.input) == [Array("one".utf8), Array("two".utf8), nil])
+        #expect(wtype.runs(typing: "one\ntwo\n").map(\.scalars) == [3, 4, 1])
         let ydotool = ToolTypist(tool: .ydotool, path: "/usr/bin/ydotool", environment: [:])
-        #expect(ydotool.arguments(typing: "-x") == [["type", "--", "-x"]])
+        #expect(ydotool.arguments(typing: "-x") == [["type", "--file", "-"]])
+        #expect(ydotool.runs(typing: "-x").map(\.input) == [Array("-x".utf8)])
+    }
+
+    /// The text never goes into a tool's arguments, which every local user can read in /proc/PID/cmdline while
+    /// the tool runs: only on its stdin.
+    @Test func dictationStaysOutOfToolArguments() {
+        let secret = "my secret words\nsecond line"
+        for tool in [ToolTypist.Tool.wtype, .ydotool] {
+            let typist = ToolTypist(tool: tool, path: "/usr/bin/\(tool.rawValue)", environment: [:])
+            let runs = typist.runs(typing: secret)
+            #expect(!runs.isEmpty)
+            for run in runs {
+                #expect(!run.arguments.contains { $0.contains("secret") || $0.contains("second") }, "\(tool): \(run.arguments)")
+            }
+            let typed = runs.compactMap(\.input).map { String(decoding: $0, as: UTF8.self) }
+            #expect(typed.joined(separator: tool == .wtype ? "\n" : "") == secret)
+        }
+    }
+
+    /// ydotool sends its keys to a socket where a ydotoold may listen; one of another user, or anything but a
+    /// socket, at any path the tool would try is refused before a key is typed.
+    @Test func ydotoolRefusesAForeignSocket() throws {
+        let dir = "/tmp/sb-ydotool-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        #expect(mkdir(dir, 0o700) == 0)
+        defer { _ = unlink(dir + "/s"); _ = unlink(dir + "/f"); _ = rmdir(dir) }
+        let path = dir + "/s"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        // Ours: accepted (the check says nothing about /tmp/.ydotool_socket unless one exists there).
+        let ours = ToolTypist.ydotoolSocketProblem(environment: ["YDOTOOL_SOCKET": path])
+        var tmpInfo = stat()
+        if lstat("/tmp/.ydotool_socket", &tmpInfo) != 0 { #expect(ours == nil) }
+        // Another user's (root can hand it over; elsewhere the test stops here).
+        if getuid() == 0 {
+            #expect(chown(path, 65534, 65534) == 0)
+            let problem = try #require(ToolTypist.ydotoolSocketProblem(environment: ["YDOTOOL_SOCKET": path]))
+            #expect(problem.message.contains("a socket of uid 65534 (not this user or root): held"))
+            let typist = ToolTypist(tool: .ydotool, path: "/nonexistent/ydotool", environment: ["YDOTOOL_SOCKET": path])
+            do {
+                _ = try typist.type("hello", skipping: 0, in: nil)
+                Issue.record("typed towards another user's socket")
+            } catch {
+                #expect(error.message.contains("uid 65534"))
+            }
+            #expect(throws: SinkError.self) { try typist.probe() }
+        }
+        // Not a socket (a file, or a symbolic link, which lstat does not follow).
+        let file = dir + "/f"
+        #expect(creat(file, 0o600) >= 0)
+        let notSocket = try #require(ToolTypist.ydotoolSocketProblem(environment: ["XDG_RUNTIME_DIR": dir, "YDOTOOL_SOCKET": file]))
+        #expect(notSocket.message.hasSuffix("is not a socket"))
     }
 
     /// ydotool types through a US-layout evdev device: text it cannot type is refused, not typed wrong.

@@ -45,6 +45,23 @@ struct WebCertificateTests {
         #expect(text.contains("TLS Web Server Authentication"))
     }
 
+    /// A key another user can read (a backup restored 0644, a chmod by mistake) is refused at start, as identity.key
+    /// is, instead of being handed to OpenSSL and served; so is a certificate replaced by a symlink.
+    @Test func keyOthersCanReadIsRefused() throws {
+        defer { cleanup() }
+        let first = try WebCertificate.prepare(home: home, identity: "A", addresses: ["127.0.0.1"])
+        #expect(chmod(first.privateKeyPath, 0o644) == 0)
+        #expect(throws: WebCertificate.Failure.self) {
+            _ = try WebCertificate.prepare(home: home, identity: "A", addresses: ["127.0.0.1"])
+        }
+        #expect(chmod(first.privateKeyPath, 0o600) == 0)
+        #expect(unlink(first.certificatePath) == 0)
+        #expect(symlink(first.privateKeyPath, first.certificatePath) == 0)
+        #expect(throws: WebCertificate.Failure.self) {
+            _ = try WebCertificate.prepare(home: home, identity: "A", addresses: ["127.0.0.1"])
+        }
+    }
+
     @Test func nearExpiryIsReissued() throws {
         defer { cleanup() }
         let now = Date()
