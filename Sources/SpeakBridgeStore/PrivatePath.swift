@@ -7,8 +7,11 @@ import Glibc
 /// write a key, a `peers.json` that pairs their own device, or a control socket that answers `pair` with their code.
 ///
 /// - A directory we use (config, state, runtime, outbox, the `--home` root) must be owned by us and not writable by
-///   group or others. Missing ones are created 0700. Parents we did not create (`/tmp`, `/home`, `~/.config`) are
-///   not judged: they are the system's.
+///   group or others. Missing ones are created 0700.
+/// - Every directory above one of those (`/`, `/home`, `~/.config`, a `--home`'s parents) must be owned by root or
+///   by us, and not writable by group or others unless it is sticky (`/tmp`): whoever can write a parent can rename
+///   our directory away and put one of theirs in its place between two of our starts (a revoked device paired
+///   again by a rolled-back `peers.json`). `checkAncestors`, as OpenSSH's StrictModes walks a key's path.
 /// - The directory itself is examined with lstat(2). A symlink is accepted only if the link itself is ours (only
 ///   we could have made it) and it leads to a directory that passes the same check; a symlink owned by anyone
 ///   else is refused, whatever it points to. (A user's own link, e.g. `~/.config/speakbridge` into a dotfiles
@@ -31,6 +34,55 @@ public enum PrivatePath {
         }
         try FileIO.makeDirectory(path)
         try checkDirectory(path)
+    }
+
+    /// Checks every directory above `path` (see the rule above), from `/` down; stops at the first one that does not
+    /// exist (the rest will be ours, made 0700). A symlink on the way must be root's or ours, and the directories
+    /// above its target must pass too. `checked` holds the directories already judged, so that the directories of
+    /// one home are walked once.
+    public static func checkAncestors(of path: String, checked: inout Set<String>) throws(StoreError) {
+        try checkChain(parentDirectory(of: path), checked: &checked, depth: 0)
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        var parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        if !parts.isEmpty { parts.removeLast() }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    private static func checkChain(_ directory: String, checked: inout Set<String>, depth: Int) throws(StoreError) {
+        var prefixes = ["/"]
+        var prefix = ""
+        for part in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + part
+            prefixes.append(prefix)
+        }
+        let me = geteuid()
+        for dir in prefixes where checked.insert(dir).inserted {
+            var info = stat()
+            guard lstat(dir, &info) == 0 else {
+                if errno == ENOENT { return }
+                throw .io("inspect", dir, errno: errno)
+            }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                guard info.st_uid == 0 || info.st_uid == me else { throw ownedByOther(dir, uid: info.st_uid, what: "is a symlink above SpeakBridge's files") }
+                guard depth < 16, let resolved = realpath(dir, nil) else { throw .io("follow the symlink", dir, errno: errno) }
+                let target = String(cString: resolved)
+                free(resolved)
+                try checkChain(target, checked: &checked, depth: depth + 1)
+                continue
+            }
+            guard info.st_mode & S_IFMT == S_IFDIR else { return }  // not a directory: creating below it fails clearly
+            guard info.st_uid == 0 || info.st_uid == me else {
+                throw StoreError("\(dir) belongs to another user (uid \(info.st_uid)), who could replace SpeakBridge's directories in it",
+                                 hint: "keep SpeakBridge's files under a directory only you (or root) can change, e.g. leave out --home")
+            }
+            let mode = info.st_mode & 0o7777
+            if mode & 0o022 != 0 && mode & S_ISVTX == 0 {
+                throw StoreError("\(dir) is writable by other users (mode \(octal(mode))), who could move SpeakBridge's directories away and plant their own",
+                                 hint: "run `chmod go-w \(dir)` if it is yours, or keep SpeakBridge's files elsewhere (leave out --home)")
+            }
+        }
     }
 
     /// Checks an existing directory; throws a clear error (with the command that fixes it) if another user could

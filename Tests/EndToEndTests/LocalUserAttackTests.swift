@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
+import SpeakBridgeTestSupport
 
 /// Issue 8 rows 5, 6, 7 against the real binary: another local user who can create files where SpeakBridge looks
 /// must not be able to read the dictation, answer for the daemon, or redirect its keys. "Another user" is uid 65534
@@ -275,16 +276,8 @@ final class FakeDaemon: @unchecked Sendable {
     var requests: Int { lock.withLock { count } }
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0, listen(fd, 4) == 0 else { throw HarnessError("fake daemon cannot listen on \(path)") }
+        fd = boundUnixSocket(at: path)
+        guard fd >= 0, listen(fd, 4) == 0 else { throw HarnessError("fake daemon cannot listen on \(path)") }
         chmod(path, 0o777)
         Thread.detachNewThread { [self] in
             while true {

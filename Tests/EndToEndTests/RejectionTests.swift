@@ -7,6 +7,7 @@ import SpeakBridgeProtocol
 import SpeakBridgeStore
 import SpeakBridgeWebSocket
 import Testing
+import SpeakBridgeTestSupport
 import SpeakBridgeSupport
 
 /// What must be refused, against the real daemon: nothing of it may reach a sink.
@@ -222,18 +223,9 @@ struct SystemdNotifyTests {
         let home = Harness.tempDir("notify")
         defer { try? FileManager.default.removeItem(atPath: home) }
         let path = home + "/notify.sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = boundUnixSocket(at: path, type: Int32(SOCK_DGRAM.rawValue))
         #expect(fd >= 0)
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
         var tv = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let daemon = try Proc(["serve", "--listen", "127.0.0.1:0", "--no-mdns"], home: home,

@@ -2,6 +2,7 @@ import Glibc
 import Testing
 import SpeakBridgeProtocol
 @testable import SpeakBridgeSinks
+import SpeakBridgeTestSupport
 
 /// The pure parts of typing: keysyms, where a keysym is on the layout, the scratch-keycode pool, focus rules,
 /// the Wayland tools' arguments.
@@ -154,18 +155,9 @@ import SpeakBridgeProtocol
         #expect(mkdir(dir, 0o700) == 0)
         defer { _ = unlink(dir + "/s"); _ = unlink(dir + "/f"); _ = rmdir(dir) }
         let path = dir + "/s"
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = boundUnixSocket(at: path)
         #expect(fd >= 0)
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
         // Ours: accepted (the check says nothing about /tmp/.ydotool_socket unless one exists there).
         let ours = ToolTypist.ydotoolSocketProblem(environment: ["YDOTOOL_SOCKET": path])
         var tmpInfo = stat()

@@ -6,6 +6,7 @@ import SpeakBridgeControl
 import SpeakBridgeCrypto
 import SpeakBridgeProtocol
 import Testing
+import SpeakBridgeTestSupport
 @testable import SpeakBridgeStore
 import SpeakBridgeSupport
 import SpeakBridgeDelivery
@@ -246,16 +247,8 @@ final class ImpostorSocket: @unchecked Sendable {
     var requests: Int { lock.withLock { count } }
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0, listen(fd, 4) == 0 else { throw StoreError("impostor cannot listen on \(path)") }
+        fd = boundUnixSocket(at: path)
+        guard fd >= 0, listen(fd, 4) == 0 else { throw StoreError("impostor cannot listen on \(path)") }
         chmod(path, 0o777)
         Thread.detachNewThread { [self] in
             while true {
