@@ -123,7 +123,13 @@ enum ConfigVectors {
     }
 
     static func run(_ c: Case, _ n: Int) throws -> JSONValue {
-        let root = "/tmp/sb-vectors-\(getpid())-\(n)"
+        // A directory made exclusively, 0700 (mkdtemp): a predictable name in /tmp could be another user's, made
+        // first, with their files (or symlinks) inside it.
+        var template = Array("/tmp/sb-vectors-\(n)-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw GeneratorError("cannot make a private directory in /tmp: \(String(cString: strerror(errno)))")
+        }
+        let root = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { try? FileManager.default.removeItem(atPath: root) }
         let home = Home(config: root + "/config", state: root + "/state", runtime: root + "/run")
         let me = c.role == .desktop ? desktop : client

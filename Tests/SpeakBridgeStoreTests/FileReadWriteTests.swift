@@ -44,8 +44,8 @@ struct FileReadWriteTests {
     /// 256 KiB pwrite(2).
     static let largeFoliosVisible: Bool = {
         guard geteuid() == 0 else { return false }
-        let path = "/tmp/sb-folio-probe-\(getpid())"
-        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let path = "/tmp/sb-folio-probe-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         defer { close(fd); unlink(path) }
         let zeros = [UInt8](repeating: 0, count: 256 << 10)
