@@ -172,13 +172,7 @@ public enum ControlClient {
     /// The process listening on a connected socket must run as this very user: closes the gap between the
     /// lstat checks and connect(2), and catches a listener that is not ours whatever the file system says.
     static func checkPeer(_ fd: Int32, path: String) throws(StoreError) {
-        // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (three 32-bit fields) is hidden behind _GNU_SOURCE in
-        // the Glibc module, so it is read as three UInt32s; getsockopt reports how many bytes it wrote.
-        var cred: [UInt32] = [0, 0, 0]
-        var size = socklen_t(12)
-        let rc = cred.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &size) }
-        guard rc == 0, size == 12 else { throw .io("identify the daemon on", path, errno: errno) }
-        let (pid, uid) = (Int32(bitPattern: cred[0]), cred[1])
+        guard let (pid, uid) = PeerCredentials.of(fd) else { throw .io("identify the daemon on", path, errno: errno) }
         guard uid == geteuid() else {
             throw StoreError("the process listening on \(path) runs as another user (uid \(uid), pid \(pid))",
                              hint: "do not trust what it says; stop it, remove the socket and start `speakbridge serve` yourself")

@@ -1,7 +1,33 @@
 internal import Glibc
+internal import SpeakBridgeSupport
 
 /// Start-up checks that a graphical session named by the environment can be reached, for the sinks' `probe()`.
 enum DisplayProbe {
+    /// Nil when the X server at the other end of `fd` runs as this user or root; else why it must not be used.
+    /// Everything typed or copied goes to that server, and its socket can be another user's: the abstract
+    /// `@/tmp/.X11-unix/X0` has no permissions, so anyone may bind it while no X server serves `:0` (a `DISPLAY=:0`
+    /// set for a service in a Wayland session, say). The peer's credentials (SO_PEERCRED) tell. A TCP display
+    /// (`host:0`, SSH forwarding) has none to read and is not judged here. (A Wayland socket is not judged either: it
+    /// lives in the user's private runtime directory, and the tests run their compositor as another user.)
+    static func serverProblem(_ fd: Int32, display: String, kind: String) -> SinkError? {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0, Int32(address.ss_family) == AF_UNIX else { return nil }
+        guard let peer = PeerCredentials.of(fd) else {
+            return SinkError(message: "cannot tell who runs the \(kind) at \(display): \(POSIX.describe(errno))",
+                             hint: "point DISPLAY at your own session's display")
+        }
+        guard peer.uid == 0 || peer.uid == geteuid() else {
+            return SinkError(message: "the \(kind) at \(display) runs as uid \(peer.uid), not this user or root: "
+                                 + "what is typed or copied would go to that user",
+                             hint: "point DISPLAY at your own session's display (a `DISPLAY=:0` set by hand may name one nobody of yours serves)")
+        }
+        return nil
+    }
+
     /// Throws unless the X server `display` accepts a connection (libX11's XOpenDisplay: it also applies
     /// XAUTHORITY). When libX11 itself cannot be loaded nothing is checked here: the clipboard tools need it and
     /// then fail with their own words.
@@ -9,9 +35,17 @@ enum DisplayProbe {
         guard let opener = XDisplayOpener.shared else { return }
         // A second try after a moment: a server with no clients left resets (Xvfb without -noreset) and refuses
         // connections meanwhile, which is no reason to refuse to start.
-        guard opener.canOpen(display) || { POSIX.sleep(.milliseconds(200)); return opener.canOpen(display) }() else {
+        var opened = opener.open(display)
+        if case .cannotOpen = opened {
+            POSIX.sleep(.milliseconds(200))
+            opened = opener.open(display)
+        }
+        switch opened {
+        case .ok: return
+        case .cannotOpen:
             throw SinkError(message: "cannot open display \(display)",
                             hint: "check that an X server runs at DISPLAY=\(display) and that XAUTHORITY lets this user in")
+        case .refused(let problem): throw problem
         }
     }
 
@@ -57,27 +91,44 @@ enum DisplayProbe {
 final class XDisplayOpener: Sendable {
     private typealias Open = @convention(c) (UnsafePointer<CChar>?) -> OpaquePointer?
     private typealias Close = @convention(c) (OpaquePointer?) -> Int32
-    private let open: Open
+    private typealias ConnectionNumber = @convention(c) (OpaquePointer?) -> Int32
+    private let openDisplay: Open
     private let close: Close
+    private let connectionNumber: ConnectionNumber
+
+    enum Opened {
+        case ok
+        case cannotOpen
+        /// The server answered but must not be used (`DisplayProbe.serverProblem`).
+        case refused(SinkError)
+    }
 
     /// Nil when libX11 cannot be loaded. Why unsafe: dlsym's symbols are cast to the Xlib.h prototypes.
     static let shared: XDisplayOpener? = {
         guard let handle = dlopen("libX11.so.6", RTLD_NOW | RTLD_LOCAL),
-              let open = dlsym(handle, "XOpenDisplay"), let close = dlsym(handle, "XCloseDisplay") else { return nil }
+              let open = dlsym(handle, "XOpenDisplay"), let close = dlsym(handle, "XCloseDisplay"),
+              let number = dlsym(handle, "XConnectionNumber") else { return nil }
         if let initThreads = dlsym(handle, "XInitThreads") {
             _ = unsafeBitCast(initThreads, to: (@convention(c) () -> Int32).self)()
         }
-        return XDisplayOpener(open: unsafeBitCast(open, to: Open.self), close: unsafeBitCast(close, to: Close.self))
+        return XDisplayOpener(open: unsafeBitCast(open, to: Open.self), close: unsafeBitCast(close, to: Close.self),
+                              connectionNumber: unsafeBitCast(number, to: ConnectionNumber.self))
     }()
 
-    private init(open: Open, close: Close) {
-        self.open = open
+    private init(open: Open, close: Close, connectionNumber: ConnectionNumber) {
+        self.openDisplay = open
         self.close = close
+        self.connectionNumber = connectionNumber
     }
 
-    func canOpen(_ display: String) -> Bool {
-        guard let connection = display.withCString({ open($0) }) else { return false }
-        _ = close(connection)
-        return true
+    /// Opens `display`, judges who serves it, closes it.
+    func open(_ display: String) -> Opened {
+        guard let connection = display.withCString({ openDisplay($0) }) else { return .cannotOpen }
+        defer { _ = close(connection) }
+        if let problem = DisplayProbe.serverProblem(connectionNumber(connection), display: display, kind: "X server") {
+            return .refused(problem)
+        }
+        return .ok
     }
+
 }

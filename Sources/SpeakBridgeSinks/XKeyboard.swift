@@ -143,7 +143,7 @@ final class XKeyboard: Sendable {
     private func connection(_ state: inout State) throws(SinkError) -> Connection {
         if let connection = state.connection { return connection }
         if state.closed { throw SinkError(message: "the type sink is closed") }
-        guard let (display, dead) = lib.open(displayName) else {
+        guard let (display, dead) = try lib.open(displayName) else {
             throw SinkError(message: "cannot open display \(displayName)",
                             hint: "check that an X server runs at DISPLAY=\(displayName) and that XAUTHORITY lets this user in")
         }

@@ -29,6 +29,7 @@ struct XLib: Sendable {
 
     let openDisplay: @convention(c) (UnsafePointer<CChar>?) -> Display?
     let closeDisplay: @convention(c) (Display?) -> Int32
+    let connectionNumber: @convention(c) (Display?) -> Int32
     let setIOErrorExitHandler: @convention(c) (Display?, IOErrorExitHandler?, UnsafeMutableRawPointer?) -> Void
     let displayKeycodes: @convention(c) (Display?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> Int32
     let getKeyboardMapping: @convention(c) (Display?, UInt8, Int32, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<UInt>?
@@ -82,6 +83,7 @@ struct XLib: Sendable {
               let lib = XLib(
                 openDisplay: symbol(x11, "XOpenDisplay"),
                 closeDisplay: symbol(x11, "XCloseDisplay"),
+                connectionNumber: symbol(x11, "XConnectionNumber"),
                 setIOErrorExitHandler: symbol(x11, "XSetIOErrorExitHandler"),
                 displayKeycodes: symbol(x11, "XDisplayKeycodes"),
                 getKeyboardMapping: symbol(x11, "XGetKeyboardMapping"),
@@ -110,9 +112,14 @@ struct XLib: Sendable {
 
     /// Opens `name` (e.g. ":0") with an I/O-error exit handler that returns instead of exiting and raises the
     /// returned flag (read and written only by Xlib calls on this display, which the caller serialises); nil when
-    /// the server cannot be reached (not running, or XAUTHORITY does not admit us).
-    func open(_ name: String) -> (display: Display, dead: UnsafeMutablePointer<Int32>)? {
+    /// the server cannot be reached (not running, or XAUTHORITY does not admit us). Throws when the server is
+    /// another user's (`DisplayProbe.serverProblem`): the keys typed would go to them.
+    func open(_ name: String) throws(SinkError) -> (display: Display, dead: UnsafeMutablePointer<Int32>)? {
         guard let display = name.withCString({ openDisplay($0) }) else { return nil }
+        if let problem = DisplayProbe.serverProblem(connectionNumber(display), display: name, kind: "X server") {
+            _ = closeDisplay(display)
+            throw problem
+        }
         let dead = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
         dead.initialize(to: 0)
         setIOErrorExitHandler(display, { _, flag in flag?.storeBytes(of: 1, as: Int32.self) }, UnsafeMutableRawPointer(dead))
@@ -131,6 +138,7 @@ enum XErrorLog {
 private extension XLib {
     init?(openDisplay: (@convention(c) (UnsafePointer<CChar>?) -> Display?)?,
           closeDisplay: (@convention(c) (Display?) -> Int32)?,
+          connectionNumber: (@convention(c) (Display?) -> Int32)?,
           setIOErrorExitHandler: (@convention(c) (Display?, IOErrorExitHandler?, UnsafeMutableRawPointer?) -> Void)?,
           displayKeycodes: (@convention(c) (Display?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> Int32)?,
           getKeyboardMapping: (@convention(c) (Display?, UInt8, Int32, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<UInt>?)?,
@@ -155,11 +163,12 @@ private extension XLib {
           testQueryExtension: (@convention(c) (Display?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?,
                                                UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> Int32)?,
           testFakeKeyEvent: (@convention(c) (Display?, UInt32, Int32, UInt) -> Int32)?) {
-        guard let openDisplay, let closeDisplay, let setIOErrorExitHandler, let displayKeycodes, let getKeyboardMapping,
+        guard let openDisplay, let closeDisplay, let connectionNumber, let setIOErrorExitHandler, let displayKeycodes, let getKeyboardMapping,
               let changeKeyboardMapping, let getModifierMapping, let freeModifiermap, let free, let sync,
               let getInputFocus, let defaultRootWindow, let queryPointer, let queryTree, let internAtom,
               let getWindowProperty, let testQueryExtension, let testFakeKeyEvent else { return nil }
-        self.init(openDisplay: openDisplay, closeDisplay: closeDisplay, setIOErrorExitHandler: setIOErrorExitHandler,
+        self.init(openDisplay: openDisplay, closeDisplay: closeDisplay, connectionNumber: connectionNumber,
+                  setIOErrorExitHandler: setIOErrorExitHandler,
                   displayKeycodes: displayKeycodes, getKeyboardMapping: getKeyboardMapping,
                   changeKeyboardMapping: changeKeyboardMapping, getModifierMapping: getModifierMapping,
                   freeModifiermap: freeModifiermap, free: free, sync: sync, getInputFocus: getInputFocus,

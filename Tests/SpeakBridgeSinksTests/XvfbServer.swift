@@ -8,6 +8,7 @@ final class XvfbServer {
     static let executable = systemTool("Xvfb")
 
     let display: String
+    let runAs: uid_t?
     private let process: Process
     /// The number `stoppedWhileUsed` chose (nil: Xvfb chose it): its leftovers are removed at `stop`.
     private var chosenNumber: Int?
@@ -15,10 +16,13 @@ final class XvfbServer {
     /// `stoppedWhileUsed`: for a test that stops the server while a sink still points at it. Such a server takes
     /// a display number far above those `-displayfd` picks (the lowest free): a low number freed by `stop()` is soon
     /// taken by another suite's server, and the sink would reach that live display instead of a dead one.
-    init(stoppedWhileUsed: Bool = false) throws {
+    /// `runAs`: the server runs as that user (through setpriv; the caller must be root), for the tests of a
+    /// display another user serves.
+    init(stoppedWhileUsed: Bool = false, runAs uid: uid_t? = nil) throws {
+        self.runAs = uid
         if stoppedWhileUsed {
             let number = ChosenDisplay.unused()
-            let process = try Self.spawn([":\(number)"], output: FileHandle.nullDevice)
+            let process = try Self.spawn([":\(number)"], output: FileHandle.nullDevice, runAs: uid)
             self.process = process
             display = ":\(number)"
             let clock = ContinuousClock()
@@ -34,7 +38,7 @@ final class XvfbServer {
             return
         }
         let output = Pipe()
-        let process = try Self.spawn(["-displayfd", "1"], output: output)
+        let process = try Self.spawn(["-displayfd", "1"], output: output, runAs: uid)
         self.process = process
         let announced = readUntil(fd: output.fileHandleForReading.fileDescriptor, deadline: .seconds(20)) {
             $0.contains(0x0A)
@@ -48,10 +52,17 @@ final class XvfbServer {
         display = ":\(number)"
     }
 
-    private static func spawn(_ display: [String], output: Any) throws -> Process {
+    private static func spawn(_ display: [String], output: Any, runAs uid: uid_t?) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.executable.orThrow("Xvfb is not installed"))
-        process.arguments = display + ["-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+        let xvfb = try Self.executable.orThrow("Xvfb is not installed")
+        let arguments = display + ["-nolisten", "tcp", "-noreset", "-screen", "0", "640x480x24"]
+        if let uid {
+            process.executableURL = URL(fileURLWithPath: try systemTool("setpriv").orThrow("setpriv is not installed"))
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", xvfb] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: xvfb)
+            process.arguments = arguments
+        }
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
