@@ -121,8 +121,8 @@ bin_real=$(readlink -f "$TMP/speakbridge")
 # KiB), so among the per-line functions such a name pushed the rest of the set far apart (the 23rd session's file:
 # the daemon's first 164 functions on 0x270-0x287, then a stdlib section, the sender's per-line functions 2.6 MB
 # later). They go after the movable ones of their group.
-find "$(dirname "$(readlink -f "$BIN")")" -path '*.build/*.o' -print0 | xargs -0 nm --defined-only --format=posix 2>/dev/null \
-    | awk '$2 ~ /^[tTwW]$/ { print $1 }' | sort -u >"$TMP/movable"
+{ find "$(dirname "$(readlink -f "$BIN")")" -path '*.build/*.o' -print0 | xargs -0 -r nm --defined-only --format=posix 2>/dev/null \
+    || true; } | awk '$2 ~ /^[tTwW]$/ { print $1 }' | sort -u >"$TMP/movable"
 [ -s "$TMP/movable" ] || { echo "order-symbols: no object files beside $BIN (a SwiftPM build directory is needed)" >&2; exit 1; }
 python3 - "$TMP" "$bin_real" "$TMP/movable" >"$TMP/order" <<'EOF'
 import glob, os, re, sys

@@ -122,13 +122,16 @@ final class XDisplayOpener: Sendable {
     }
 
     /// Opens `display`, judges who serves it, closes it.
+    /// Under `suppressingSIGPIPE`: Xlib writes to the server's socket, which a server going away closes.
     func open(_ display: String) -> Opened {
-        guard let connection = display.withCString({ openDisplay($0) }) else { return .cannotOpen }
-        defer { _ = close(connection) }
-        if let problem = DisplayProbe.serverProblem(connectionNumber(connection), display: display, kind: "X server") {
-            return .refused(problem)
+        POSIX.suppressingSIGPIPE { () -> Opened in
+            guard let connection = display.withCString({ openDisplay($0) }) else { return .cannotOpen }
+            defer { _ = close(connection) }
+            if let problem = DisplayProbe.serverProblem(connectionNumber(connection), display: display, kind: "X server") {
+                return .refused(problem)
+            }
+            return .ok
         }
-        return .ok
     }
 
 }

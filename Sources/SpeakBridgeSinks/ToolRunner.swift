@@ -136,6 +136,12 @@ enum ToolRunner {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
         posix_spawn_file_actions_adddup2(&actions, stderr >= 0 ? stderr : 1, 2)
+        if let addChdir {
+            // The tool starts in /, not in the daemon's working directory: a relative name it opens (a file `-`
+            // that an older ydotool would read as its text) cannot be one another user planted where the daemon
+            // was started.
+            _ = addChdir(&actions, "/")
+        }
         if let closeFrom = addCloseFrom {
             // Descriptors the daemon opened without O_CLOEXEC (sockets of C libraries) must not live on in the
             // tool's long-lived selection-owner child.
@@ -248,6 +254,16 @@ enum ToolRunner {
     }()
 
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
+
+    /// glibc ≥ 2.29 has posix_spawn_file_actions_addchdir_np, undeclared in Swift's Glibc module: looked up at run
+    /// time (nil on older C libraries, where the tool starts in the daemon's directory).
+    private static let addChdir: AddChdir? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np") else {
+            return nil
+        }
+        return unsafeBitCast(symbol, to: AddChdir.self)
+    }()
 
     /// glibc ≥ 2.34 has posix_spawn_file_actions_addclosefrom_np, but Swift's Glibc module does not declare it;
     /// look it up at run time (nil on older C libraries, where only O_CLOEXEC descriptors are kept from the tool).

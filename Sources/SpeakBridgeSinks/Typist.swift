@@ -68,7 +68,7 @@ final class X11Typist: Typist {
 /// the client time to bind: 0 lost in 3 × 7 runs (and 0 in 30 more) with `settle`. Enter is pressed with
 /// `-k Return` between lines.
 ///
-/// The text goes to either tool on its standard input (`wtype -`, `ydotool type --file -`), never in its arguments:
+/// The text goes to either tool on its standard input (`wtype -`, `ydotool type --file /dev/stdin`), never in its arguments:
 /// a process's arguments are world-readable in /proc/PID/cmdline, and a wtype run lasts at least its settle time
 /// (ydotool 12 ms a key), long enough for another local user polling `ps` to read every dictated line.
 ///
@@ -150,7 +150,9 @@ final class ToolTypist: Typist {
     func runs(typing keys: String) -> [(arguments: [String], input: [UInt8]?, scalars: Int)] {
         switch tool {
         case .ydotool:
-            return [(["type", "--file", "-"], Array(keys.utf8), keys.unicodeScalars.count)]
+            // `--file /dev/stdin`, not `--file -`: ydotool 1.0.0 and 1.0.1 open a file named `-` (in the tool's working
+            // directory, which ToolRunner sets to /); every version opens /dev/stdin.
+            return [(["type", "--file", "/dev/stdin"], Array(keys.utf8), keys.unicodeScalars.count)]
         case .wtype:
             // One run per line; Enter before every line but the first, and after the last when the text ends in one.
             var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -174,9 +176,12 @@ final class ToolTypist: Typist {
     /// ydotool 1.x takes from YDOTOOL_SOCKET, else $XDG_RUNTIME_DIR/.ydotool_socket, else /tmp/.ydotool_socket, and
     /// 0.1.8 (Debian 12) always at /tmp/.ydotool_socket, falling back to /dev/uinput when nothing listens there. A
     /// socket there of another user would receive every key typed (in /tmp anyone may create that name while no
-    /// ydotoold runs). So each of those paths that exists must be a socket owned by this user or root; the sticky
-    /// /tmp keeps such a socket from being replaced by anyone else. Left: the moment between this check and the
-    /// tool's connect, while none exists (the next check then refuses).
+    /// ydotoold runs). Which of the paths this ydotool uses is not known here, so each one that exists is judged:
+    /// a socket must be this user's or root's, and so must a symbolic link (its owner could point it elsewhere at
+    /// any moment) and the socket it leads to. Anything else there (a plain file, a directory) is harmless: ydotool
+    /// cannot connect to it, and 0.1.8 then types through /dev/uinput. The sticky /tmp keeps a socket of ours or
+    /// root's from being replaced. Left: the moment between this check and the tool's connect, while none exists
+    /// (the next check then refuses).
     static func ydotoolSocketProblem(environment: [String: String]) -> SinkError? {
         var candidates: [String] = []
         if let chosen = environment["YDOTOOL_SOCKET"], !chosen.isEmpty { candidates.append(chosen) }
@@ -185,15 +190,19 @@ final class ToolTypist: Typist {
         }
         candidates.append("/tmp/.ydotool_socket")
         let me = getuid()
+        func foreign(_ uid: uid_t) -> Bool { uid != me && uid != 0 }
         for path in candidates {
             var info = stat()
             guard lstat(path, &info) == 0 else { continue }
             let shown = PeerText.escape(path)
-            if info.st_mode & S_IFMT != S_IFSOCK {
-                return SinkError(message: "ydotool cannot type safely: \(shown) is not a socket",
-                                 hint: "remove it, or start ydotoold (as root or as this user), then restart the sink")
+            if info.st_mode & S_IFMT == S_IFLNK {
+                if foreign(info.st_uid) {
+                    return SinkError(message: "ydotool would send the keys through \(shown), a symbolic link of uid \(info.st_uid) (not this user or root): held",
+                                     hint: "remove it (another user may be listening where it leads), or start ydotoold as root or as this user")
+                }
+                guard stat(path, &info) == 0 else { continue }
             }
-            if info.st_uid != me && info.st_uid != 0 {
+            if info.st_mode & S_IFMT == S_IFSOCK, foreign(info.st_uid) {
                 return SinkError(message: "ydotool would send the keys to \(shown), a socket of uid \(info.st_uid) (not this user or root): held",
                                  hint: "remove it (another user may be listening), or start ydotoold as root or as this user")
             }

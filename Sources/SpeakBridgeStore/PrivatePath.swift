@@ -40,33 +40,46 @@ public enum PrivatePath {
     /// exist (the rest will be ours, made 0700). A symlink on the way must be root's or ours, and the directories
     /// above its target must pass too. `checked` holds the directories already judged, so that the directories of
     /// one home are walked once.
+    /// Only absolute paths are walked (Home's are: it resolves every relative one).
     public static func checkAncestors(of path: String, checked: inout Set<String>) throws(StoreError) {
+        guard path.hasPrefix("/") else { return }
         try checkChain(parentDirectory(of: path), checked: &checked, depth: 0)
     }
 
+    /// `/a/b/c` → `/a/b`, `/a` → `/` (plain slicing: `joined(separator:)` on substrings costs a conformance
+    /// look-up at its first use, and this runs at every start).
     static func parentDirectory(of path: String) -> String {
-        var parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        if !parts.isEmpty { parts.removeLast() }
-        return "/" + parts.joined(separator: "/")
+        var end = path.endIndex
+        while end > path.startIndex, path[path.index(before: end)] == "/" { end = path.index(before: end) }
+        guard let slash = path[..<end].lastIndex(of: "/") else { return "/" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     private static func checkChain(_ directory: String, checked: inout Set<String>, depth: Int) throws(StoreError) {
         var prefixes = ["/"]
-        var prefix = ""
-        for part in directory.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += "/" + part
-            prefixes.append(prefix)
+        var index = directory.startIndex
+        while index < directory.endIndex {
+            index = directory.index(after: index)
+            if index == directory.endIndex || directory[index] == "/" {
+                let prefix = String(directory[..<index])
+                if prefix != "/" && !prefix.hasSuffix("/") { prefixes.append(prefix) }
+            }
         }
         let me = geteuid()
         for dir in prefixes where checked.insert(dir).inserted {
             var info = stat()
             guard lstat(dir, &info) == 0 else {
-                if errno == ENOENT { return }
-                throw .io("inspect", dir, errno: errno)
+                // Missing: what lies below it is made by us, 0700. It is judged again if a later directory of the
+                // same home passes here (someone else may have made it meanwhile).
+                let failure = errno
+                checked.remove(dir)
+                if failure == ENOENT { return }
+                throw .io("inspect", dir, errno: failure)
             }
             if info.st_mode & S_IFMT == S_IFLNK {
                 guard info.st_uid == 0 || info.st_uid == me else { throw ownedByOther(dir, uid: info.st_uid, what: "is a symlink above SpeakBridge's files") }
-                guard depth < 16, let resolved = realpath(dir, nil) else { throw .io("follow the symlink", dir, errno: errno) }
+                guard depth < 16 else { throw StoreError("\(dir): too many symbolic links above SpeakBridge's files") }
+                guard let resolved = realpath(dir, nil) else { throw .io("follow the symlink", dir, errno: errno) }
                 let target = String(cString: resolved)
                 free(resolved)
                 try checkChain(target, checked: &checked, depth: depth + 1)
@@ -131,8 +144,9 @@ public enum PrivatePath {
             var hint = "run `chmod 600 \(path)`"
             if mode & 0o022 != 0 {
                 // A descriptor opened while the file was open to others survives the chmod: only a new inode is safe.
-                hint = "make it a new file of yours (`cp -p \(path) \(path).new && mv \(path).new \(path) && chmod 600 \(path)`): "
-                    + "a chmod would not close a descriptor another user may already hold open"
+                hint = "check what is in it (another user could have changed it), then make it a new file of yours "
+                    + "(`install -m 600 \(path) \(path).new && mv \(path).new \(path)`): a chmod would not close a "
+                    + "descriptor another user may already hold open"
             }
             if let leaked { hint += "; if other users could read it, \(leaked)" }
             throw StoreError("\(path) is \(access) by other users (mode \(octal(mode)))", hint: hint)

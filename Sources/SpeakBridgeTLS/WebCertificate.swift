@@ -54,7 +54,10 @@ public struct WebCertificate: Sendable {
         // Both files are read through FileIO's checks (a regular file of this user, mode 0600, no symlink) before
         // OpenSSL is given their paths: a key left readable by others (a backup restored 0644) is refused, not
         // served, as identity.key would be.
-        var existingKey = try store { () throws(StoreError) in try FileIO.read(keyPath) }
+        var existingKey = try store { () throws(StoreError) in
+            try FileIO.read(keyPath, leaked: "delete it and web-cert.pem (a new key and certificate are made; browsers "
+                                + "that trusted the old certificate ask again)")
+        }
         defer { if existingKey != nil { SecretMemory.wipe(&existingKey!) } }
         let haveCert = try store { () throws(StoreError) in try FileIO.read(certPath) } != nil
         if let meta, meta.identity == identity, meta.addresses == wanted,

@@ -11,6 +11,15 @@ import Testing
 struct ForeignDisplayTests {
     static let nobody: uid_t = 65534
 
+    /// The X socket directory made by root first: an Xvfb run as nobody on a fresh machine would otherwise make it,
+    /// owned by nobody, for every later server.
+    init() {
+        if access("/tmp/.X11-unix", F_OK) != 0 {
+            _ = mkdir("/tmp/.X11-unix", 0o1777)
+            _ = chmod("/tmp/.X11-unix", 0o1777)
+        }
+    }
+
     @Test(.enabled(if: XvfbServer.executable != nil, "Xvfb is not installed (make test installs it)"))
     func typingOnAnotherUsersXServerIsRefused() throws {
         let server = try XvfbServer(runAs: Self.nobody)

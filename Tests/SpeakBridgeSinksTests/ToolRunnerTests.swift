@@ -16,6 +16,16 @@ import Testing
     }
 
     /// Query tools (swaymsg) get their stdout back, bounded; other tools' stdout is discarded.
+    /// A tool starts in /, whatever the daemon's working directory: a relative name it opens (a file `-` that an
+    /// older ydotool reads as its text) cannot be one another user planted where the daemon was started.
+    @Test func toolsStartInTheRootDirectory() throws {
+        let here = FileManager.default.currentDirectoryPath
+        #expect(here != "/")
+        let output = try ToolRunner.run("/bin/sh", ["-c", "pwd"], input: nil, environment: Self.environment,
+                                        timeout: .seconds(10), captureStdout: 1024)
+        #expect(String(decoding: output, as: UTF8.self) == "/\n")
+    }
+
     @Test func capturesStdoutWhenAsked() throws {
         let output = try ToolRunner.run("/bin/sh", ["-c", "printf 'tree: %s' \"$0\"", "ünï"], input: nil,
                                         environment: Self.environment, timeout: .seconds(10), captureStdout: 1024)

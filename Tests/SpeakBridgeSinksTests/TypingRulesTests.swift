@@ -128,7 +128,7 @@ import SpeakBridgeTestSupport
         #expect(wtype.runs(typing: "one\ntwo\n").map(\.input) == [Array("one".utf8), Array("two".utf8), nil])
         #expect(wtype.runs(typing: "one\ntwo\n").map(\.scalars) == [3, 4, 1])
         let ydotool = ToolTypist(tool: .ydotool, path: "/usr/bin/ydotool", environment: [:])
-        #expect(ydotool.arguments(typing: "-x") == [["type", "--file", "-"]])
+        #expect(ydotool.arguments(typing: "-x") == [["type", "--file", "/dev/stdin"]])
         #expect(ydotool.runs(typing: "-x").map(\.input) == [Array("-x".utf8)])
     }
 
@@ -153,7 +153,7 @@ import SpeakBridgeTestSupport
     @Test func ydotoolRefusesAForeignSocket() throws {
         let dir = "/tmp/sb-ydotool-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         #expect(mkdir(dir, 0o700) == 0)
-        defer { _ = unlink(dir + "/s"); _ = unlink(dir + "/f"); _ = rmdir(dir) }
+        defer { _ = unlink(dir + "/s"); _ = unlink(dir + "/f"); _ = unlink(dir + "/l"); _ = rmdir(dir) }
         let path = dir + "/s"
         let fd = boundUnixSocket(at: path)
         #expect(fd >= 0)
@@ -176,11 +176,35 @@ import SpeakBridgeTestSupport
             }
             #expect(throws: SinkError.self) { try typist.probe() }
         }
-        // Not a socket (a file, or a symbolic link, which lstat does not follow).
+        // A symbolic link at a path ydotool tries: judged by its own owner and by the socket it leads to.
+        if getuid() == 0 {
+            let link = dir + "/l"
+            #expect(symlink(path, link) == 0)  // ours, to the socket of uid 65534
+            let viaLink = try #require(ToolTypist.ydotoolSocketProblem(environment: ["XDG_RUNTIME_DIR": "/nonexistent",
+                                                                                    "YDOTOOL_SOCKET": link]))
+            #expect(viaLink.message.contains("a socket of uid 65534"))
+            #expect(lchown(link, 65534, 65534) == 0)  // now the link itself is another user's
+            let foreignLink = try #require(ToolTypist.ydotoolSocketProblem(environment: ["YDOTOOL_SOCKET": link]))
+            #expect(foreignLink.message.contains("a symbolic link of uid 65534"))
+            _ = unlink(link)
+        }
+        // The $XDG_RUNTIME_DIR candidate is judged too.
+        if getuid() == 0 {
+            let runtime = dir + "/run"
+            #expect(mkdir(runtime, 0o700) == 0)
+            #expect(link(path, runtime + "/.ydotool_socket") == 0)  // the same socket inode, of uid 65534
+            #expect(ToolTypist.ydotoolSocketProblem(environment: ["XDG_RUNTIME_DIR": runtime]) != nil)
+            _ = unlink(runtime + "/.ydotool_socket")
+            _ = rmdir(runtime)
+        }
+        // Anything but a socket is harmless there (ydotool cannot connect to it; 0.1.8 then uses /dev/uinput), so it
+        // does not stop typing: a plain file in /tmp must not be a way for anyone to switch typing off.
         let file = dir + "/f"
         #expect(creat(file, 0o600) >= 0)
-        let notSocket = try #require(ToolTypist.ydotoolSocketProblem(environment: ["XDG_RUNTIME_DIR": dir, "YDOTOOL_SOCKET": file]))
-        #expect(notSocket.message.hasSuffix("is not a socket"))
+        var tmp = stat()
+        if lstat("/tmp/.ydotool_socket", &tmp) != 0 {
+            #expect(ToolTypist.ydotoolSocketProblem(environment: ["YDOTOOL_SOCKET": file]) == nil)
+        }
     }
 
     /// ydotool types through a US-layout evdev device: text it cannot type is refused, not typed wrong.

@@ -80,7 +80,10 @@ class Run:
         self.home, self.fifo = os.path.join(base, "desk"), os.path.join(base, "out.fifo")
         env = dict(os.environ)
         if args.trace:  # the daemon's stage marks only (every `send` would write its own too)
-            open(args.trace, "w").close()
+            # Emptied, and private: the daemon appends only to a file of its user that no one else can read (0600).
+            if os.path.lexists(args.trace):
+                os.unlink(args.trace)
+            os.close(os.open(args.trace, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             env["SPEAKBRIDGE_TRACE"] = args.trace
         cpus = sorted(os.sched_getaffinity(0))
         self.desk_cpu = [str(cpus[-1])] if args.pin and len(cpus) >= 2 else []
