@@ -24,6 +24,13 @@ struct LANDiscoveryTests {
         await eventually { if case .established = publisher.state { true } else { false } }
     }
 
+    /// The states `onStateChange` reported once the last is `last`: they arrive on the publisher's own serial queue,
+    /// a moment after `publisher.state` (a snapshot) changed, so reading them at once raced with their delivery.
+    private func reported(_ states: Recorder<PublisherState>, endingWith last: PublisherState) async -> [PublisherState] {
+        _ = await eventually { states.all.last == last }
+        return states.all
+    }
+
     /// `avahi-browse -rtp` in `host`: the resolved line for `name`, split at ';', or nil.
     private func avahiBrowse(on host: String, find name: String) async throws -> [String]? {
         var line: [String]?
@@ -66,7 +73,7 @@ struct LANDiscoveryTests {
         defer { publisher.stop() }
         #expect(await established(publisher))
         #expect(publisher.publishedName == name)
-        #expect(states.all == [.registering, .established(name: name)])
+        #expect(await reported(states, endingWith: .established(name: name)) == [.registering, .established(name: name)])
 
         let line = try #require(try await avahiBrowse(on: lan.peer, find: name))
         #expect(line[6] == "\(lan.me).local")
@@ -147,7 +154,7 @@ struct LANDiscoveryTests {
         #expect(await established(second))
         #expect(first.publishedName == name)
         #expect(second.publishedName == "\(name) #2")
-        #expect(states.all.last == .established(name: "\(name) #2"))
+        #expect(await reported(states, endingWith: .established(name: "\(name) #2")).last == .established(name: "\(name) #2"))
     }
 
     @Test("a name already taken by another host: ours is renamed after probing")
@@ -169,7 +176,7 @@ struct LANDiscoveryTests {
                 continue
             }
             #expect(publisher.publishedName == "\(name) #2")
-            #expect(states.all.last == .established(name: "\(name) #2"))
+            #expect(await reported(states, endingWith: .established(name: "\(name) #2")).last == .established(name: "\(name) #2"))
             #expect(try await avahiBrowse(on: lan.peer, find: "\(name) #2") != nil, "the peer sees the new name")
             return
         }
