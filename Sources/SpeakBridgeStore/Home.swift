@@ -89,7 +89,7 @@ public struct Home: Sendable, Equatable {
 
     /// Creates the directories (mode 0700) and checks each, root first: ours, not writable by anyone else.
     public func prepare() throws(StoreError) {
-        var checked = Set<String>()
+        var checked: [String] = []
         for dir in (root.map { [$0] } ?? []) + [config, state, runtime, outboxDirectory] {
             try PrivatePath.checkAncestors(of: dir, checked: &checked)
             try PrivatePath.prepareDirectory(dir)
