@@ -9,7 +9,8 @@ import Glibc
 /// - A directory we use (config, state, runtime, outbox, the `--home` root) must be owned by us and not writable by
 ///   group or others. Missing ones are created 0700.
 /// - Every directory above one of those (`/`, `/home`, `~/.config`, a `--home`'s parents) must be owned by root or
-///   by us, and not writable by group or others unless it is sticky (`/tmp`): whoever can write a parent can rename
+///   by us, and not writable by group or others unless it is sticky (`/tmp`) — group-writable is fine when the
+///   group is its owner's alone (`groupHoldsOnly`): whoever can write a parent can rename
 ///   our directory away and put one of theirs in its place between two of our starts (a revoked device paired
 ///   again by a rolled-back `peers.json`). `checkAncestors`, as OpenSSH's StrictModes walks a key's path.
 /// - The directory itself is examined with lstat(2). A symlink is accepted only if the link itself is ours (only
@@ -94,11 +95,38 @@ public enum PrivatePath {
                                  hint: "keep SpeakBridge's files under a directory only you (or root) can change, e.g. leave out --home")
             }
             let mode = info.st_mode & 0o7777
-            if mode & 0o022 != 0 && mode & S_ISVTX == 0 {
+            let othersMayWrite = mode & 0o002 != 0 || (mode & 0o020 != 0 && !groupHoldsOnly(info.st_gid, owner: info.st_uid))
+            if othersMayWrite && mode & S_ISVTX == 0 {
                 throw StoreError("\(dir) is writable by other users (mode \(octal(mode))), who could move SpeakBridge's directories away and plant their own",
                                  hint: "run `chmod go-w \(dir)` if it is yours, or keep SpeakBridge's files elsewhere (leave out --home)")
             }
         }
+    }
+
+    /// Whether group `gid` is `owner`'s user-private group (Fedora and RHEL give every user one, with umask 002, so
+    /// that a shell's directories are 0775): the owner's primary group, named as the owner, listing no other member.
+    /// (Debian's OpenSSH also asks that no other account has it as its primary group; enumerating every account
+    /// through NSS took 1.7 s here, at every start, so that case — an administrator's mistake — is not looked for.)
+    /// Asked only for a group-writable directory above SpeakBridge's own; the reentrant calls, as sink threads may
+    /// look up the password database meanwhile.
+    static func groupHoldsOnly(_ gid: gid_t, owner: uid_t) -> Bool {
+        var accountBuffer = [CChar](repeating: 0, count: 16_384)
+        var account = passwd()
+        var match: UnsafeMutablePointer<passwd>?
+        guard getpwuid_r(owner, &account, &accountBuffer, accountBuffer.count, &match) == 0, let user = match,
+              user.pointee.pw_gid == gid, let userName = user.pointee.pw_name else { return false }
+        var groupBuffer = [CChar](repeating: 0, count: 16_384)
+        var entry = group()
+        var found: UnsafeMutablePointer<group>?
+        guard getgrgid_r(gid, &entry, &groupBuffer, groupBuffer.count, &found) == 0, let group = found,
+              let groupName = group.pointee.gr_name, strcmp(groupName, userName) == 0 else { return false }
+        if var list = group.pointee.gr_mem {
+            while let member = list.pointee {
+                guard strcmp(member, userName) == 0 else { return false }
+                list += 1
+            }
+        }
+        return true
     }
 
     /// Checks an existing directory; throws a clear error (with the command that fixes it) if another user could

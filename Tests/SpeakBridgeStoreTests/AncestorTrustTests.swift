@@ -29,9 +29,43 @@ struct AncestorTrustTests {
             #expect(error.description.contains("\(shared) is writable by other users (mode 777)"), "\(error)")
         }
         #expect(access(shared + "/alice", F_OK) != 0, "nothing was created below it")
-        // Group-writable is the same.
-        #expect(chmod(shared, 0o770) == 0)
-        #expect(throws: StoreError.self) { try home(shared + "/alice/sb").prepare() }
+        // Group-writable is the same when the group is shared (here: one that holds no one, as root can set it).
+        if geteuid() == 0, let users = getgrnam("users") ?? getgrnam("nogroup") {
+            #expect(chown(shared, 0, users.pointee.gr_gid) == 0 && chmod(shared, 0o770) == 0)
+            #expect(throws: StoreError.self) { try home(shared + "/alice/sb").prepare() }
+        }
+    }
+
+    /// A user-private group (Fedora gives every user one, and a umask of 002, so a shell's directories are 0775):
+    /// group-writable, but the group holds no one else. Here root's group, when root is its only account.
+    @Test(.enabled(if: geteuid() == 0 && AncestorTrustTests.rootGroupHoldsOnlyRoot(),
+                   "needs root, and a group 0 whose only account is root"))
+    func aGroupWritableDirectoryOfTheOwnersOwnGroupIsFine() throws {
+        defer { cleanup() }
+        let own = base + "/own"
+        #expect(mkdir(own, 0o700) == 0 && chown(own, 0, 0) == 0 && chmod(own, 0o775) == 0)
+        try home(own + "/sb").prepare()
+        #expect(PrivatePath.groupHoldsOnly(0, owner: 0))
+        #expect(!PrivatePath.groupHoldsOnly(0, owner: 65534), "root's group is not nobody's")
+    }
+
+    /// What the test expects, read from the password and group files directly (not through the code under test).
+    static func rootGroupHoldsOnlyRoot() -> Bool {
+        guard let passwd = try? String(contentsOfFile: "/etc/passwd", encoding: .utf8),
+              let groups = try? String(contentsOfFile: "/etc/group", encoding: .utf8) else { return false }
+        var primary: [String] = []
+        for line in passwd.split(separator: "\n") {
+            let fields = line.split(separator: ":", omittingEmptySubsequences: false)
+            if fields.count > 3 && fields[3] == "0" { primary.append(String(fields[0])) }
+        }
+        var listed: [String] = []
+        for line in groups.split(separator: "\n") {
+            let fields = line.split(separator: ":", omittingEmptySubsequences: false)
+            if fields.count > 3 && fields[2] == "0" {
+                for member in fields[3].split(separator: ",") { listed.append(String(member)) }
+            }
+        }
+        return primary == ["root"] && listed.allSatisfy { $0 == "root" }
     }
 
     @Test func aStickySharedDirectoryAboveIsFine() throws {
