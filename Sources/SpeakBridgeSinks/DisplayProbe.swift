@@ -9,7 +9,7 @@ enum DisplayProbe {
     /// set for a service in a Wayland session, say). The peer's credentials (SO_PEERCRED) tell. A TCP display
     /// (`host:0`, SSH forwarding) has none to read and is not judged here. (A Wayland socket is not judged either: it
     /// lives in the user's private runtime directory, and the tests run their compositor as another user.)
-    static func serverProblem(_ fd: Int32, display: String, kind: String) -> SinkError? {
+    static func serverProblem(_ fd: Int32, display: String) -> SinkError? {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let named = withUnsafeMutablePointer(to: &address) {
@@ -17,11 +17,11 @@ enum DisplayProbe {
         }
         guard named == 0, Int32(address.ss_family) == AF_UNIX else { return nil }
         guard let peer = PeerCredentials.of(fd) else {
-            return SinkError(message: "cannot tell who runs the \(kind) at \(display): \(POSIX.describe(errno))",
+            return SinkError(message: "cannot tell who runs the X server at \(display): \(POSIX.describe(errno))",
                              hint: "point DISPLAY at your own session's display")
         }
         guard peer.uid == 0 || peer.uid == geteuid() else {
-            return SinkError(message: "the \(kind) at \(display) runs as uid \(peer.uid), not this user or root: "
+            return SinkError(message: "the X server at \(display) runs as uid \(peer.uid), not this user or root: "
                                  + "what is typed or copied would go to that user",
                              hint: "point DISPLAY at your own session's display (a `DISPLAY=:0` set by hand may name one nobody of yours serves)")
         }
@@ -127,11 +127,10 @@ final class XDisplayOpener: Sendable {
         POSIX.suppressingSIGPIPE { () -> Opened in
             guard let connection = display.withCString({ openDisplay($0) }) else { return .cannotOpen }
             defer { _ = close(connection) }
-            if let problem = DisplayProbe.serverProblem(connectionNumber(connection), display: display, kind: "X server") {
+            if let problem = DisplayProbe.serverProblem(connectionNumber(connection), display: display) {
                 return .refused(problem)
             }
             return .ok
         }
     }
-
 }

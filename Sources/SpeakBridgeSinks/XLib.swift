@@ -116,7 +116,7 @@ struct XLib: Sendable {
     /// another user's (`DisplayProbe.serverProblem`): the keys typed would go to them.
     func open(_ name: String) throws(SinkError) -> (display: Display, dead: UnsafeMutablePointer<Int32>)? {
         guard let display = name.withCString({ openDisplay($0) }) else { return nil }
-        if let problem = DisplayProbe.serverProblem(connectionNumber(display), display: name, kind: "X server") {
+        if let problem = DisplayProbe.serverProblem(connectionNumber(display), display: name) {
             _ = closeDisplay(display)
             throw problem
         }

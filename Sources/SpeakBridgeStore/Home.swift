@@ -87,12 +87,12 @@ public struct Home: Sendable, Equatable {
         return fd
     }
 
-    /// Creates the directories (mode 0700) and checks each, root first: ours, not writable by anyone else.
+    /// Creates the directories (mode 0700) and checks each, root first: ours, not writable by anyone else, and the
+    /// directories above them root's or ours (`PrivatePath.checkAncestors`, each walked once for the whole home).
     public func prepare() throws(StoreError) {
         var checked: [String] = []
         for dir in (root.map { [$0] } ?? []) + [config, state, runtime, outboxDirectory] {
-            try PrivatePath.checkAncestors(of: dir, checked: &checked)
-            try PrivatePath.prepareDirectory(dir)
+            try PrivatePath.prepareDirectory(dir, checkedAncestors: &checked)
         }
     }
 }

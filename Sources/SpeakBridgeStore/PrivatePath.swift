@@ -10,7 +10,7 @@ import Glibc
 ///   group or others. Missing ones are created 0700.
 /// - Every directory above one of those (`/`, `/home`, `~/.config`, a `--home`'s parents) must be owned by root or
 ///   by us, and not writable by group or others unless it is sticky (`/tmp`) — group-writable is fine when the
-///   group is its owner's alone (`groupHoldsOnly`): whoever can write a parent can rename
+///   group is its owner's user-private group (`isUserPrivateGroup`): whoever can write a parent can rename
 ///   our directory away and put one of theirs in its place between two of our starts (a revoked device paired
 ///   again by a rolled-back `peers.json`). `checkAncestors`, as OpenSSH's StrictModes walks a key's path.
 /// - The directory itself is examined with lstat(2). A symlink is accepted only if the link itself is ours (only
@@ -27,7 +27,15 @@ public enum PrivatePath {
     /// runs three times as `send` starts, made about 25 such mkdir calls each time (and the first one's prefix
     /// joining cost 0.24 M instructions of conformance look-up). Anything else (absent, not a directory, lstat
     /// failing) takes the full path: create, then check, as always.
+    /// The directories above `path` are judged first (`checkAncestors`); `checkedAncestors` carries the ones already
+    /// judged across the directories of one home.
     public static func prepareDirectory(_ path: String) throws(StoreError) {
+        var checked: [String] = []
+        try prepareDirectory(path, checkedAncestors: &checked)
+    }
+
+    public static func prepareDirectory(_ path: String, checkedAncestors: inout [String]) throws(StoreError) {
+        try checkAncestors(of: path, checked: &checkedAncestors)
         var info = stat()
         if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR || info.st_mode & S_IFMT == S_IFLNK {
             try checkDirectory(path, lstatInfo: info)  // that lstat is the check's: not made twice
@@ -95,7 +103,7 @@ public enum PrivatePath {
                                  hint: "keep SpeakBridge's files under a directory only you (or root) can change, e.g. leave out --home")
             }
             let mode = info.st_mode & 0o7777
-            let othersMayWrite = mode & 0o002 != 0 || (mode & 0o020 != 0 && !groupHoldsOnly(info.st_gid, owner: info.st_uid))
+            let othersMayWrite = mode & 0o002 != 0 || (mode & 0o020 != 0 && !isUserPrivateGroup(info.st_gid, of: info.st_uid))
             if othersMayWrite && mode & S_ISVTX == 0 {
                 throw StoreError("\(dir) is writable by other users (mode \(octal(mode))), who could move SpeakBridge's directories away and plant their own",
                                  hint: "run `chmod go-w \(dir)` if it is yours, or keep SpeakBridge's files elsewhere (leave out --home)")
@@ -105,11 +113,11 @@ public enum PrivatePath {
 
     /// Whether group `gid` is `owner`'s user-private group (Fedora and RHEL give every user one, with umask 002, so
     /// that a shell's directories are 0775): the owner's primary group, named as the owner, listing no other member.
-    /// (Debian's OpenSSH also asks that no other account has it as its primary group; enumerating every account
-    /// through NSS took 1.7 s here, at every start, so that case — an administrator's mistake — is not looked for.)
-    /// Asked only for a group-writable directory above SpeakBridge's own; the reentrant calls, as sink threads may
-    /// look up the password database meanwhile.
-    static func groupHoldsOnly(_ gid: gid_t, owner: uid_t) -> Bool {
+    /// (Debian's OpenSSH also asks that no other account has it as its primary group; that means enumerating every
+    /// account through NSS — a whole LDAP directory, say — at every start of a user whose `~/.config` is 0775, so
+    /// that case, an administrator's mistake, is not looked for.) Asked only for a group-writable directory above
+    /// SpeakBridge's own; the reentrant calls, as sink threads may look up the password database meanwhile.
+    static func isUserPrivateGroup(_ gid: gid_t, of owner: uid_t) -> Bool {
         var accountBuffer = [CChar](repeating: 0, count: 16_384)
         var account = passwd()
         var match: UnsafeMutablePointer<passwd>?

@@ -45,8 +45,8 @@ struct AncestorTrustTests {
         let own = base + "/own"
         #expect(mkdir(own, 0o700) == 0 && chown(own, 0, 0) == 0 && chmod(own, 0o775) == 0)
         try home(own + "/sb").prepare()
-        #expect(PrivatePath.groupHoldsOnly(0, owner: 0))
-        #expect(!PrivatePath.groupHoldsOnly(0, owner: 65534), "root's group is not nobody's")
+        #expect(PrivatePath.isUserPrivateGroup(0, of: 0))
+        #expect(!PrivatePath.isUserPrivateGroup(0, of: 65534), "root's group is not nobody's")
     }
 
     /// What the test expects, read from the password and group files directly (not through the code under test).
@@ -66,6 +66,16 @@ struct AncestorTrustTests {
             }
         }
         return primary == ["root"] && listed.allSatisfy { $0 == "root" }
+    }
+
+    /// The rule lives in `PrivatePath.prepareDirectory`, so every private directory gets it, not only a home's:
+    /// the transcript sink's directory (a path the user names) goes through the same call.
+    @Test func anyPrivateDirectoryBelowADirectoryOthersCanWriteIsRefused() throws {
+        defer { cleanup() }
+        let shared = base + "/drop"
+        #expect(mkdir(shared, 0o700) == 0 && chmod(shared, 0o777) == 0)
+        #expect(throws: StoreError.self) { try PrivatePath.prepareDirectory(shared + "/transcripts") }
+        #expect(access(shared + "/transcripts", F_OK) != 0, "nothing was created below it")
     }
 
     @Test func aStickySharedDirectoryAboveIsFine() throws {
