@@ -105,6 +105,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// waits for their ack): once every sink has it, `flushNow` ends the pacing wait. Guarded by `lock`.
     var urgent: [SessionKey: UInt64] = [:]
     var flushNow = false
+    /// Devices revoked (`forget`) and the generation each accepted message is stamped with. Guarded by `lock`.
+    var revocations = Revocations()
+    /// `revocations.count`, published at each revocation: a runner asks `isRevoked` per write, and while nothing
+    /// was revoked since an item was accepted the answer needs no lock.
+    let revocationCount = Atomic<UInt64>(0)
     /// The key of the last `submit`'s session (reused while the same session streams). Guarded by `lock`.
     var lastSubmitKey: SessionKey?
     /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
@@ -220,7 +225,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
         // is not computed again: about 200 instructions a line), the backlog, and what the (usually single) sink
         // already took of the session, which its runner needs to skip duplicates (a lock round trip and a lookup
         // per line less than asking later).
-        let (key, pressure, firstLevel) = lock.locked {
+        let (key, pressure, firstLevel, generation) = lock.locked {
             let key: SessionKey
             if let previous = lastSubmitKey, previous.session == session, previous.device == device {
                 key = previous
@@ -231,10 +236,11 @@ public final class DeliveryPipeline: @unchecked Sendable {
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            return (key, pressure, runners.isEmpty ? nil : levels.rememberingLevel(sink: 0, key))
+            return (key, pressure, runners.isEmpty ? nil : levels.rememberingLevel(sink: 0, key), revocations.count)
         }
         // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
-        let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks)
+        let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks,
+                                   generation: generation)
         for runner in runners {
             runner.enqueue(items, key: key, known: runner.index == 0 ? firstLevel : nil)
         }
@@ -257,6 +263,15 @@ public final class DeliveryPipeline: @unchecked Sendable {
         var key: SessionKey
         var seq: UInt64
         var taken: BacklogMeter.Level
+        /// The items' `SinkItem.generation`: an advance of items accepted before their device's revocation is
+        /// ignored (its levels and backlog went with the revocation).
+        var generation: UInt64 = 0
+    }
+
+    /// Whether `item`'s device was revoked after the item was accepted (it must then not be written).
+    func isRevoked(_ item: SinkItem) -> Bool {
+        guard revocationCount.load(ordering: .acquiring) > item.generation else { return false }
+        return lock.locked { revocations.isStale(item.device, generation: item.generation) }
     }
 
     /// Called by runner `index` after its sink took (or skipped as already taken) items, one `Advance` per run of
@@ -286,6 +301,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// One advance, under `lock`: the sink's level, an urgent session's flush, the backlog.
     private func apply(_ advance: Advance, sink index: Int, moved: inout Bool, drained: inout [DeviceID]) {
         let key = advance.key
+        if revocations.isStale(key.device, generation: advance.generation) { return }
         if levels.advance(sink: index, key, to: advance.seq) { moved = true }
         if !urgent.isEmpty, let through = urgent[key] {
             // Every sink has the urgent chunks: fsync without waiting (or they were already durable).
@@ -333,16 +349,25 @@ public final class DeliveryPipeline: @unchecked Sendable {
         try progress.retire(device: key.device, session: key.session, delivered: delivered)
     }
 
-    /// A revoked device: drops its levels here and its progress in the log (one appended line, made durable at
-    /// the next sync). O(sessions), on revocation only. A class-(c) sink's files stay: they are the user's.
+    /// A revoked device: drops what every sink still queues of it (a write under way finishes; the sink is
+    /// stopped before its next one), its levels and backlog here and its progress in the log (one appended line,
+    /// made durable at the next sync). So a revoked device's queued text — up to its high-water mark, minutes of
+    /// typing — is never typed, pasted or written after the revocation. O(sessions + queued items), on revocation
+    /// only. A class-(c) sink's files stay: they are the user's.
     public func forget(_ device: DeviceID) {
-        lock.locked {
+        let generation = lock.locked {
+            let generation = revocations.revoke(device)
+            revocationCount.store(generation, ordering: .releasing)
             levels.forget(device)
+            meter.forget(device)
+            mayOverflow.store(meter.mayOverflow, ordering: .releasing)
             urgent = urgent.filter { $0.key.device != device }
             if lastSubmitKey?.device == device { lastSubmitKey = nil }
+            return generation
         }
+        for runner in runners { runner.drop(device, generation: generation) }
         do {
-            try progress.forget(device: device)
+            try progress.forget(device: device, generation: generation)
         } catch {
             Console.warning("cannot drop the progress of a revoked device: \(error.description)")
         }

@@ -59,6 +59,19 @@ public struct FairQueue<Key: Hashable & Sendable, Element: Sendable>: Sendable {
         }
     }
 
+    /// Removes `key`'s items that match (its lane and place in the round go when nothing is left). O(lane).
+    public mutating func removeAll(_ key: Key, where match: (Element) -> Bool) {
+        guard let lane = lanes[key] else { return }
+        let kept = Deque(lane.filter { !match($0) })
+        count -= lane.count - kept.count
+        if kept.isEmpty {
+            lanes[key] = nil
+            ring.removeAll { $0 == key }
+        } else {
+            lanes[key] = kept
+        }
+    }
+
     /// Every queued item, lane by lane in serving order (for reporting what a failing sink holds).
     public func forEach(_ body: (Key, Element) -> Void) {
         for key in ring {

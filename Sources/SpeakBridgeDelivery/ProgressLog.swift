@@ -44,6 +44,9 @@ public final class ProgressLog: @unchecked Sendable {
     var file: LogFile
     var live: Live = [:]
     var retired: Retired = [:]
+    /// Devices revoked through the pipeline (`forget(device:generation:)`): a record of an item accepted before
+    /// its device's revocation is not made, so a sink finishing such an item cannot bring the device back.
+    var revocations = Revocations()
     var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
     var tail: [UInt8]?
@@ -116,12 +119,15 @@ public final class ProgressLog: @unchecked Sendable {
     /// Records `seq` for `key` (one pwrite(2)). `cached`: the slot an earlier call returned, when it may be the
     /// same key (checked here; a detached or other slot is looked up again). Returns the key's slot, to pass next
     /// time, and the seq recorded for it before (nil: none was live).
-    public func record(_ key: Key, seq: UInt64, cached: ProgressSlot?) throws(StoreError)
+    /// `generation`: the item's `SinkItem.generation` (the default, for callers outside the pipeline, is never
+    /// stale); an item of a device revoked since is not recorded (nil `previous`).
+    public func record(_ key: Key, seq: UInt64, cached: ProgressSlot?, generation: UInt64 = .max) throws(StoreError)
         -> (slot: ProgressSlot, previous: UInt64?) {
         // The empty label marks retirements: nothing is recorded for it.
         guard !key.sink.isEmpty else { return (cached ?? ProgressSlot(key), nil) }
         lock.lock()
         defer { lock.unlock() }
+        if revocations.isStale(key.device, generation: generation) { return (cached ?? ProgressSlot(key), nil) }
         let slot: ProgressSlot
         if let cached, cached.attached, cached.matches(sink: key.sink, device: key.device, session: key.session) {
             slot = cached
@@ -165,10 +171,13 @@ public final class ProgressLog: @unchecked Sendable {
     }
 
     /// Forgets a device (after revocation): one appended line, dropped at the next compaction.
-    public func forget(device: DeviceID) throws(StoreError) {
+    /// `generation`: the pipeline's revocation count for this revocation (0: none), below which a later record of
+    /// the device is an item accepted before it and is not made (see `record`).
+    public func forget(device: DeviceID, generation: UInt64 = 0) throws(StoreError) {
         let line = Self.line("", device, "", 0)
         lock.lock()
         defer { lock.unlock() }
+        if generation > 0 { revocations.adopt(device, at: generation) }
         try append(line)
         for (_, sinks) in live[device] ?? [:] {
             for (_, slot) in sinks { slot.attached = false }

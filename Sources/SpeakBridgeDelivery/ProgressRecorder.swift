@@ -42,7 +42,8 @@ struct ProgressRecorder {
             var end = start + 1
             while end < k, batch[end].isSameSession(as: item) { end += 1 }
             let key = ProgressLog.Key(sink: label, device: item.device, session: item.session)
-            let (recordedSlot, previous) = try progress.record(key, seq: batch[end - 1].seq, cached: slot)
+            let (recordedSlot, previous) = try progress.record(key, seq: batch[end - 1].seq, cached: slot,
+                                                               generation: item.generation)
             slot = recordedSlot
             if levelBefore(item, in: batch) == nil {
                 if first == nil { first = (start, previous ?? 0) } else { more.append((start, previous ?? 0)) }

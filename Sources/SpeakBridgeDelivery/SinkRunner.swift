@@ -9,8 +9,8 @@ import SpeakBridgeSupport
 /// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
 /// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
 /// (`FairQueue`): one device's backlog never sits in front of another device's line.
-// `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `currentProblem` and `reportedHold` are guarded by
-// `condition`; `progressSlot` is touched only inside `deliver`, which runs only while this runner's `busy` is set
+// `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `delivering`, `revokedWhileDelivering`,
+// `currentProblem` and `reportedHold` are guarded by `condition`; `progressSlot` is touched only inside `deliver`, which runs only while this runner's `busy` is set
 // (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); the rest is set once
 // in init.
 final class SinkRunner: @unchecked Sendable {
@@ -28,6 +28,12 @@ final class SinkRunner: @unchecked Sendable {
     var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
     var busy = false
+    /// The device whose batch the runner thread is delivering from the front of its lane (nil: none, or an
+    /// inline write, which is not in the queue). Guarded by `condition`.
+    var delivering: DeviceID?
+    /// `drop` came for `delivering`'s device during its delivery: the lane is cut after the batch (`consume`
+    /// needs the batch where `next` found it). The revocation's generation. Guarded by `condition`.
+    var revokedWhileDelivering: UInt64?
     var currentProblem: String?
     /// What `onHeld` last said (reason and held sessions); nil reason: nothing held was reported.
     var reportedHold: (reason: String, held: [HeldChunk])?
@@ -86,12 +92,14 @@ final class SinkRunner: @unchecked Sendable {
         // No `waitUntilReady(.zero)` first: the FIFO's non-blocking write itself says when the pipe is full or has
         // no reader (no poll(2) per line). Such a pipe takes nothing; that is not reported as a problem here (the
         // runner thread waits for readiness and reports what lasts).
-        let (taken, problem) = deliver(batch)
+        let (taken, problem, revoked) = deliver(batch)
         report(batch[0..<taken], key: key)
         condition.locked {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
             if taken > 0 || problem == nil { currentProblem = problem }
-            queue.append(first.device, batch[taken...])  // the queue was empty: these stay first
+            // The queue was empty: these stay first. Not the rest of a revoked device's message (one message: all
+            // of it was accepted before the revocation).
+            if !revoked { queue.append(first.device, batch[taken...]) }
             busy = false
             // Wake the runner only when it has work: after an inline write that took everything, waking it cost a
             // thread wake-up (and three futex calls) per line for nothing.
@@ -106,9 +114,10 @@ final class SinkRunner: @unchecked Sendable {
         if let key {
             var bytes: UInt64 = 0
             for item in items { bytes &+= UInt64(item.textUTF8Count) }
+            let last = items[items.endIndex - 1]
             pipeline.sinkAdvanced(index, DeliveryPipeline.Advance(
-                key: key, seq: items[items.endIndex - 1].seq,
-                taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes)))
+                key: key, seq: last.seq, taken: BacklogMeter.Level(chunks: UInt64(items.count), bytes: bytes),
+                generation: last.generation))
             return
         }
         // By runs of one (device, session): one advance per run, in order (the last run of a session gives its
@@ -125,7 +134,8 @@ final class SinkRunner: @unchecked Sendable {
             }
             let advance = DeliveryPipeline.Advance(
                 key: SessionKey(device: first.device, session: first.session), seq: items[end - 1].seq,
-                taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes))
+                taken: BacklogMeter.Level(chunks: UInt64(end - start), bytes: bytes),
+                generation: items[end - 1].generation)
             if start == items.startIndex && end == items.endIndex {
                 pipeline.sinkAdvanced(index, advance)
                 return
@@ -145,6 +155,19 @@ final class SinkRunner: @unchecked Sendable {
 
     func setProblem(_ p: String?) { condition.locked { currentProblem = p } }
 
+    /// `device` was revoked (`generation`: the pipeline's revocation count for it): its queued items, all accepted
+    /// before, go; none is written. A batch of it being delivered now stops before its next write (`deliver`
+    /// asks `isRevoked`), and the rest of its lane goes when the batch returns.
+    func drop(_ device: DeviceID, generation: UInt64) {
+        condition.locked {
+            if delivering == device {
+                revokedWhileDelivering = max(revokedWhileDelivering ?? 0, generation)
+            } else {
+                queue.removeAll(device) { $0.generation < generation }
+            }
+        }
+    }
+
     func run() {
         while true {
             condition.lock()
@@ -162,6 +185,7 @@ final class SinkRunner: @unchecked Sendable {
                 continue
             }
             busy = true
+            delivering = device
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
@@ -171,16 +195,17 @@ final class SinkRunner: @unchecked Sendable {
                     Console.warning("sink \(sink.label): \(reason)")
                 }
                 setProblem(reason)
+                condition.locked { finishDelivery(device, taken: 0, of: batch.count) }
                 reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
-                condition.locked { busy = false }
                 continue
             }
-            let (taken, problem) = deliver(batch)
+            let (taken, problem, revoked) = deliver(batch)
             if taken > 0 { warnedWaiting = nil }
             setProblem(problem)
             condition.locked {
-                busy = false
-                queue.consume(device, taken: taken, of: batch.count)
+                finishDelivery(device, taken: taken, of: batch.count)
+                // Stopped because the device was revoked: what it still queues was accepted before, too.
+                if revoked { queue.removeAll(device) { pipeline.isRevoked($0) } }
             }
             report(batch[0..<taken])
             if let problem, taken == 0, !writesInline {
@@ -194,6 +219,17 @@ final class SinkRunner: @unchecked Sendable {
             if taken == 0 && problem != nil && !writesInline {
                 Threads.sleep(seconds: 0.2)
             }
+        }
+    }
+
+    /// Under `condition`, after the runner thread's delivery of a batch of `device`'s lane: `taken` items went.
+    private func finishDelivery(_ device: DeviceID, taken: Int, of count: Int) {
+        busy = false
+        delivering = nil
+        queue.consume(device, taken: taken, of: count)
+        if let generation = revokedWhileDelivering {
+            revokedWhileDelivering = nil
+            queue.removeAll(device) { $0.generation < generation }
         }
     }
 
@@ -227,17 +263,26 @@ final class SinkRunner: @unchecked Sendable {
 
     /// Writes `batch`; returns how many items the sink fully took, and the problem if it stopped early. Progress
     /// is recorded per the sink's class: (a) at `willWrite`, rolled back if the write then fails; (b) at
-    /// `didWrite`; (c) never (the sink holds its own).
-    func deliver(_ batch: [SinkItem]) -> (Int, String?) {
+    /// `didWrite`; (c) never (the sink holds its own). `revoked`: the sink was stopped before a write because the
+    /// batch's device was revoked meanwhile (not a problem of the sink; the rest of the batch is not written).
+    func deliver(_ batch: [SinkItem]) -> (taken: Int, problem: String?, revoked: Bool) {
         let label = sink.label
         var recorder = ProgressRecorder(slot: progressSlot)
         defer { progressSlot = recorder.slot }
         var recordFailure: StoreError?
+        var revoked = false
         let recordsBefore = deliveryClass == .recordBeforeWrite
         let recordsAfter = deliveryClass == .recordAfterWrite
         let progress = self.progress
+        let pipeline = self.pipeline
         do throws(SinkError) {
             try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
+                // A batch is one device's: its last item to be completed stands for all (one atomic load while
+                // nothing was revoked since it was accepted).
+                if pipeline.isRevoked(batch[k - 1]) {
+                    revoked = true
+                    throw SinkError(message: "the device was revoked")
+                }
                 guard recordsBefore else { return }
                 do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
                 catch {
@@ -253,13 +298,15 @@ final class SinkRunner: @unchecked Sendable {
             if let recordFailure {
                 let message = "cannot record progress: \(recordFailure.description)"
                 Console.warning("sink \(label): \(message)")
-                return (batch.count, message)
+                return (batch.count, message, false)
             }
             Trace.mark("sink", batch.last?.seq ?? 0)
             Console.debug("\(label): wrote \(batch.count) text(s)")
-            return (batch.count, nil)
+            return (batch.count, nil, false)
         } catch {
             let taken = min(error.delivered, batch.count)
+            // Nothing to record or roll back: the device's progress went with it (a record of it is refused).
+            if revoked { return (taken, nil, true) }
             // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text. Not a
             // full FIFO (flow control: the runner waits for room at once; a wait of a whole second is reported).
             if error.message != problem && !error.waitsForRoom {
@@ -281,10 +328,11 @@ final class SinkRunner: @unchecked Sendable {
                     if restore[key] != nil { restore[key] = item.seq }
                 }
                 for (key, seq) in restore {
-                    try? progress.record(sink: label, device: key.device, session: key.session, seq: seq)
+                    _ = try? progress.record(.init(sink: label, device: key.device, session: key.session), seq: seq,
+                                             cached: nil, generation: batch[taken].generation)
                 }
             }
-            return (taken, error.message)
+            return (taken, error.message, false)
         }
     }
 }

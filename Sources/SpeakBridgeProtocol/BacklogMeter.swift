@@ -134,6 +134,16 @@ public struct BacklogMeter: Sendable {
         return true
     }
 
+    /// A revoked device: its backlog is dropped (the sinks will not take it) and it is no longer throttled. Its
+    /// slot stays (slots are never removed), with nothing in it.
+    public mutating func forget(_ device: DeviceID) {
+        throttled.remove(device)
+        guard let at = slots[device] else { return }
+        let before = sinks > 0 ? counts[at].undelivered(sinks: sinks) : Level()
+        counts[at] = Counts(taken: Array(repeating: Level(), count: sinks))
+        recount(before: before, after: Level())
+    }
+
     /// `device`'s slot in `counts`, made (with nothing submitted or taken) for a device not seen before.
     mutating func slot(_ device: DeviceID) -> Int {
         if let last, last.device == device { return last.slot }

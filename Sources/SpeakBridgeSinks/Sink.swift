@@ -77,12 +77,14 @@ public struct SinkItem: Sendable, Equatable {
         @usableFromInline let deviceName: String?
         @usableFromInline let session: String
         @usableFromInline let chunks: [Chunk]
+        @usableFromInline let generation: UInt64
 
-        init(device: DeviceID, deviceName: String?, session: String, chunks: [Chunk]) {
+        init(device: DeviceID, deviceName: String?, session: String, chunks: [Chunk], generation: UInt64) {
             self.device = device
             self.deviceName = deviceName
             self.session = session
             self.chunks = chunks
+            self.generation = generation
         }
     }
 
@@ -104,9 +106,12 @@ public struct SinkItem: Sendable, Equatable {
         try batch.chunks[offset].withTextUTF8(body)
     }
     @inlinable public var seq: UInt64 { batch.chunks[offset].seq }
+    /// The pipeline's count of revocations when the desktop accepted this chunk's message (0 outside the
+    /// pipeline): an item whose device was revoked since is dropped, not written (`DeliveryPipeline.forget`).
+    @inlinable public var generation: UInt64 { batch.generation }
 
     public init(device: DeviceID, deviceName: String? = nil, session: String, chunk: Chunk) {
-        batch = Batch(device: device, deviceName: deviceName, session: session, chunks: [chunk])
+        batch = Batch(device: device, deviceName: deviceName, session: session, chunks: [chunk], generation: 0)
         offset = 0
     }
 
@@ -117,8 +122,9 @@ public struct SinkItem: Sendable, Equatable {
 
     /// One item per chunk of one message, in order, all sharing one object (the chunk array is kept as it is).
     public static func items(device: DeviceID, deviceName: String? = nil, session: String,
-                             chunks: [Chunk]) -> [SinkItem] {
-        let batch = Batch(device: device, deviceName: deviceName, session: session, chunks: chunks)
+                             chunks: [Chunk], generation: UInt64 = 0) -> [SinkItem] {
+        let batch = Batch(device: device, deviceName: deviceName, session: session, chunks: chunks,
+                          generation: generation)
         return (0..<chunks.count).map { SinkItem(batch: batch, offset: $0) }
     }
 

@@ -189,6 +189,60 @@ struct DeliveryPipelineTests {
         #expect(again.durableLevels() == [otherKey: 2])
     }
 
+    /// Revoking a device while a slow sink (a tool typing its lines one run at a time) is writing a backlog of it:
+    /// the write under way finishes, nothing more of the device is written, another device's lines all are, and
+    /// none of the revoked device's levels, backlog or progress is left. Before, every queued line was written
+    /// after the revocation (up to the high-water mark: minutes of typing), and their records brought the device
+    /// back into the progress log.
+    @Test func revokeStopsTheDevicesLinesASinkIsWriting() throws {
+        let root = Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let other = DeviceID(publicKeyDigest: SHA256.hash(Array("other-device".utf8)))
+        let otherKey = SessionKey(device: other, session: "o")
+        let sink = FakeSink("type", .recordBeforeWrite, itemsPerWrite: 1)
+        sink.controls.withLock { $0.hold = 3 }
+        let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"))
+        defer { pipeline.stop() }
+        _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...50))
+        #expect(sink.holding.wait(timeout: .now() + 10) == .success, "the sink never started its third write")
+        _ = pipeline.submit(device: other, session: "o", chunks: chunks(1...5))
+        pipeline.forget(device)
+        #expect(pipeline.undelivered(device) == BacklogMeter.Level())
+        sink.resume.signal()
+        try waitUntil("the other device acked") { observed.ack(otherKey) == 5 }
+        let shown = sink.medium.items
+        #expect(shown.filter { $0.device == device }.map(\.seq) == [1, 2, 3])
+        #expect(shown.filter { $0.device == other }.map(\.seq) == [1, 2, 3, 4, 5])
+        #expect(pipeline.runners[0].queuedCount == 0)
+        #expect(pipeline.durableLevels().keys.allSatisfy { $0.device == other })
+        #expect(pipeline.progress.entries().keys.allSatisfy { $0.device == other })
+        #expect(!pipeline.isThrottled(device))
+    }
+
+    /// The device's lines still queued behind another device's write are dropped at the revocation itself; the
+    /// device paired again (the same key) streams as usual.
+    @Test func revokeDropsQueuedLinesAndTheDeviceCanComeBack() throws {
+        let root = Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let other = DeviceID(publicKeyDigest: SHA256.hash(Array("other-device".utf8)))
+        let sink = FakeSink("type", .recordBeforeWrite, itemsPerWrite: 1)
+        sink.controls.withLock { $0.hold = 1 }
+        let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"))
+        defer { pipeline.stop() }
+        _ = pipeline.submit(device: other, session: "o", chunks: chunks(1...2))
+        #expect(sink.holding.wait(timeout: .now() + 10) == .success)
+        _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...20))
+        #expect(pipeline.runners[0].queuedCount == 22)
+        pipeline.forget(device)
+        #expect(pipeline.runners[0].queuedCount == 2, "the revoked device's 20 queued lines are still queued")
+        #expect(pipeline.undelivered(device) == BacklogMeter.Level())
+        sink.resume.signal()
+        try waitUntil("the other device acked") { observed.ack(SessionKey(device: other, session: "o")) == 2 }
+        _ = pipeline.submit(device: device, session: "again", chunks: chunks(1...3))
+        try waitUntil("the device paired again acked") { observed.ack(SessionKey(device: device, session: "again")) == 3 }
+        #expect(sink.medium.items.filter { $0.device == device }.map(\.session) == ["again", "again", "again"])
+    }
+
     /// A sink added to `serve` joins at the level the others reached; it does not replay history.
     @Test func aNewSinkJoinsAtTheOthersLevel() throws {
         let root = Self.directory()

@@ -39,4 +39,19 @@ struct FairQueueTests {
         q.consume("a", taken: 1, of: 1)
         #expect(q.next(limit: 10, budget: 100, weight: { $0 })?.items == [10, 10])
     }
+
+    @Test func removingALanesItemsKeepsTheRestInOrder() {
+        var q = FairQueue<String, Int>()
+        q.append("a", [1, 2, 3, 4])
+        q.append("b", [9])
+        q.removeAll("a") { $0 % 2 == 0 }
+        #expect(q.count == 3)
+        #expect(take(&q)! == ("a", [1, 3]))
+        q.append("a", [5])
+        q.removeAll("a") { _ in true }  // the whole lane: its place in the round goes too
+        q.removeAll("zzz") { _ in true }
+        #expect(q.count == 1)
+        #expect(take(&q)! == ("b", [9]))
+        #expect(q.isEmpty && take(&q) == nil)
+    }
 }

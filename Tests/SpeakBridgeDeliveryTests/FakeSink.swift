@@ -39,6 +39,9 @@ final class FakeSink: Sink {
         var failure: String?
         /// `waitUntilReady` answers this reason (a FIFO without reader).
         var notReady: String?
+        /// Write number n (1-based) pauses after its `willWrite`, before its bytes reach the medium, until the
+        /// test signals `resume` (a slow tool run under way): `holding` is signalled when it pauses.
+        var hold: Int?
         var writes = 0
         var crashed = false
     }
@@ -51,6 +54,8 @@ final class FakeSink: Sink {
     /// Signalled when the sink froze at its crash point; the frozen thread waits for `release`.
     let crashed = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
+    let holding = DispatchSemaphore(value: 0)
+    let resume = DispatchSemaphore(value: 0)
 
     init(_ label: String, _ deliveryClass: DeliveryClass, medium: FakeMedium = FakeMedium(), itemsPerWrite: Int = 2,
          crash: CrashPoint? = nil) {
@@ -85,6 +90,10 @@ final class FakeSink: Sink {
                 return c.writes
             }
             if controls.withLock({ $0.crash }) == .beforeWrite(number) { try freeze(delivered: done) }
+            if controls.withLock({ $0.hold }) == number {
+                holding.signal()
+                resume.wait()
+            }
             medium.written.withLock { $0 += items[done..<end] }
             if controls.withLock({ $0.crash }) == .afterWrite(number) { try freeze(delivered: done) }
             didWrite(end)

@@ -58,6 +58,23 @@ struct BacklogMeterTests {
         _ = meter.taken(a, sink: 7, chunks: 1, bytes: 1)  // unknown sink: ignored
         #expect(meter.undelivered(a) == .init())
     }
+
+    /// A revoked device's backlog goes (its sinks will not take it): not throttled, not overflowing, and the
+    /// overflow count stays exact; later reports of it count from nothing.
+    @Test func forgettingADeviceDropsItsBacklog() {
+        var meter = BacklogMeter(sinks: 2, limits: limits)
+        _ = meter.submit(a, chunks: 25, bytes: 100)
+        _ = meter.submit(b, chunks: 3, bytes: 30)
+        #expect(meter.isThrottled(a) && meter.isOverflowing(a) && meter.overflowingDevices == 1)
+        meter.forget(a)
+        #expect(meter.undelivered(a) == .init())
+        #expect(!meter.isThrottled(a) && !meter.isOverflowing(a) && meter.overflowingDevices == 0)
+        #expect(meter.undelivered(b) == .init(chunks: 3, bytes: 30))
+        _ = meter.submit(a, chunks: 2, bytes: 20)
+        #expect(meter.undelivered(a) == .init(chunks: 2, bytes: 20))
+        meter.forget(DeviceID(publicKeyDigest: Array(repeating: 9, count: 32)))  // never seen: nothing changes
+        #expect(meter.overflowingDevices == 0 && meter.undelivered(b) == .init(chunks: 3, bytes: 30))
+    }
 }
 
 /// `overflowingDevices` / `mayOverflow` (the pipeline's lock-free "no device at the hard limit") always agree
