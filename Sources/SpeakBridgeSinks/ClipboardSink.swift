@@ -119,6 +119,12 @@ public final class ClipboardSink: DescribedSink {
 
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
         guard !texts.isEmpty else { return }
+        // The X server the probe accepted at start may have gone since, and another user's taken its name: who
+        // serves the display is asked again before each run (a connect(2) and getsockopt(2); a tool run costs
+        // milliseconds).
+        if backend != .wlCopy, let problem = DisplayProbe.currentServerProblem(environment["DISPLAY"] ?? "") {
+            throw problem
+        }
         let joined = texts.map { sanitize ? OutputSanitizer.sanitize($0) : $0 }.joined(separator: "\n")
         do { try willComplete(texts.count) } catch {
             throw SinkError(message: "could not record progress: \(error)")

@@ -28,6 +28,47 @@ enum DisplayProbe {
         return nil
     }
 
+    /// `serverProblem` for the X server a tool run on `display` would reach now, by the socket libxcb tries first
+    /// (the abstract `@/tmp/.X11-unix/XN`, then that path), without speaking X (no handshake, so a server that
+    /// resets when its last client leaves is not made to). For a sink that hands text to a tool each time (the
+    /// clipboard): the server its probe accepted at start may have gone, and another user's taken the name. Nil
+    /// too when nothing answers (the tool then fails in its own words) or the display is not a local one.
+    static func currentServerProblem(_ display: String) -> SinkError? {
+        guard let number = localDisplayNumber(display) else { return nil }
+        let path = "/tmp/.X11-unix/X\(number)"
+        for abstract in [true, false] {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let bytes = (abstract ? [0] : []) + Array(path.utf8)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (index, byte) in bytes.enumerated() { raw[index] = byte }
+            }
+            // An abstract name's length is exact (no terminating NUL); a path's is the whole structure.
+            let length = abstract ? socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+                                  : socklen_t(MemoryLayout<sockaddr_un>.size)
+            // Why unsafe: connect(2) takes the generic sockaddr view of the sockaddr_un filled above.
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+            }
+            if connected == 0 { return serverProblem(fd, display: display) }
+        }
+        return nil
+    }
+
+    /// N of a local X display `:N`, `:N.S` or `unix:N` (nil for `host:N`, which is TCP, or anything else).
+    static func localDisplayNumber(_ display: String) -> Int? {
+        guard let colon = display.lastIndex(of: ":") else { return nil }
+        let host = display[..<colon]
+        guard host.isEmpty || host == "unix" else { return nil }
+        let rest = display[display.index(after: colon)...]
+        let digits = rest.prefix { $0 != "." }
+        guard !digits.isEmpty, digits.count <= 6, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int(digits)
+    }
+
     /// Throws unless the X server `display` accepts a connection (libX11's XOpenDisplay: it also applies
     /// XAUTHORITY). When libX11 itself cannot be loaded nothing is checked here: the clipboard tools need it and
     /// then fail with their own words.

@@ -51,4 +51,35 @@ struct ForeignDisplayTests {
         defer { ours.stop() }
         try DisplayProbe.checkX11(ours.display)
     }
+
+    /// The clipboard's probe accepted our server at start; the server then goes and another user's takes its
+    /// display. The next copy is refused instead of handing the text to that user. Before, only the probe asked.
+    @Test(.enabled(if: XvfbServer.executable != nil && systemTool("xclip") != nil, "Xvfb or xclip is not installed"))
+    func aDisplayAnotherUserTakesOverAfterTheProbeIsRefused() throws {
+        let ours = try XvfbServer(stoppedWhileUsed: true)
+        let number = try #require(DisplayProbe.localDisplayNumber(ours.display))
+        let sink = try ClipboardSink(backend: .xclip, primary: false, environment: ours.environment)
+        try sink.probe()
+        try sink.deliver(["first words"]) { _ in }
+        #expect(ours.selection(primary: false, expecting: "first words") == "first words")
+        ours.stop()
+        let theirs = try XvfbServer(runAs: Self.nobody, number: number)
+        defer { theirs.stop() }
+        do {
+            try sink.deliver(["secret words"]) { _ in }
+            Issue.record("copied to an X server of another user")
+        } catch {
+            #expect(error.message.contains("the X server at \(ours.display) runs as uid 65534"), "\(error.message)")
+        }
+    }
+
+    @Test func localDisplayNumbers() {
+        #expect(DisplayProbe.localDisplayNumber(":0") == 0)
+        #expect(DisplayProbe.localDisplayNumber(":12.1") == 12)
+        #expect(DisplayProbe.localDisplayNumber("unix:3") == 3)
+        #expect(DisplayProbe.localDisplayNumber("host:0") == nil)
+        #expect(DisplayProbe.localDisplayNumber(":") == nil)
+        #expect(DisplayProbe.localDisplayNumber(":x") == nil)
+        #expect(DisplayProbe.localDisplayNumber("") == nil)
+    }
 }

@@ -18,10 +18,11 @@ final class XvfbServer {
     /// taken by another suite's server, and the sink would reach that live display instead of a dead one.
     /// `runAs`: the server runs as that user (through setpriv; the caller must be root), for the tests of a
     /// display another user serves.
-    init(stoppedWhileUsed: Bool = false, runAs uid: uid_t? = nil) throws {
+    /// `number`: serve that display (one a stopped `stoppedWhileUsed` server had, to stand in its place).
+    init(stoppedWhileUsed: Bool = false, runAs uid: uid_t? = nil, number chosen: Int? = nil) throws {
         self.runAs = uid
-        if stoppedWhileUsed {
-            let number = ChosenDisplay.unused()
+        if stoppedWhileUsed || chosen != nil {
+            let number = chosen ?? ChosenDisplay.unused()
             let process = try Self.spawn([":\(number)"], output: FileHandle.nullDevice, runAs: uid)
             self.process = process
             display = ":\(number)"
