@@ -109,7 +109,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     var revocations = Revocations()
     /// `revocations.count`, published at each revocation: a runner asks `isRevoked` per write, and while nothing
     /// was revoked since an item was accepted the answer needs no lock.
-    let revocationCount = Atomic<UInt64>(0)
+    let revocationCount = RevocationCounter()
     /// The key of the last `submit`'s session (reused while the same session streams). Guarded by `lock`.
     var lastSubmitKey: SessionKey?
     /// Advances committed since the heap was last trimmed, and how many trims ran (tests). Guarded by `lock`.
@@ -268,9 +268,12 @@ public final class DeliveryPipeline: @unchecked Sendable {
         var generation: UInt64 = 0
     }
 
+    /// The generation of `device`'s last revocation (nil: never revoked): its items stamped below it are stale.
+    func revokedGeneration(_ device: DeviceID) -> UInt64? { lock.locked { revocations.generation(device) } }
+
     /// Whether `item`'s device was revoked after the item was accepted (it must then not be written).
     func isRevoked(_ item: SinkItem) -> Bool {
-        guard revocationCount.load(ordering: .acquiring) > item.generation else { return false }
+        guard revocationCount.count.load(ordering: .acquiring) > item.generation else { return false }
         return lock.locked { revocations.isStale(item.device, generation: item.generation) }
     }
 
@@ -357,7 +360,7 @@ public final class DeliveryPipeline: @unchecked Sendable {
     public func forget(_ device: DeviceID) {
         let generation = lock.locked {
             let generation = revocations.revoke(device)
-            revocationCount.store(generation, ordering: .releasing)
+            revocationCount.count.store(generation, ordering: .releasing)
             levels.forget(device)
             meter.forget(device)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)

@@ -59,10 +59,13 @@ public struct FairQueue<Key: Hashable & Sendable, Element: Sendable>: Sendable {
         }
     }
 
-    /// Removes `key`'s items that match (its lane and place in the round go when nothing is left). O(lane).
-    public mutating func removeAll(_ key: Key, where match: (Element) -> Bool) {
+    /// Removes `key`'s items that match, except its first `kept` (a batch `next` returned and not yet consumed
+    /// stays where it is); its lane and place in the round go when nothing is left. O(lane).
+    public mutating func removeAll(_ key: Key, keepingFirst front: Int = 0, where match: (Element) -> Bool) {
         guard let lane = lanes[key] else { return }
-        let kept = Deque(lane.filter { !match($0) })
+        let head = min(max(0, front), lane.count)
+        var kept = Deque(lane.prefix(head))
+        kept.append(contentsOf: lane.dropFirst(head).filter { !match($0) })
         count -= lane.count - kept.count
         if kept.isEmpty {
             lanes[key] = nil

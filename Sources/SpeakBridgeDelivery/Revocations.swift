@@ -1,4 +1,5 @@
 import SpeakBridgeProtocol
+import Synchronization
 
 /// Which accepted chunks belong to a device revoked since they were accepted, as a value (the pipeline keeps one
 /// under its lock, the progress log another under its own).
@@ -10,7 +11,7 @@ import SpeakBridgeProtocol
 /// at or above it, which flow as usual.
 ///
 /// Bounded by the number of devices ever revoked (one entry each; a revocation is a user's command on the
-/// desktop). While no device was ever revoked, `isStale` is one emptiness check.
+/// desktop).
 struct Revocations: Sendable {
     private(set) var count: UInt64 = 0
     private var since: [DeviceID: UInt64] = [:]
@@ -29,8 +30,17 @@ struct Revocations: Sendable {
         count = max(count, generation)
     }
 
+    func generation(_ device: DeviceID) -> UInt64? { since[device] }
+
+    /// One comparison for an item accepted since the last revocation (every item, but in the moment of one).
     func isStale(_ device: DeviceID, generation: UInt64) -> Bool {
-        guard !since.isEmpty, let revoked = since[device] else { return false }
+        guard generation < count, let revoked = since[device] else { return false }
         return generation < revoked
     }
+}
+
+/// `Revocations.count` as the pipeline last published it, for lock-free checks on the sinks' threads (a class, so
+/// that each runner holds it strongly).
+final class RevocationCounter: Sendable {
+    let count = Atomic<UInt64>(0)
 }

@@ -23,14 +23,16 @@ final class SinkRunner: @unchecked Sendable {
     let deliveryClass: DeliveryClass
     let progress: ProgressLog
     unowned let pipeline: DeliveryPipeline
+    let revocations: RevocationCounter
     let condition = ThreadCondition()
     var queue = FairQueue<DeviceID, SinkItem>()
     var stopped = false
     /// A delivery is in progress (on the runner thread or inline); guarded by `condition`.
     var busy = false
-    /// The device whose batch the runner thread is delivering from the front of its lane (nil: none, or an
-    /// inline write, which is not in the queue). Guarded by `condition`.
+    /// The device whose batch (of `deliveringCount` items) the runner thread is delivering from the front of its
+    /// lane (nil: none, or an inline write, which is not in the queue). Guarded by `condition`.
     var delivering: DeviceID?
+    var deliveringCount = 0
     /// `drop` came for `delivering`'s device during its delivery: the lane is cut after the batch (`consume`
     /// needs the batch where `next` found it). The revocation's generation. Guarded by `condition`.
     var revokedWhileDelivering: UInt64?
@@ -49,14 +51,21 @@ final class SinkRunner: @unchecked Sendable {
     /// written right on the caller's thread: one thread wake-up less per chunk. Anything that cannot be
     /// written at once goes to the runner thread as usual, so a slow reader still stalls nothing.
     let writesInline: Bool
+    /// Whether a revocation stops a batch of this sink between two writes (a tool sink's runs: typing, the
+    /// clipboard). Not the byte sinks (stdout, FIFO, JSONL, transcript): their batch is at most 64 KiB written at
+    /// once, a full pipe gives the runner back at once anyway, and a text longer than a pipe's atomic write goes
+    /// out in pieces that a stop could cut in two, to be continued by another device's line.
+    let stopsBetweenWrites: Bool
 
     init(sink: any Sink, index: Int, progress: ProgressLog, pipeline: DeliveryPipeline) {
         self.sink = sink
         self.index = index
         self.progress = progress
         self.pipeline = pipeline
+        revocations = pipeline.revocationCount
         deliveryClass = sink.deliveryClass
         writesInline = sink is FIFOSink || sink is JSONLSink
+        stopsBetweenWrites = !(sink is FIFOSink || sink is JSONLSink || sink is StdoutSink || sink is TranscriptSink)
     }
 
     func start() {
@@ -96,7 +105,7 @@ final class SinkRunner: @unchecked Sendable {
         report(batch[0..<taken], key: key)
         condition.locked {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
-            if taken > 0 || problem == nil { currentProblem = problem }
+            if !revoked && (taken > 0 || problem == nil) { currentProblem = problem }
             // The queue was empty: these stay first. Not the rest of a revoked device's message (one message: all
             // of it was accepted before the revocation).
             if !revoked { queue.append(first.device, batch[taken...]) }
@@ -155,13 +164,22 @@ final class SinkRunner: @unchecked Sendable {
 
     func setProblem(_ p: String?) { condition.locked { currentProblem = p } }
 
+    /// `DeliveryPipeline.isRevoked`, its usual answer (nothing revoked since `item` was accepted) read from the
+    /// pipeline's counter, which this runner holds strongly (`pipeline` is unowned: reaching it costs a retain).
+    func isRevoked(_ item: SinkItem) -> Bool {
+        guard revocations.count.load(ordering: .acquiring) > item.generation else { return false }
+        return pipeline.isRevoked(item)
+    }
+
     /// `device` was revoked (`generation`: the pipeline's revocation count for it): its queued items, all accepted
     /// before, go; none is written. A batch of it being delivered now stops before its next write (`deliver`
     /// asks `isRevoked`), and the rest of its lane goes when the batch returns.
     func drop(_ device: DeviceID, generation: UInt64) {
         condition.locked {
             if delivering == device {
+                // The batch stays at the front until `consume`; the rest goes now (`status` stops counting it).
                 revokedWhileDelivering = max(revokedWhileDelivering ?? 0, generation)
+                queue.removeAll(device, keepingFirst: deliveringCount) { $0.generation < generation }
             } else {
                 queue.removeAll(device) { $0.generation < generation }
             }
@@ -186,6 +204,7 @@ final class SinkRunner: @unchecked Sendable {
             }
             busy = true
             delivering = device
+            deliveringCount = batch.count
             condition.unlock()
 
             if let reason = sink.waitUntilReady(timeout: .seconds(1)) {
@@ -200,14 +219,21 @@ final class SinkRunner: @unchecked Sendable {
                 continue
             }
             let (taken, problem, revoked) = deliver(batch)
-            if taken > 0 { warnedWaiting = nil }
-            setProblem(problem)
+            // A revocation is not the sink's doing: whatever it reported before (a full FIFO, a failing tool)
+            // still stands.
+            if !revoked {
+                if taken > 0 { warnedWaiting = nil }
+                setProblem(problem)
+            }
             condition.locked {
                 finishDelivery(device, taken: taken, of: batch.count)
                 // Stopped because the device was revoked: what it still queues was accepted before, too.
-                if revoked { queue.removeAll(device) { pipeline.isRevoked($0) } }
+                if revoked, let generation = pipeline.revokedGeneration(device) {
+                    queue.removeAll(device) { $0.generation < generation }
+                }
             }
             report(batch[0..<taken])
+            if revoked { continue }
             if let problem, taken == 0, !writesInline {
                 reportHeld(problem)
             } else if problem == nil {
@@ -226,6 +252,7 @@ final class SinkRunner: @unchecked Sendable {
     private func finishDelivery(_ device: DeviceID, taken: Int, of count: Int) {
         busy = false
         delivering = nil
+        deliveringCount = 0
         queue.consume(device, taken: taken, of: count)
         if let generation = revokedWhileDelivering {
             revokedWhileDelivering = nil
@@ -270,19 +297,17 @@ final class SinkRunner: @unchecked Sendable {
         var recorder = ProgressRecorder(slot: progressSlot)
         defer { progressSlot = recorder.slot }
         var recordFailure: StoreError?
-        var revoked = false
         let recordsBefore = deliveryClass == .recordBeforeWrite
         let recordsAfter = deliveryClass == .recordAfterWrite
         let progress = self.progress
-        let pipeline = self.pipeline
+        // A batch is one device's, accepted before its revocation or not: then none of it is written.
+        if isRevoked(batch[0]) { return (0, nil, true) }
         do throws(SinkError) {
             try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
-                // A batch is one device's: its last item to be completed stands for all (one atomic load while
-                // nothing was revoked since it was accepted).
-                if pipeline.isRevoked(batch[k - 1]) {
-                    revoked = true
-                    throw SinkError(message: "the device was revoked")
-                }
+                // A tool sink is stopped between its runs (each may type for seconds). Asked again on the way out
+                // (below), so that no captured flag is written here: a mutable capture is boxed, and each access
+                // of it is checked.
+                if stopsBetweenWrites, isRevoked(batch[k - 1]) { throw SinkError(message: "the device was revoked") }
                 guard recordsBefore else { return }
                 do throws(StoreError) { try recorder.record(through: k, of: batch, sink: label, into: progress) }
                 catch {
@@ -306,7 +331,7 @@ final class SinkRunner: @unchecked Sendable {
         } catch {
             let taken = min(error.delivered, batch.count)
             // Nothing to record or roll back: the device's progress went with it (a record of it is refused).
-            if revoked { return (taken, nil, true) }
+            if isRevoked(batch[min(taken, batch.count - 1)]) { return (taken, nil, true) }
             // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text. Not a
             // full FIFO (flow control: the runner waits for room at once; a wait of a whole second is reported).
             if error.message != problem && !error.waitsForRoom {

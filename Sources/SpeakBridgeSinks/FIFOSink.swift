@@ -189,6 +189,21 @@ public final class FIFOSink: TextSink {
         }
     }
 
+    /// Writes the "\n" that ends a cut-off text whose rest will not be written; a full pipe keeps `partial` for
+    /// the next try.
+    private func endTornLine(_ current: inout State, _ partial: Partial) throws(SinkError) {
+        var newline: UInt8 = 0x0A
+        while true {
+            let written = Glibc.write(current.fd, &newline, 1)
+            if written == 1 { return }
+            let err = written < 0 ? errno : EIO
+            if err == EINTR { continue }
+            if err == EAGAIN { current.partial = partial }
+            let failure = writeFailure(err)
+            throw SinkError(delivered: 0, message: failure.message, hint: failure.hint, waitsForRoom: err == EAGAIN)
+        }
+    }
+
     /// What a failed write's errno means (EINTR is retried by the caller).
     private func writeFailure(_ err: Int32) -> (message: String, hint: String?) {
         switch err {
@@ -231,7 +246,13 @@ public final class FIFOSink: TextSink {
         var position = 0
         if let partial = current.partial {
             current.partial = nil
-            if partial.frame[...] == plan.frame(0) { position = partial.written }
+            if partial.frame[...] == plan.frame(0) {
+                position = partial.written
+            } else {
+                // The rest of a cut-off text is not coming (its device was revoked meanwhile): its line is ended
+                // first, so that the next text does not continue it on the reader's side.
+                try endTornLine(&current, partial)
+            }
         }
         var reported = 0
         var confirmed = 0

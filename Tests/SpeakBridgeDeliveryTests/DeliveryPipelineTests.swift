@@ -29,9 +29,10 @@ struct DeliveryPipelineTests {
         return path
     }
 
-    func pipeline(_ sinks: [any Sink], _ log: ProgressLog) -> (DeliveryPipeline, Observed) {
+    func pipeline(_ sinks: [any Sink], _ log: ProgressLog,
+                  limits: BacklogMeter.Limits = .desktop) -> (DeliveryPipeline, Observed) {
         let observed = Observed()
-        let pipeline = DeliveryPipeline(sinks: sinks, progress: log, onDurable: { advanced in
+        let pipeline = DeliveryPipeline(sinks: sinks, progress: log, limits: limits, onDurable: { advanced in
             observed.acks.withLock { for (key, seq) in advanced { $0[key] = max($0[key] ?? 0, seq) } }
         }, onDrained: { _ in }, onHeld: { label, reason, held in
             observed.held.withLock { $0.append((label, reason, held)) }
@@ -201,10 +202,14 @@ struct DeliveryPipelineTests {
         let otherKey = SessionKey(device: other, session: "o")
         let sink = FakeSink("type", .recordBeforeWrite, itemsPerWrite: 1)
         sink.controls.withLock { $0.hold = 3 }
-        let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"))
+        // Limits low enough that the device's 50 lines throttle it (its connections would stop being read).
+        let limits = BacklogMeter.Limits(highChunks: 20, highBytes: 1 << 20, lowChunks: 5, lowBytes: 1 << 19,
+                                         hardChunks: 100, hardBytes: 2 << 20)
+        let (pipeline, observed) = pipeline([sink], try ProgressLog(path: root + "/progress.log"), limits: limits)
         defer { pipeline.stop() }
-        _ = pipeline.submit(device: device, session: "s", chunks: chunks(1...50))
+        #expect(pipeline.submit(device: device, session: "s", chunks: chunks(1...50)) == .pause)
         #expect(sink.holding.wait(timeout: .now() + 10) == .success, "the sink never started its third write")
+        #expect(pipeline.isThrottled(device))
         _ = pipeline.submit(device: other, session: "o", chunks: chunks(1...5))
         pipeline.forget(device)
         #expect(pipeline.undelivered(device) == BacklogMeter.Level())

@@ -153,6 +153,41 @@ import SpeakBridgeSinks
         #expect(count(of: 0x0A, in: received) == texts.count)
     }
 
+    /// A long text cut off by a full pipe whose rest will not come (its device was revoked meanwhile, so the next
+    /// delivery is another text): its line is ended before the next text, which would otherwise continue it on
+    /// the reader's side (one line holding two devices' words).
+    @Test func aCutOffTextWhoseRestIsNotComingEndsItsLine() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = "\(directory.path)/dictation"
+        let sink = try FIFOSink(path: path)
+        defer { sink.close() }
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        #expect(fcntl(reader, 1031 /* F_SETPIPE_SZ */, 8_192) >= 8_192)
+        let long = String(repeating: "x", count: 12_000)
+        do {
+            try sink.deliver([long]) { _ in }
+            Issue.record("a 12,000-byte text fit an 8 KiB pipe")
+        } catch {
+            #expect(error.waitsForRoom && error.delivered == 0, "\(error)")
+        }
+        func drain() -> [UInt8] {
+            var out: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 16_384)
+            while true {
+                let n = read(reader, &buffer, buffer.count)
+                guard n > 0 else { return out }
+                out += buffer[0..<n]
+            }
+        }
+        let cut = drain()
+        #expect(cut.count == 8_192 && cut.allSatisfy { $0 == UInt8(ascii: "x") })
+        try sink.deliver(["another device's line"]) { _ in }
+        #expect(String(decoding: drain(), as: UTF8.self) == "\nanother device's line\n")
+    }
+
     @Test func sanitizesUnlessRaw() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
