@@ -24,13 +24,29 @@ enum Completions {
         var candidates: [String] = []
         for peer in peers.all {
             candidates.append(peer.id.description)
-            // A peer chose its name: offered only when it is plain text (no controls, escapes or odd spaces),
-            // so completing never writes a peer's bytes into the shell's command line.
-            if !peer.name.isEmpty, !peer.name.unicodeScalars.contains(where: PeerText.needsEscape) {
-                candidates.append(peer.name)
-            }
+            // A peer chose its name: offered only when the shell takes it as one plain word. bash's `compgen -W`
+            // expands each candidate (`$(…)` and backticks run), and a completion is inserted unquoted, so a name
+            // such as `$(curl …|sh)` — which a hostile desktop can give itself at pairing, or a phone on the
+            // desktop — ran as a command at the next TAB. Any other name is reached by its ID.
+            if isShellWord(peer.name) { candidates.append(peer.name) }
         }
         return candidates.filter { $0.hasPrefix(prefix) }
+    }
+
+    /// Letters and digits (any script) and `. _ - + , @ :`, not starting with `-` (an option) and at most 64
+    /// scalars: nothing a shell expands, splits, globs or quotes, and no control, format or bidi character.
+    static func isShellWord(_ name: String) -> Bool {
+        let scalars = name.unicodeScalars
+        guard let first = scalars.first, first != "-", scalars.count <= 64 else { return false }
+        return scalars.allSatisfy { scalar in
+            switch scalar.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+                 .decimalNumber, .nonspacingMark, .spacingMark:
+                return true
+            default:
+                return ".-_+,@:".unicodeScalars.contains(scalar)
+            }
+        }
     }
 
     /// The value of `--home DIR` or `--home=DIR` among the shell words, unquoted as far as a plain path needs.
