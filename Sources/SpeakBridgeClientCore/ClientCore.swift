@@ -97,6 +97,8 @@ public struct ClientCore {
     public static let refusalLimit = 3
     /// At most this many distinct `held` notices are shown in one run (a desktop could vary the reason forever).
     static let maxHeldNotices = 32
+    /// At most this many desktop `error` messages are shown in one run, then one line says the rest are not.
+    static let maxErrorReports = 32
 
     public let settings: Settings
     public private(set) var link: LinkCore
@@ -108,6 +110,9 @@ public struct ClientCore {
     var inputEndedAt: Double = 0
     /// Consecutive dial rounds refused by the desktop (see `refusalLimit`).
     var refusals = 0
+    /// This connection's `resume` is out and its answer has not come: only that answer resends what is in flight.
+    var awaitingResume = false
+    var errorsReported = 0
     var redial: RedialSchedule
     var redialAt: Double?
     var reportedUnreachable = false
@@ -250,10 +255,12 @@ public struct ClientCore {
                 reportedUnreachable = false
                 redialAt = nil
                 out.append(.report(.connected(c.description)))
+                awaitingResume = true
                 out += transmit([.resume(session: window.session, delivered: nil)])
             case .received(let message):
                 out += receive(message, now: now)
             case .lost(let reason):
+                awaitingResume = false
                 window.connectionLost()
                 redial.active(now: now)
                 out += scheduleReconnect("connection lost: \(reason)", now: now)
@@ -300,6 +307,11 @@ public struct ClientCore {
     mutating func receive(_ message: Message, now: Double) -> [Action] {
         switch message {
         case let .resume(session, delivered) where session == window.session:
+            // The answer to this connection's own `resume` resends the rest of the window. Any other is only an
+            // ack: each one resent the whole window (up to 8 MiB), so a desktop that stopped reading and kept
+            // sending `resume`s grew this process without bound.
+            guard awaitingResume else { return acknowledge(delivered ?? 0, now: now, resume: false) + checkDone() }
+            awaitingResume = false
             Trace.mark("resumed")
             var out = acknowledge(delivered ?? 0, now: now, resume: true)
             out += checkDone()
@@ -309,6 +321,12 @@ public struct ClientCore {
         case .held(let notice):
             return receive(notice)
         case let .error(code, text, _):
+            // A desktop may send them without end: the terminal or log gets a bounded number.
+            errorsReported += 1
+            if errorsReported > Self.maxErrorReports { return [] }
+            if errorsReported == Self.maxErrorReports {
+                return [.report(.warning("desktop reported \(code): \(text) (further errors of the desktop are not shown)"))]
+            }
             return [.report(.warning("desktop reported \(code): \(text)"))]
         case .bye:
             return Self.io(link.drop())

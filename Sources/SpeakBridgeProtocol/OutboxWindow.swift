@@ -23,6 +23,9 @@ public struct OutboxWindow: Sendable {
     /// The highest sequence number the window ever held (or `acked`): an ack past it acknowledges
     /// something never sent, and is clamped to it.
     public internal(set) var lastSeq: UInt64
+    /// The last chunk held at the start (from the journal: an earlier run may have sent them all): an ack through
+    /// it is believed although nothing went out on this run yet.
+    let heldAtStart: UInt64
     var lastProgress: Double = 0
     /// Bytes of text of the chunks in flight (`storage[..<nextToSend]`): at most `maxInFlightBytes`, or one chunk
     /// more (a lone chunk always goes, and a paced line goes alone while any room is left: `sendsNextAlone` is
@@ -67,6 +70,7 @@ public struct OutboxWindow: Sendable {
         })
         self.acked = acked
         self.lastSeq = max(acked, storage.last?.seq ?? 0)
+        self.heldAtStart = lastSeq
         self.maxInFlight = maxInFlight
         self.ackTimeout = ackTimeout
     }
@@ -129,10 +133,12 @@ public struct OutboxWindow: Sendable {
     }
 
     /// Drops every chunk through `seq`. A desktop that claims more than was ever sent (a broken or hostile
-    /// peer) is believed only up to `lastSeq`: otherwise the next line's sequence number would not be above
-    /// `acked`, and that line would count as delivered without ever being sent.
+    /// peer) is believed only up to the last chunk sent (or held at the start, which an earlier run may have
+    /// sent): a chunk held but not yet sent (behind `maxInFlight`) would otherwise count as delivered and leave
+    /// the journal unsent, and the next line's sequence number would not be above `acked`.
     mutating func dropThrough(_ claimed: UInt64) {
-        let seq = min(claimed, lastSeq)
+        let sent = sentCount > 0 ? storage[sentCount - 1].seq : 0
+        let seq = min(claimed, max(sent, heldAtStart))
         guard seq > acked else { return }
         acked = seq
         // How many chunks are through `seq` (ascending: a binary search), then removed at once. `storage.first` and

@@ -35,6 +35,8 @@ final class Bench {
     /// The desktop's sinks take nothing (a held line): the ledger does not move.
     var holding = false
     var byes = 0
+    /// Every chunk the desktop's machines decrypted, repeats included (what the client put on the wire).
+    var chunksOnTheWire = 0
 
     // What the core did.
     var reports: [ClientCore.Report] = []
@@ -200,6 +202,7 @@ final class Bench {
             case .send(let frame):
                 events.append(.frame(id, frame))
             case .deliver(_, let session, let chunks):
+                chunksOnTheWire += chunks.count
                 if holding { continue }
                 var delivered = ledger[session] ?? 0
                 for chunk in chunks where chunk.seq == delivered + 1 {

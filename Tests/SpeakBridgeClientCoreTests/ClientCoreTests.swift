@@ -29,6 +29,42 @@ struct ClientCoreTests {
         #expect(bench.core.acknowledgedThisRun == 5)
     }
 
+    /// Only the answer to this connection's own `resume` resends what is in flight; another `resume` (a compromised
+    /// desktop that stopped reading sends them by the thousand) is an ack and nothing more. Before, each one
+    /// queued the whole window again (up to 8 MiB), without bound.
+    @Test("a resume the client did not ask for resends nothing and still counts as an ack")
+    func anUnaskedResumeResendsNothing() {
+        let bench = Bench()
+        bench.holding = true  // the desktop's sinks take nothing: every line stays in flight
+        bench.send(.start)
+        bench.append(Self.texts(1...100))
+        bench.run(until: 1)
+        #expect(bench.established)
+        #expect(bench.chunksOnTheWire == 100)
+        for _ in 0..<10 { bench.desktopSends(.resume(session: "s-bench", delivered: 0)) }
+        #expect(bench.chunksOnTheWire == 100, "resent on a resume the client did not ask for")
+        bench.desktopSends(.resume(session: "s-bench", delivered: 40))
+        #expect(bench.core.window.acked == 40)
+        #expect(bench.chunksOnTheWire == 100)
+        // A new connection's own `resume` is answered, and its answer resends the rest (41…100) once.
+        bench.dropAll()
+        bench.run(until: 5)
+        #expect(bench.established)
+        #expect(bench.chunksOnTheWire == 160)
+    }
+
+    /// A desktop that sends `error` messages without end fills the terminal or log with at most 32 lines.
+    @Test("a desktop's errors are shown at most 32 times in a run")
+    func desktopErrorsAreBounded() {
+        let bench = Bench()
+        bench.send(.start)
+        #expect(bench.established)
+        for _ in 0..<100 { bench.desktopSends(.error(code: .unexpected, message: "noise", expected: nil)) }
+        let shown = bench.warnings.filter { $0.hasPrefix("desktop reported") }
+        #expect(shown.count == 32, "\(shown.count)")
+        #expect(shown.last?.hasSuffix("(further errors of the desktop are not shown)") == true)
+    }
+
     @Test("the input ends with lines unacknowledged: exit 0 only once the last ack came")
     func waitsForLastAck() {
         let bench = Bench()

@@ -33,6 +33,23 @@ struct OutboxWindowTests {
         #expect(w.pendingCount == 1)
     }
 
+    /// PROTOCOL.md: a chunk not sent is never counted as delivered. Chunks behind `maxInFlight` are held, not sent:
+    /// an ack through them is believed only through the last one sent. Before, it was believed through the last
+    /// one held, and those lines left the journal without ever going out.
+    @Test("an ack past the chunks sent, with more held behind the in-flight bound: clamped to the last sent")
+    func ackPastTheSentChunks() {
+        var w = OutboxWindow(session: "s", pending: [], maxInFlight: 2)
+        _ = w.resumedOutgoing(delivered: 0, now: 0)
+        #expect(Self.seqs(w.appendOutgoing(contentsOf: Self.chunks(1...4))) == [1, 2])
+        _ = w.ackOutgoing(4, now: 1)
+        #expect(w.acked == 2)
+        #expect(w.pendingCount == 2)
+        // What was held at the start (an earlier run may have sent it) is believed before anything went out.
+        var restarted = OutboxWindow(session: "s", pending: Self.chunks(1...3), maxInFlight: 1)
+        _ = restarted.ackOutgoing(3, now: 0)
+        #expect(restarted.acked == 3)
+    }
+
     @Test("resume with more than was held: the same clamp")
     func resumePastTheEnd() {
         var w = OutboxWindow(session: "s", pending: Self.chunks(1...3), acked: 0)
