@@ -113,6 +113,9 @@ public struct ClientCore {
     /// This connection's `resume` is out and its answer has not come: only that answer resends what is in flight.
     var awaitingResume = false
     var errorsReported = 0
+    /// When each attempt sent message 1 (its WebSocket opened): one without an answer after
+    /// `LinkCore.handshakeTimeout` is closed on the tick.
+    var handshakeSince: [AttemptID: Double] = [:]
     var redial: RedialSchedule
     var redialAt: Double?
     var reportedUnreachable = false
@@ -154,7 +157,10 @@ public struct ClientCore {
         case .found(let list):
             return linkActions(link.found(list), now: now)
         case .connected(let id, let subprotocol):
-            return linkActions(link.opened(id, subprotocol: subprotocol), now: now)
+            let out = linkActions(link.opened(id, subprotocol: subprotocol), now: now)
+            handshakeSince = handshakeSince.filter { link.handshaking.contains($0.key) }
+            if link.handshaking.contains(id) { handshakeSince[id] = now }
+            return out
         case .frame(let id, let bytes):
             return linkActions(link.frame(id, bytes), now: now)
         case .closed(let id, let reason):
@@ -396,6 +402,13 @@ public struct ClientCore {
         guard exitCode == nil else { return [] }
         var out: [Action] = []
         if let at = redialAt, now >= at { out += connect() }
+        if !handshakeSince.isEmpty {
+            for (id, since) in handshakeSince.sorted(by: { $0.key < $1.key })
+            where now - since > LinkCore.handshakeTimeout {
+                handshakeSince[id] = nil
+                out += Self.io(link.abandonHandshake(id))
+            }
+        }
         if window.isStalled(now: now) {
             out.append(.report(.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")))
             out += Self.io(link.drop())

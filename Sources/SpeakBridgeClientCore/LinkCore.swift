@@ -54,6 +54,8 @@ public struct LinkCore {
         var probe: Bool
         /// A `close` was asked for; its `closed` is still to come.
         var closing = false
+        /// Closed by `abandonHandshake`: no answer in time, which says nothing about this device (not a refusal).
+        var abandoned = false
         /// The handshake with message 1 already sealed (`prepareHandshakes`) under `preferredCipher`, for `opened`
         /// to send when the desktop chose that cipher.
         var prepared: (machine: InitiatorMachine, first: [UInt8])?
@@ -75,6 +77,12 @@ public struct LinkCore {
     public static let rememberedAddresses = PairingCode.maxAddresses
     /// How many failure reasons are kept for `exhausted`.
     static let keptFailures = 8
+    /// Seconds an attempt may wait for message 2 after sending message 1 (`abandonHandshake`): the desktop's own
+    /// deadline for an unauthenticated connection.
+    public static let handshakeTimeout = 5.0
+    /// The most mDNS addresses dialed at once: anyone on the LAN may announce the desktop's (public) ID at as many
+    /// addresses as it likes, and each is a socket.
+    public static let maxAnnouncedAddresses = 16
 
     var attempts: [AttemptID: Attempt] = [:]
     /// The machine of the chosen attempt (whose entry in `attempts` says `.chosen`), kept out of the table so that
@@ -218,7 +226,8 @@ public struct LinkCore {
 
     /// mDNS found the desktop at these addresses.
     public mutating func found(_ list: [Candidate]) -> [Action] {
-        mdns = list
+        mdns = Array(list.uniquedInOrder().prefix(Self.maxAnnouncedAddresses))
+        let list = mdns
         if chosen == nil { return dial(list) }
         // Announced at other addresses than the one we are connected to: it has probably moved, and a
         // connection to a vanished address only fails when acks stall. Probe the new ones beside it.
@@ -340,9 +349,15 @@ public struct LinkCore {
             live = nil
             liveClosing = false
             out.append(.lost(reason))
-        } else if case .handshaking = a.phase, chosen == nil {
-            refused = true  // it opened, took message 1, and closed without a verified answer
-            refusedBy = a.candidate
+        } else if case .handshaking = a.phase, chosen == nil, !a.abandoned {
+            // It opened, took message 1, and closed without a verified answer. Only an address that proved the
+            // desktop's key before (one that worked, `--address`, a pairing code's) speaks for the desktop: the
+            // desktop's ID is public, so anyone on the LAN can announce it over mDNS and close every handshake —
+            // which made `send` exit 77, "revoked?", while the real desktop slept.
+            if vouched(a.candidate) {
+                refused = true
+                refusedBy = a.candidate
+            }
             out.append(.handshakeClosed(a.candidate, reason))
         }
         if !wasChosen && chosen == nil && attempts.isEmpty {
@@ -351,7 +366,26 @@ public struct LinkCore {
         return out
     }
 
+    /// Closes attempt `id` if it is still waiting for message 2 (the owner's clock says it waited too long): a
+    /// peer that took the WebSocket and never answers would otherwise hold the round open, and no redial come.
+    /// Not counted as a refusal.
+    public mutating func abandonHandshake(_ id: AttemptID) -> [Action] {
+        guard let a = attempts[id], case .handshaking = a.phase, chosen != id else { return [] }
+        attempts[id]?.abandoned = true
+        return close(id)
+    }
+
+    /// Whether attempts are waiting for message 2, and which (for the owner's handshake clock).
+    public var handshaking: [AttemptID] {
+        attempts.compactMap { id, a in if case .handshaking = a.phase, chosen != id { id } else { nil } }.sorted()
+    }
+
     // MARK: - Inside
+
+    /// An address not only announced over mDNS: one that worked before, `--address`, or a pairing code's.
+    func vouched(_ c: Candidate) -> Bool {
+        c.source != "mDNS" || known.contains(c) || extra.contains(c)
+    }
 
     mutating func dial(_ list: [Candidate]) -> [Action] {
         guard chosen == nil else { return [] }

@@ -16,6 +16,8 @@ final class Bench {
         case hanging
         /// Another desktop (another key) answers here.
         case otherDesktop
+        /// The WebSocket opens and nothing ever answers message 1 (a peer holding the handshake open).
+        case silent
     }
 
     var core: ClientCore
@@ -52,6 +54,7 @@ final class Bench {
     }
 
     var hanging: [AttemptID: Candidate] = [:]
+    var silent: Set<AttemptID> = []
     var open: [AttemptID: Connection] = [:]
     var events: [ClientCore.Event] = []
     /// What the client wrote, in order: a frame, or its end (lws sends what was queued before closing).
@@ -144,11 +147,14 @@ final class Bench {
                 case .otherDesktop: connect(id, candidate, key: otherKey)
                 case .dead(let reason): events.append(.closed(id, reason: "connect failed: \(reason)"))
                 case .hanging: hanging[id] = candidate
+                case .silent:
+                    silent.insert(id)
+                    events.append(.connected(id, subprotocol: offer.first))
                 }
             case .send(let id, let frame):
                 toDesktop.append(.frame(id, frame))
             case .close(let id):
-                if hanging.removeValue(forKey: id) != nil {
+                if hanging.removeValue(forKey: id) != nil || silent.remove(id) != nil {
                     events.append(.closed(id, reason: "local close 1000"))
                 } else if open[id] != nil {
                     toDesktop.append(.close(id))

@@ -187,6 +187,46 @@ struct ClientCoreTests {
         #expect(bench.exitCode == nil)
     }
 
+    /// The desktop's ID is public: anyone on the LAN can announce it over mDNS and close every handshake. Only an
+    /// address that proved the key (known, `--address`) can make `send` decide it was refused. Before, three such
+    /// rounds while the real desktop was away ended `send` with 77, "revoked?", even with `--timeout 0`.
+    @Test("an address only announced over mDNS that refuses is not the desktop refusing: no exit 77")
+    func anAnnouncedImpostorIsNotARefusal() {
+        let bench = Bench(timeout: 0)
+        bench.addresses["192.0.2.1"] = .dead("connection refused")  // the real desktop is asleep
+        bench.addresses["192.0.2.66"] = .otherDesktop
+        bench.append(Self.texts(1...2))
+        bench.send(.start)
+        for round in 0..<20 {
+            bench.send(.found([Candidate(host: "192.0.2.66", port: 7777, source: "mDNS")]))
+            bench.run(until: Double(round + 1))
+        }
+        #expect(bench.exitCode == nil)
+        #expect(bench.dialed.filter { $0.host == "192.0.2.66" }.count >= 3)
+        // The real desktop wakes: the lines go.
+        bench.addresses["192.0.2.1"] = .live
+        bench.run(until: 60)
+        #expect(bench.received.map(\.seq) == [1, 2])
+    }
+
+    /// A peer that takes the WebSocket and never answers message 1 no longer holds the round open for ever: the
+    /// attempt is closed after `LinkCore.handshakeTimeout` and the round redialled (not counted as a refusal).
+    @Test("an attempt that never gets message 2 is closed after 5 s and redialled")
+    func aSilentHandshakeIsAbandoned() {
+        let bench = Bench()
+        bench.addresses["192.0.2.1"] = .silent
+        bench.append(Self.texts(1...2))
+        bench.send(.start)
+        bench.run(until: 4.5)
+        #expect(bench.dialed.count == 1)
+        bench.run(until: 6)
+        #expect(bench.dialed.count >= 2)
+        bench.addresses["192.0.2.1"] = .live
+        bench.run(until: 30)
+        #expect(bench.exitCode == nil)
+        #expect(bench.received.map(\.seq) == [1, 2])
+    }
+
     @Test("a dead address is not a refusal: unreachable rounds go on until the time limit")
     func unreachableIsNotRefused() {
         let bench = Bench()
