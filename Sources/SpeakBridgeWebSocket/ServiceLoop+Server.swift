@@ -8,8 +8,9 @@
 //    unauthenticated from here on, before it has sent a byte; if `maxUnauthenticated` are held,
 //    the oldest of the address holding the most is evicted (dropped) first. Its handshake deadline
 //    starts now. It is tracked as a Connection but not announced to the application.
-// 3. HTTP_CONFIRM_UPGRADE: an upgrade to a path we do not serve, without our subprotocol, or while
-//    stopping is answered with an HTTP error status, then the connection is closed.
+// 3. HTTP_CONFIRM_UPGRADE: an upgrade from a web page of another origin (or of a rebindable name: UpgradeOrigin),
+//    to a path we do not serve, without our subprotocol, or while stopping is answered with an HTTP error status,
+//    then the connection is closed.
 // 4. FILTER_PROTOCOL_CONNECTION repeats the checks (lws has chosen the protocol by then).
 // 5. ESTABLISHED: `.opened` goes to the application, which calls markAuthenticated once its own
 //    handshake succeeded; that lifts the deadline and frees the unauthenticated slot.
@@ -75,11 +76,17 @@ extension ServiceLoop {
     }
 
     /// The HTTP status an upgrade request gets refused with, or nil to accept it:
-    /// 503 while stopping or for a connection no longer admitted (evicted), 404 for a path we do
-    /// not serve, 400 when our subprotocol is not offered.
+    /// 503 while stopping or for a connection no longer admitted (evicted), 403 for an `Origin` that is not the
+    /// request's own (or a Host an attacker could rebind: UpgradeOrigin), 404 for a path we do not serve, 400 when
+    /// our subprotocol is not offered.
     private func upgradeRefusal(_ wsi: OpaquePointer) -> Int32? {
         guard let configuration = serverConfiguration, !stopRequested, connection(for: wsi) != nil else {
             return 503
+        }
+        // An Origin too long to copy is still an Origin: "" then, which matches nothing.
+        let origin = header(wsi, WSI_TOKEN_ORIGIN) ?? (lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) > 0 ? "" : nil)
+        guard UpgradeOrigin.allows(origin: origin, host: header(wsi, WSI_TOKEN_HOST), secure: lws_is_ssl(wsi) != 0) else {
+            return 403
         }
         guard let path = header(wsi, WSI_TOKEN_GET_URI), configuration.allowedPaths.contains(path) else {
             return 404

@@ -207,9 +207,11 @@ final class RawWebSocket {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Sends the upgrade request and returns the response head.
-    func upgrade(path: String = "/speakbridge.v1/session", subprotocol: String? = "speakbridge.v1") -> String {
-        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    /// Sends the upgrade request and returns the response head. `origin`: an `Origin` header, as a browser sends.
+    func upgrade(path: String = "/speakbridge.v1/session", subprotocol: String? = "speakbridge.v1",
+                 host: String = "127.0.0.1", origin: String? = nil) -> String {
+        var request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        if let origin { request += "Origin: \(origin)\r\n" }
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
         request += "\r\n"
