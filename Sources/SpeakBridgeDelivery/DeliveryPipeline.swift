@@ -236,7 +236,10 @@ public final class DeliveryPipeline: @unchecked Sendable {
             if isUrgent { urgent[key] = last.seq }
             let pressure = meter.submit(device, chunks: UInt64(chunks.count), bytes: bytes)
             mayOverflow.store(meter.mayOverflow, ordering: .releasing)
-            return (key, pressure, runners.isEmpty ? nil : levels.rememberingLevel(sink: 0, key), revocations.count)
+            // The published count (a `let`'s load): reading `revocations` here cost a dynamic exclusivity check
+            // a line. Written under this lock, so it is `revocations.count`.
+            return (key, pressure, runners.isEmpty ? nil : levels.rememberingLevel(sink: 0, key),
+                    revocationCount.count.load(ordering: .relaxed))
         }
         // One shared object for the message's items, holding the decoded chunk array itself (no copy per chunk).
         let items = SinkItem.items(device: device, deviceName: name, session: session, chunks: chunks,
@@ -304,7 +307,8 @@ public final class DeliveryPipeline: @unchecked Sendable {
     /// One advance, under `lock`: the sink's level, an urgent session's flush, the backlog.
     private func apply(_ advance: Advance, sink index: Int, moved: inout Bool, drained: inout [DeviceID]) {
         let key = advance.key
-        if revocations.isStale(key.device, generation: advance.generation) { return }
+        if revocationCount.count.load(ordering: .relaxed) > advance.generation,
+           revocations.isStale(key.device, generation: advance.generation) { return }
         if levels.advance(sink: index, key, to: advance.seq) { moved = true }
         if !urgent.isEmpty, let through = urgent[key] {
             // Every sink has the urgent chunks: fsync without waiting (or they were already durable).

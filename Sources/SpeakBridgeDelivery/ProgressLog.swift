@@ -5,6 +5,7 @@ import FoundationEssentials
 public import SpeakBridgeProtocol
 public import SpeakBridgeStore
 import SpeakBridgeSupport
+import Synchronization
 
 /// The desktop's durable delivery progress: for each (sink, device, session), the last sequence number that sink
 /// has been handed — recorded right before the write for class-(a) sinks, right after it for class (b); class-(c)
@@ -47,6 +48,9 @@ public final class ProgressLog: @unchecked Sendable {
     /// Devices revoked through the pipeline (`forget(device:generation:)`): a record of an item accepted before
     /// its device's revocation is not made, so a sink finishing such an item cannot bring the device back.
     var revocations = Revocations()
+    /// `revocations.count`, readable without an exclusivity check (a `let`): a record accepted since the last
+    /// revocation, every record but in the moment of one, is not stale. Written under `lock`.
+    let revocationCount = Atomic<UInt64>(0)
     var appendedBytes = 0
     /// Lines recorded while a compaction writes its snapshot; nil when none runs.
     var tail: [UInt8]?
@@ -127,7 +131,9 @@ public final class ProgressLog: @unchecked Sendable {
         guard !key.sink.isEmpty else { return (cached ?? ProgressSlot(key), nil) }
         lock.lock()
         defer { lock.unlock() }
-        if revocations.isStale(key.device, generation: generation) { return (cached ?? ProgressSlot(key), nil) }
+        if revocationCount.load(ordering: .relaxed) > generation, revocations.isStale(key.device, generation: generation) {
+            return (cached ?? ProgressSlot(key), nil)
+        }
         let slot: ProgressSlot
         if let cached, cached.attached, cached.matches(sink: key.sink, device: key.device, session: key.session) {
             slot = cached
@@ -177,7 +183,10 @@ public final class ProgressLog: @unchecked Sendable {
         let line = Self.line("", device, "", 0)
         lock.lock()
         defer { lock.unlock() }
-        if generation > 0 { revocations.adopt(device, at: generation) }
+        if generation > 0 {
+            revocations.adopt(device, at: generation)
+            revocationCount.store(revocations.count, ordering: .relaxed)
+        }
         try append(line)
         for (_, sinks) in live[device] ?? [:] {
             for (_, slot) in sinks { slot.attached = false }

@@ -108,7 +108,7 @@ final class SinkRunner: @unchecked Sendable {
             if !revoked && (taken > 0 || problem == nil) { currentProblem = problem }
             // The queue was empty: these stay first. Not the rest of a revoked device's message (one message: all
             // of it was accepted before the revocation).
-            if !revoked { queue.append(first.device, batch[taken...]) }
+            queue.append(first.device, revoked ? batch[taken..<taken] : batch[taken...])
             busy = false
             // Wake the runner only when it has work: after an inline write that took everything, waking it cost a
             // thread wake-up (and three futex calls) per line for nothing.
