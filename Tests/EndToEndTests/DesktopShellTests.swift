@@ -10,11 +10,6 @@ import Testing
 /// The desktop shell around its core, against the real daemon: what a client and a script see.
 @Suite("End to end: desktop shell", .serialized)
 struct DesktopShellTests {
-    func status(_ pair: Pair) throws -> JSONValue {
-        let out = try run(["status", "--json"], home: pair.desktopHome).stdout
-        return try JSONValue.parse(Array(out.utf8), maxDepth: 8, maxBytes: 1 << 20)
-    }
-
     @Test("a client's malformed error closes its session (no malformed reply), counted once as closed on an error")
     func malformedClientErrorCloses() throws {
         let pair = Pair()
@@ -34,7 +29,7 @@ struct DesktopShellTests {
         try Harness.wait("the daemon to log the error") {
             TerminalBytes.read(pair.daemon!.stderrPath).contains("reported error malformed")
         }
-        let after = try status(pair)
+        let after = try pair.status()
         #expect(after["closedOnError"]?.int64Value == 1, "\(after)")
         #expect(after["rejected"]?.int64Value == 0, "\(after)")
     }
@@ -44,7 +39,7 @@ struct DesktopShellTests {
         let pair = Pair()
         defer { pair.stop() }
         try pair.startDaemon(sinks: ["stdout"])
-        let s = try status(pair)
+        let s = try pair.status()
         #expect(s["mdns"]?["name"] == .null, "\(s)")
         #expect(s["mdns"]?["enabled"]?.boolValue == false)
         for key in ["id", "name", "pid", "host", "port", "addresses", "uptime", "pairing", "sinks", "devices",

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SpeakBridgeProtocol
 import Testing
 
 /// Runs the real `speakbridge` binary in temporary homes. Everything stays on loopback.
@@ -181,6 +182,12 @@ final class Pair: @unchecked Sendable {
         reader.start()
         try join()
         return (fifo, reader)
+    }
+
+    /// `status --json` of the running daemon, parsed.
+    func status() throws -> JSONValue {
+        let out = try run(["status", "--json"], home: desktopHome).stdout
+        return try JSONValue.parse(Array(out.utf8), maxDepth: 8, maxBytes: 1 << 20)
     }
 
     func stop() {

@@ -9,13 +9,8 @@ import Testing
 /// `devices revoke` against the real daemon while a sink still holds a backlog of the device.
 @Suite("End to end: revoking a device", .serialized)
 struct RevokeTests {
-    func status(_ pair: Pair) throws -> JSONValue {
-        let out = try run(["status", "--json"], home: pair.desktopHome).stdout
-        return try JSONValue.parse(Array(out.utf8), maxDepth: 8, maxBytes: 1 << 20)
-    }
-
     func queued(_ pair: Pair) -> Int64 {
-        (try? status(pair))?["sinks"]?.arrayValue?.first?["queued"]?.int64Value ?? -1
+        (try? pair.status())?["sinks"]?.arrayValue?.first?["queued"]?.int64Value ?? -1
     }
 
     /// A FIFO whose reader stops reading: the pipe fills (64 KiB) and the rest of the device's lines wait in the
