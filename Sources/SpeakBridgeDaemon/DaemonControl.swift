@@ -57,8 +57,9 @@ extension Daemon {
 
     static func clamp(_ v: UInt64) -> Int64 { v > UInt64(Int64.max) ? .max : Int64(v) }
 
-    /// `web`: also the page's URL with the code in its fragment. The browser front starts first (it must listen
-    /// before its URL is shown); refused when the route is off or the front cannot start.
+    /// `web`: also the page's URL with the code in its fragment, and a code for the browser route only. The browser
+    /// front starts first (it must listen before its URL is shown); refused when the route is off or the front
+    /// cannot start.
     func pair(web wanted: Bool = false) -> ControlReply {
         if wanted, let refusal = web.startForPairing(server: server) { return .failure(refusal) }
         do {
@@ -68,7 +69,9 @@ extension Daemon {
             let code = try PairingCode(publicKey: identity.publicKey.rawRepresentation, secretKey: secret,
                                        expiry: UInt32(expiry), port: UInt16(server.port),
                                        addresses: Array(addresses.prefix(PairingCode.maxAddresses)))
-            driver.send(.pairingCodeIssued(secret, expiry: expiry))
+            // A `pair --web` code pairs through the browser route only (PairingCodeState): used with a native
+            // `join`, it would pair a native device, which may pull and push config.
+            driver.send(.pairingCodeIssued(secret, expiry: expiry, kind: wanted ? .browser : .native))
             Console.info("pairing code issued, valid for \(options.pairingLifetime) s")
             return .pair(PairReply(code: code.encoded(), expires: Int64(code.expiry),
                                    lifetime: Int64(options.pairingLifetime), id: identity.deviceID.description,

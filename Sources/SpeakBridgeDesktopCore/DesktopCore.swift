@@ -160,8 +160,8 @@ public struct DesktopCore {
             return actions
         case let .configReplies(id, messages):
             return configAnswered(id) + send(messages, on: id)
-        case let .pairingCodeIssued(secret, expiry):
-            code.issue(secret: secret, expiry: expiry)
+        case let .pairingCodeIssued(secret, expiry, kind):
+            code.issue(secret: secret, expiry: expiry, kind: kind)
             return []
         case .revoked(let device):
             return revoke(device)
@@ -203,8 +203,11 @@ public struct DesktopCore {
             stats.count(.rejected(.unknownPath))
             return actions + [.close(id, .rejected(.unknownPath))]
         }
-        if intent == .pair && !code.isActive(at: now) {
-            actions.append(.log(LogLine(.warning, "pairing attempt from \(remote) while no pairing code is active; refused")))
+        if intent == .pair && !code.isActive(at: now, for: route.kind) {
+            let why = code.isActive(at: now)
+                ? "the active pairing code is for a browser (`pair --web`) and this connection is native"
+                : "no pairing code is active"
+            actions.append(.log(LogLine(.warning, "pairing attempt from \(remote) while \(why); refused")))
             stats.count(.rejected(.noPairingCode))
             return actions + [.close(id, .rejected(.noPairingCode))]
         }
@@ -223,8 +226,8 @@ public struct DesktopCore {
 
     /// A snapshot of what the machines may look up, for one frame: nothing of it stays in a machine, so the
     /// ledgers are not shared (and not copied) when they change next.
-    func context() -> ResponderContext {
-        Self.context(configuration, secret: code.active?.secret, clients, ledgers)
+    func context(for route: DeviceKind) -> ResponderContext {
+        Self.context(configuration, secret: code.secret(for: route), clients, ledgers)
     }
 
     /// From the fields it reads (a method on `self` made the optimizer copy the whole core per frame).
@@ -261,7 +264,10 @@ public struct DesktopCore {
             // written back shared its buffers with the stored one, so the machine's first write copied them.
             // Made only when the frame needs it (a handshake, a `resume`): not per chunk. The closure reads
             // local copies (its own references, gone with this scope), not `self`, which is being modified.
-            let (configuration, secret, clients, ledgers) = (configuration, code.active?.secret, clients, ledgers)
+            // The code's secret only for a route it may be used on (a `pair --web` code issued after this native
+            // connection opened is not its to use).
+            let secret = code.secret(for: connections.values[index].route.kind)
+            let (configuration, clients, ledgers) = (configuration, clients, ledgers)
             received = connections.values[index].machine.receiveFrame(bytes) {  // one hash per frame
                 Self.context(configuration, secret: secret, clients, ledgers)
             }

@@ -27,8 +27,9 @@ public enum DesktopEvent: Sendable {
     case pairingNotSaved(ConnectionID, PairingOutcome, message: String, hint: String?)
     /// What the config module answered a `.configOpened` or `.configRequest` of this connection.
     case configReplies(ConnectionID, [Message])
-    /// `speakbridge pair`: offer this secret until `expiry` (seconds since 1970).
-    case pairingCodeIssued(SymmetricKey, expiry: Double)
+    /// `speakbridge pair`: offer this secret until `expiry` (seconds since 1970); `kind` `browser` for
+    /// `pair --web` (a code the native route does not take: PairingCodeState).
+    case pairingCodeIssued(SymmetricKey, expiry: Double, kind: DeviceKind = .native)
     /// `speakbridge devices revoke`: the device is removed from the saved peers.
     case revoked(DeviceID)
 }

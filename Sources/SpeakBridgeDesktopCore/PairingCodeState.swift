@@ -6,11 +6,19 @@ import SpeakBridgeProtocol
 /// message decrypts under it), expires at its expiry, and dies after `maxFailures` failed handshakes (someone
 /// guessing, or a stale code). Its secret is in self-wiping storage, dropped the moment the code is consumed,
 /// replaced, expired or dead.
+///
+/// A code remembers the kind of device it was issued for: a `browser` code (`pair --web`) is offered to
+/// connections of the browser route only. On the native route it does not exist: no secret to run message 1
+/// under, so a native `join` with it fails as with no code at all (nothing saved, no failed attempt counted: a
+/// native peer cannot kill it either). Otherwise a `pair --web` code, read off the screen, could pair a native
+/// device, which may pull and push config (SECURITY.md §7). A native code (`pair`) works on both routes; a pairing
+/// on the browser route is saved as a browser device whatever code it used.
 public struct PairingCodeState: Sendable {
     struct Active: Sendable {
         var secret: SymmetricKey
         var expiry: Double
         var failures: Int
+        var kind: DeviceKind
     }
 
     var active: Active?
@@ -20,9 +28,10 @@ public struct PairingCodeState: Sendable {
         self.maxFailures = max(1, maxFailures)
     }
 
-    /// Offers `secret` until `expiry` (replacing any code offered before).
-    public mutating func issue(secret: SymmetricKey, expiry: Double) {
-        active = Active(secret: secret, expiry: expiry, failures: 0)
+    /// Offers `secret` until `expiry` (replacing any code offered before) to connections of the routes `kind` may
+    /// use (`browser`: the browser route only).
+    public mutating func issue(secret: SymmetricKey, expiry: Double, kind: DeviceKind = .native) {
+        active = Active(secret: secret, expiry: expiry, failures: 0, kind: kind)
     }
 
     /// Drops an expired code; the secret of the live one, or nil.
@@ -31,9 +40,31 @@ public struct PairingCodeState: Sendable {
         return active?.secret
     }
 
+    /// The live code's secret for a connection of the `route` kind: nil when there is none or it is a browser code
+    /// and the connection is native.
+    public func secret(for route: DeviceKind) -> SymmetricKey? {
+        guard let a = active, Self.admits(a.kind, route) else { return nil }
+        return a.secret
+    }
+
+    /// A code is live (any route).
     public func isActive(at now: Double) -> Bool {
         guard let a = active else { return false }
         return now <= a.expiry
+    }
+
+    /// A code is live that a connection of the `route` kind may pair with.
+    public func isActive(at now: Double, for route: DeviceKind) -> Bool {
+        guard let a = active else { return false }
+        return now <= a.expiry && Self.admits(a.kind, route)
+    }
+
+    /// The kind of the live code, nil when none.
+    public var kind: DeviceKind? { active?.kind }
+
+    /// A browser code on the browser route only; a native code anywhere.
+    static func admits(_ code: DeviceKind, _ route: DeviceKind) -> Bool {
+        code == .native || route == .browser
     }
 
     public mutating func expire(at now: Double) {

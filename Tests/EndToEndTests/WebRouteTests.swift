@@ -35,6 +35,28 @@ struct WebRouteTests {
         #expect(issued["fingerprint"] as? String == web["fingerprint"] as? String)
     }
 
+    @Test("a pair --web code does not pair a native join (nothing saved, the code stays for the page); a pair code still does")
+    func webCodeIsNotForNativeJoin() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        let out = try run(["pair", "--web", "--json"], home: pair.desktopHome)
+        #expect(out.status == 0, "\(out.stderr)")
+        let code = try #require(try Self.json(out.stdout)["code"] as? String)
+        let join = try run(["join", code, "--address", "127.0.0.1:\(pair.port)", "--name", "laptop"], home: pair.phoneHome)
+        #expect(join.status != 0, "a native device paired with a browser code: \(join.stdout)")
+        let devices = try #require(try JSONSerialization.jsonObject(
+            with: Data(try run(["devices", "--json"], home: pair.desktopHome).stdout.utf8)) as? [[String: Any]])
+        #expect(devices.isEmpty, "\(devices)")
+        let status = try Self.json(try run(["status", "--json"], home: pair.desktopHome).stdout)
+        #expect(status["pairing"] as? Bool == true, "the native attempt used up or killed the page's code")
+
+        try pair.join(name: "laptop")
+        let after = try #require(try JSONSerialization.jsonObject(
+            with: Data(try run(["devices", "--json"], home: pair.desktopHome).stdout.utf8)) as? [[String: Any]])
+        #expect(after.map { $0["kind"] as? String } == ["native"])
+    }
+
     @Test("--no-web: pair --web says the desktop does not offer the route and why; native pairing still works")
     func noWeb() throws {
         let pair = Pair()

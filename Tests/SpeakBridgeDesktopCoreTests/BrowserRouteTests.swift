@@ -95,4 +95,48 @@ struct BrowserRouteTests {
             Issue.record("\(desk.configAsks)"); return
         }
     }
+
+    /// A browser-route connection under ChaChaPoly: the kind is what the rule looks at, not the cipher (no AES-NI needed).
+    static let browserChaCha = ConnectionRoute(cipher: .chaChaPoly, kind: .browser, agent: "Chrome 156 on Android")
+
+    @Test("a pair --web code is refused on the native route like no code: nothing saved, no failed attempt, the page still pairs with it")
+    func browserCodeRefusedNatively() throws {
+        var desk = Desk(takesConfig: true)
+        let secret = desk.issueCode(kind: .browser)
+        let (_, c) = try Phone().startPairing(&desk, secret: secret, name: "laptop")
+        #expect(desk.closes[c] == .rejected(.noPairingCode))
+        #expect(desk.persisted.isEmpty)
+        #expect(desk.core.stats.pairingFailures == 0)
+        #expect(desk.logs.contains { $0.message.contains("the active pairing code is for a browser (`pair --web`)") })
+        #expect(desk.core.status.pairingActive, "a native peer cannot use up or kill the page's code")
+
+        let (_, b) = try Phone().startPairing(&desk, secret: secret, name: "browser", route: Self.browserChaCha)
+        let (id, _, _, kind, agent) = try #require(desk.persisted.first)
+        #expect(id == b && kind == .browser && agent == "Chrome 156 on Android")
+    }
+
+    @Test("a native connection opened under a native code, then pair --web replaces it: its message 1 finds no code")
+    func browserCodeIssuedAfterANativeConnectionOpened() throws {
+        var desk = Desk()
+        _ = desk.issueCode()
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "127.0.0.1"))
+        let secret = desk.issueCode(kind: .browser)
+        var machine = try InitiatorMachine(intent: .pair, localStatic: X25519PrivateKey(), desktopKey: Desk.publicKey,
+                                           psk: secret, firstMessage: .pair(name: "sneaky"))
+        desk.run(.frame(c, try machine.start()))
+        #expect(desk.closes[c] == .rejected(.pairingCodeGone))
+        #expect(desk.frames[c, default: []].isEmpty && desk.persisted.isEmpty)
+        #expect(desk.core.status.pairingActive && desk.core.stats.pairingFailures == 0)
+    }
+
+    @Test("a native code (pair) pairs on either route: a native device natively, a browser device on the TLS port")
+    func nativeCodeOnBothRoutes() throws {
+        var desk = Desk()
+        let first = desk.issueCode()
+        _ = try Phone().startPairing(&desk, secret: first, name: "laptop")
+        let second = desk.issueCode()
+        _ = try Phone().startPairing(&desk, secret: second, name: "page", route: Self.browserChaCha)
+        #expect(desk.persisted.map(\.3) == [.native, .browser])
+    }
 }

@@ -87,9 +87,10 @@ struct Desk {
         if gauge.meter.taken(device, sink: 0, chunks: chunks, bytes: bytes) { run(.drained([device])) }
     }
 
-    mutating func issueCode(lifetime: Double = 120) -> SymmetricKey {
+    /// `kind` `browser`: a `pair --web` code.
+    mutating func issueCode(lifetime: Double = 120, kind: DeviceKind = .native) -> SymmetricKey {
         let secret = SymmetricKey.random()
-        run(.pairingCodeIssued(secret, expiry: now + lifetime))
+        run(.pairingCodeIssued(secret, expiry: now + lifetime, kind: kind))
         return secret
     }
 }
@@ -112,10 +113,10 @@ struct Phone {
     }
 
     /// Pairing up to the confirmation: returns the machine waiting for `paired` and the connection.
-    func startPairing(_ desk: inout Desk, secret: SymmetricKey, name: String = "phone") throws
-        -> (InitiatorMachine, ConnectionID) {
+    func startPairing(_ desk: inout Desk, secret: SymmetricKey, name: String = "phone",
+                      route: ConnectionRoute = .native) throws -> (InitiatorMachine, ConnectionID) {
         let c = desk.newConnection()
-        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "127.0.0.1"))
+        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "127.0.0.1", route: route))
         var machine = try InitiatorMachine(intent: .pair, localStatic: key, desktopKey: Desk.publicKey, psk: secret,
                                            firstMessage: .pair(name: name))
         desk.run(.frame(c, try machine.start()))
