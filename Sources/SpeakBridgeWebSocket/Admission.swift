@@ -67,6 +67,16 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whom eviction (rule 2 of ``AdmissionControl``) treats as one: the address itself, except that every
+    /// loopback address (127.0.0.0/8, and ::1 with the rest of ::/64) is one. Any local user may bind any of the 16
+    /// million loopback addresses, so counted one by one they would let one local user hold one connection from
+    /// each and, the oldest of equals going first, evict a phone's handshake under way after 64 of them.
+    package var evictionGroup: [UInt8] {
+        if bytes.count == 4, bytes[0] == 127 { return [127] }
+        if bytes.count == 8, bytes.allSatisfy({ $0 == 0 }) { return [127] }
+        return bytes
+    }
+
     package var description: String {
         if bytes.count == 4 {
             return bytes.map(String.init).joined(separator: ".")
@@ -90,7 +100,9 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
 /// 2. All addresses together hold at most `maxTotal`. When a new connection from an address under its own limit
 ///    arrives and `maxTotal` are held, the oldest unauthenticated connection of the address holding the most
 ///    (ties: the one whose oldest connection is older) is evicted to make room. So a new address always gets
-///    in, and an attacker holding many cannot keep anyone else out; at worst it evicts its own.
+///    in, and an attacker holding many cannot keep anyone else out; at worst it evicts its own. Here every
+///    loopback address counts as one (``AddressKey/evictionGroup``): a local user, who has them all, evicts
+///    local connections at worst, never a phone's.
 package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
     package enum Decision: Equatable, Sendable {
         /// Take the connection; first close `evicting` (if any), which this value already forgot.
@@ -127,9 +139,9 @@ package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
         if owners[id] != nil { return .admit(evicting: nil) }
         if refuses(address) { return .refuse }
         var victim: ID?
-        if owners.count >= maxTotal, let fullest = addressHoldingTheMost() {
-            victim = byAddress[fullest]?.first
-            if let victim { remove(victim) }
+        if owners.count >= maxTotal, let oldest = oldestOfTheGroupHoldingTheMost() {
+            victim = oldest
+            remove(oldest)
         }
         owners[id] = (address, nextSequence)
         nextSequence &+= 1
@@ -146,15 +158,28 @@ package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
         }
     }
 
-    private func addressHoldingTheMost() -> AddressKey? {
-        var best: (address: AddressKey, count: Int, oldest: UInt64)?
+    /// The oldest connection of the eviction group (``AddressKey/evictionGroup``) holding the most; ties: the
+    /// group whose oldest connection is older. O(addresses), only when the server is full.
+    private func oldestOfTheGroupHoldingTheMost() -> ID? {
+        var groups: [[UInt8]: (count: Int, oldest: UInt64, id: ID)] = [:]
         for (address, ids) in byAddress {
-            guard let first = ids.first, let oldest = owners[first]?.sequence else { continue }
-            if let current = best, ids.count < current.count || (ids.count == current.count && oldest > current.oldest) {
+            guard let first = ids.first, let sequence = owners[first]?.sequence else { continue }
+            let key = address.evictionGroup
+            if let known = groups[key] {
+                groups[key] = (known.count + ids.count, min(known.oldest, sequence),
+                               sequence < known.oldest ? first : known.id)
+            } else {
+                groups[key] = (ids.count, sequence, first)
+            }
+        }
+        var best: (count: Int, oldest: UInt64, id: ID)?
+        for group in groups.values {
+            if let current = best,
+               group.count < current.count || (group.count == current.count && group.oldest > current.oldest) {
                 continue
             }
-            best = (address, ids.count, oldest)
+            best = group
         }
-        return best?.address
+        return best?.id
     }
 }

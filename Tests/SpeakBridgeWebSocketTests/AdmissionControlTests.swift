@@ -3,8 +3,8 @@ import Testing
 
 /// The unauthenticated-connection rule as a pure value: per-address refusal, global eviction.
 @Suite struct AdmissionControlTests {
-    let a = AddressKey(ipLiteral: "127.0.0.2")!
-    let b = AddressKey(ipLiteral: "127.0.0.3")!
+    let a = AddressKey(ipLiteral: "10.0.0.2")!
+    let b = AddressKey(ipLiteral: "10.0.0.3")!
     let c = AddressKey(ipLiteral: "10.0.0.1")!
 
     @Test func perAddressLimitRefusesAndRemovalFreesTheSlot() {
@@ -66,6 +66,24 @@ import Testing
             }
             #expect(control.count <= 16)
         }
+    }
+
+    /// A local user can bind any loopback address: one connection from each of 200 of them, reopened as they go,
+    /// must not evict a phone's handshake under way. Before, every loopback address counted alone, the oldest of
+    /// equals went first, and the phone's connection was evicted after 64 newer ones.
+    @Test func manyLoopbackAddressesEvictOnlyEachOther() {
+        var control = AdmissionControl<Int>(maxTotal: 64, maxPerAddress: 8)
+        let phone = AddressKey(ipLiteral: "192.168.1.5")!
+        #expect(control.admit(0, from: phone) == .admit(evicting: nil))
+        for id in 1...1_000 {
+            let local = AddressKey(bytes: [127, 0, UInt8(id / 200), UInt8(id % 200 + 2)])
+            #expect(control.admit(id, from: local) != .refuse)
+            #expect(control.contains(0), "the phone's connection was evicted by the loopback connection \(id)")
+        }
+        #expect(control.count == 64)
+        // ::1 is loopback too.
+        #expect(AddressKey(ipLiteral: "::1")?.evictionGroup == AddressKey(ipLiteral: "127.0.0.1")?.evictionGroup)
+        #expect(AddressKey(ipLiteral: "10.0.0.1")?.evictionGroup == [10, 0, 0, 1])
     }
 
     @Test func addressKeys() {
