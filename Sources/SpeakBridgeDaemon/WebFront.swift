@@ -9,9 +9,10 @@
 // 2. The front itself starts lazily (`start`), so that a desktop without browser devices never initialises OpenSSL
 //    (about 4 MiB resident) and has no TLS listener: at daemon start when a browser device is paired (its page
 //    reconnects at once after a restart), or when `pair --web` asks for a code (before the URL is shown; a front
-//    that cannot start is a clear error there). Starting makes the certificate ready (WebCertificate: self-signed
-//    P-256, made once per identity, re-issued when the listening addresses change), then asks the server for its
-//    TLS listener. A failed start leaves the front "not started" with the reason; the next `pair --web` retries.
+//    that cannot start is a clear error there). Starting checks the page's files first (WebRoot: the root, the
+//    directories above it and every file in it such that no other user could change them; served as resolved
+//    there), makes the certificate ready (WebCertificate: self-signed P-256, made once per identity, re-issued when
+//    the listening addresses change), then asks the server for its TLS listener. A failed start leaves the front "not started" with the reason; the next `pair --web` retries.
 //    Once listening it stays until the daemon stops, even when the last browser device is revoked (a revoked
 //    page must still load to say so).
 // 3. Per connection, `route(for:on:)` tells the core (DesktopCore, which never sees lws) the Noise cipher the
@@ -143,8 +144,16 @@ final class WebFront: Sendable {
         }
     }
 
-    /// The certificate, then the TLS listener.
+    /// The page's files (WebRoot: no file or directory another user could change), the certificate, then the TLS
+    /// listener.
     private static func listen(_ settings: Settings, on server: WebSocketServer) -> Result<(WebCertificate, Int), Failure> {
+        let root: String
+        do throws(StoreError) {
+            root = try WebRoot.check(settings.root)
+        } catch {
+            return .failure(Failure(message: "the page's files cannot be trusted: \(error.message)",
+                                    hint: error.hint ?? "see SECURITY.md, \"The browser route\""))
+        }
         let addresses = NetworkAddresses.forListening(host: settings.host).map(\.description)
         let certificate: WebCertificate
         do {
@@ -161,7 +170,7 @@ final class WebFront: Sendable {
         }
         let secure = SecureListenerConfiguration(port: settings.port, certificatePath: certificate.certificatePath,
                                                  privateKeyPath: certificate.privateKeyPath,
-                                                 documentRoot: settings.root, headers: headers)
+                                                 documentRoot: root, headers: headers)
         do throws(WebSocketError) {
             return .success((certificate, try server.startSecureListener(secure)))
         } catch {
