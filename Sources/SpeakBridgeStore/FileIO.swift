@@ -132,6 +132,14 @@ public enum FileIO {
     /// A failed fsync of the directory throws too (after the rename: the file is in place, but its name may not be
     /// durable; a write that may not survive a crash is not reported as done).
     public static func atomicWrite(_ path: String, _ bytes: [UInt8], padding: Int = 0) throws(StoreError) {
+        if let unsynced = try atomicReplace(path, bytes, padding: padding) { throw unsynced }
+    }
+
+    /// `atomicWrite`, telling apart a failure before the rename (thrown: `path` is as it was) from a failed fsync
+    /// of the directory after it (returned: `path` now names the new content, but the name may not survive a
+    /// crash). A caller that keeps writing to the file must go on with the new one then: the old one has no name
+    /// any more, and what is written to it is lost.
+    public static func atomicReplace(_ path: String, _ bytes: [UInt8], padding: Int = 0) throws(StoreError) -> StoreError? {
         var temp = ""
         var fd: Int32 = -1
         for _ in 0..<8 {
@@ -155,7 +163,8 @@ public enum FileIO {
             unlink(temp)
             throw .io("replace", path, errno: code)
         }
-        guard syncDirectory(of: path) else { throw .io("sync", path, errno: errno) }
+        guard syncDirectory(of: path) else { return .io("sync", path, errno: errno) }
+        return nil
     }
 
     /// fsyncs the directory holding `path`; false (errno set) when it could not be opened or synced. Not

@@ -85,8 +85,18 @@ public final class LogFile: @unchecked Sendable {
     /// Replaces the file at `path` atomically with `records` and a zero extent (`FileIO.atomicWrite`, fsynced) and
     /// opens it.
     public static func create(_ path: String, records: [UInt8], extents: (minimum: Int, maximum: Int)) throws(StoreError) -> LogFile {
-        try FileIO.atomicWrite(path, records, padding: extents.minimum)
-        return LogFile(fd: try FileIO.openLog(path), path: path, end: records.count, extents: extents, synced: true)
+        let (file, unsynced) = try replace(path, records: records, extents: extents)
+        if let unsynced { throw unsynced }
+        return file
+    }
+
+    /// `create`, for a log that replaces one in use: when only the directory's fsync failed after the rename, the
+    /// new file (which now holds the name) is returned with that error, for the caller to adopt and report.
+    public static func replace(_ path: String, records: [UInt8], extents: (minimum: Int, maximum: Int))
+        throws(StoreError) -> (LogFile, unsynced: StoreError?) {
+        let unsynced = try FileIO.atomicReplace(path, records, padding: extents.minimum)
+        return (LogFile(fd: try FileIO.openLog(path), path: path, end: records.count, extents: extents, synced: true),
+                unsynced)
     }
 
     /// Takes over (closes when dropped) a new file `fd` whose records end at `end`, zeros after them, all fsynced:

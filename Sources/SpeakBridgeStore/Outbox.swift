@@ -302,10 +302,14 @@ public final class Outbox: @unchecked Sendable {
     public func rewrite(unacknowledged: [Chunk], ack: UInt64) throws(StoreError) {
         let level = max(acked, ack)
         let chunks = unacknowledged.filter { $0.seq > level }
-        log = try LogFile.create(path, records: Self.records(session: session, acked: level,
-                                                             reserved: (reserved, reservedBoot), chunks),
-                                 extents: LogFile.journalExtents)
+        let (file, unsynced) = try LogFile.replace(path, records: Self.records(session: session, acked: level,
+                                                                              reserved: (reserved, reservedBoot), chunks),
+                                                  extents: LogFile.journalExtents)
+        // Renamed into place: later lines go to it even when the directory's fsync failed (still an error, so the
+        // streak goes on). The old file has no name any more; a line appended to it was lost at the next start.
+        log = file
         acked = level
+        if let unsynced { throw unsynced }
     }
 
     /// A whole journal's records: the header, then a record for each of `chunks`.

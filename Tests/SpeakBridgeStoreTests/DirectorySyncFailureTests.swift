@@ -73,7 +73,9 @@ struct DirectorySyncFailureTests {
         }
     }
 
-    @Test("Outbox.rewrite: throws, the old log is kept; a later rewrite succeeds and loses nothing")
+    /// The rename happened, only the directory's fsync failed: the new file holds the name, so later lines go to
+    /// it (before, they went to the old file, unlinked by the rename, and the next `send` never saw them).
+    @Test("Outbox.rewrite: a failed directory sync throws, later lines go to the renamed file; nothing is lost")
     func outboxRewriteThrows() throws {
         try withFailingDisk { disk in
             let outbox = try Outbox(home: home, desktop: desktop)
@@ -83,15 +85,18 @@ struct DirectorySyncFailureTests {
             disk.failingDirectories = true
             #expect(throws: StoreError.self) { try outbox.rewrite(unacknowledged: chunks, ack: 1) }
             #expect(disk.failedDirectorySyncs == 1)
-            #expect(outbox.log === old, "on failure `log` stays the old file")
+            #expect(outbox.log !== old, "the renamed file is the log now")
+            let between = try outbox.append(text: "between")
+            let meanwhile = try Outbox.load(outbox.path)
+            #expect(meanwhile.chunks.filter { $0.seq > meanwhile.acked }.map(\.text) == ["two", "three", "between"])
             disk.failingDirectories = false
-            try outbox.rewrite(unacknowledged: chunks, ack: 1)
+            try outbox.rewrite(unacknowledged: chunks + [between], ack: 1)  // from memory: every line not acked
             #expect(outbox.log !== old)
             _ = try outbox.append(text: "four")
             try outbox.sync()
             let again = try Outbox.load(outbox.path)
             #expect(again.acked == 1)
-            #expect(again.chunks.filter { $0.seq > again.acked }.map(\.text) == ["two", "three", "four"])
+            #expect(again.chunks.filter { $0.seq > again.acked }.map(\.text) == ["two", "three", "between", "four"])
         }
     }
 
