@@ -266,7 +266,9 @@ public struct DesktopCore {
             // local copies (its own references, gone with this scope), not `self`, which is being modified.
             // The code's secret only for a route it may be used on (a `pair --web` code issued after this native
             // connection opened is not its to use).
-            let secret = code.secret(for: connections.values[index].route.kind)
+            // Asked only while a code is live: reading the connection's route copied the whole connection value
+            // (its witness copy and a dozen retains) for every frame, every chunk of every device.
+            let secret = code.active == nil ? nil : code.secret(for: connections.values[index].route.kind)
             let (configuration, clients, ledgers) = (configuration, clients, ledgers)
             received = connections.values[index].machine.receiveFrame(bytes) {  // one hash per frame
                 Self.context(configuration, secret: secret, clients, ledgers)
