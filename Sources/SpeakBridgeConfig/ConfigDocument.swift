@@ -31,7 +31,7 @@ public struct ConfigDocument: Sendable, Equatable {
             .map { ($0.key.description, JSONValue.string($0.value.rawValue)) }
         let doc: JSONValue = .object([
             ("version", .integer(1)),
-            ("clock", .object([("ms", .integer(Int64(clock.ms))), ("counter", .integer(Int64(clock.counter)))])),
+            ("clock", .object([("ms", .integer(Int64(clamping: clock.ms))), ("counter", .integer(Int64(clock.counter)))])),
             ("policy", .object([("default", .string(policy.defaultPolicy.rawValue)), ("devices", .object(devices))])),
             ("share", .string(policy.share.rawValue)),
             // Marks `all` as the user's own choice (`config share all`); see `decode`.
@@ -79,7 +79,9 @@ public struct ConfigDocument: Sendable, Equatable {
         else { throw damaged }
         var d = ConfigDocument()
         if let ms = doc["clock"]?["ms"]?.int64Value, let counter = doc["clock"]?["counter"]?.int64Value,
-           ms >= 0, (0...Int64(UInt16.max)).contains(counter) {
+           // Past `maxMillis` (an edited or damaged file) the clock starts afresh: one from there would stamp
+           // versions no one can read back, and its next tick could overflow.
+           (0...Int64(HLCTimestamp.maxMillis)).contains(ms), (0...Int64(UInt16.max)).contains(counter) {
             d.clock = HybridLogicalClock(ms: UInt64(ms), counter: UInt16(counter))
         }
         if let p = doc["policy"]?["default"]?.stringValue.flatMap(ConsentPolicy.init(rawValue:)) { d.policy.defaultPolicy = p }

@@ -177,6 +177,20 @@ public final class PeerStore: @unchecked Sendable {
 
     // MARK: file format
 
+    /// Seconds since 1970 in the file: 0 … 2^40 (year 36,812). A time read from an edited or damaged file is
+    /// held to it, so that writing it back can never trap (`Int64(2^63 as Double)` did, at every `seen`).
+    static let maxEpochSeconds: Int64 = 1 << 40
+
+    static func epochSeconds(_ date: Date) -> Int64 {
+        let t = date.timeIntervalSince1970
+        guard t.isFinite else { return 0 }
+        return Int64(min(max(t, 0), Double(maxEpochSeconds)))
+    }
+
+    static func date(epochSeconds value: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(min(max(value, 0), maxEpochSeconds)))
+    }
+
     /// `{"version":1,"peers":[{…,"psk":"<64 hex>"},…]}` and a newline. The caller must wipe the result.
     static func encode(_ peers: [Peer]) -> [UInt8] {
         let items: [[UInt8]] = peers.map { p in
@@ -185,9 +199,9 @@ public final class PeerStore: @unchecked Sendable {
                 ("name", .string(p.name)),
                 ("role", .string(p.role.rawValue)),
                 ("publicKey", .string(Hex.encode(p.publicKey.rawRepresentation))),
-                ("pairedAt", .integer(Int64(p.pairedAt.timeIntervalSince1970))),
+                ("pairedAt", .integer(epochSeconds(p.pairedAt))),
             ]
-            if let seen = p.lastSeen { m.append(("lastSeen", .integer(Int64(seen.timeIntervalSince1970)))) }
+            if let seen = p.lastSeen { m.append(("lastSeen", .integer(epochSeconds(seen)))) }
             if !p.addresses.isEmpty { m.append(("addresses", .array(p.addresses.map { .string($0) }))) }
             if p.port != 0 { m.append(("port", .integer(Int64(p.port)))) }
             if p.kind != .native { m.append(("kind", .string(p.kind.rawValue))) }
@@ -231,8 +245,8 @@ public final class PeerStore: @unchecked Sendable {
             else { throw bad }
             peers.append(Peer(
                 name: name, publicKey: key, psk: psk, role: role,
-                pairedAt: Date(timeIntervalSince1970: Double(paired)),
-                lastSeen: item["lastSeen"]?.int64Value.map { Date(timeIntervalSince1970: Double($0)) },
+                pairedAt: Self.date(epochSeconds: paired),
+                lastSeen: item["lastSeen"]?.int64Value.map { Self.date(epochSeconds: $0) },
                 addresses: item["addresses"]?.arrayValue?.compactMap(\.stringValue) ?? [],
                 port: Int(item["port"]?.int64Value ?? 0), kind: kind, agent: item["agent"]?.stringValue))
         }

@@ -37,6 +37,19 @@ struct ShareModeTests {
         }
     }
 
+    /// A clock past `maxMillis` in an edited or damaged settings.json starts afresh: before, its next tick made a
+    /// millisecond past 2^63 - 1 and saving it trapped (`Int64(clock.ms)`).
+    @Test("a clock out of range in settings.json is not taken: ticking and saving cannot trap")
+    func clockOutOfRange() throws {
+        for ms in ["9223372036854775807", "281474976710656"] {
+            let text = #"{"version":1,"clock":{"ms":"# + ms + #","counter":65535},"policy":{"default":"ask","devices":{}},"share":"public","localOnly":[],"entries":[]}"#
+            var doc = try ConfigDocument.decode(Array(text.utf8))
+            #expect(doc.clock.ms == 0)
+            _ = doc.clock.tick(now: 1_700_000_000_000, device: device(1))
+            #expect(try ConfigDocument.decode(doc.encoded()).clock.ms == 1_700_000_000_000)
+        }
+    }
+
     @Test("an offer says how many secrets were withheld; the count survives the wire and the assembler")
     func withheldOnTheWire() throws {
         let v = try HLCTimestamp(parsing: "1700000000000:0:\(device(1).compact)")

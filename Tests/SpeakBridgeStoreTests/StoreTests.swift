@@ -51,6 +51,25 @@ struct StoreTests {
         }
     }
 
+    /// A time out of range in an edited or damaged peers.json is held to 0 … 2^40 s: before, writing it back
+    /// (`seen`, at every connection) trapped on `Int64(9.2e18)`.
+    @Test func aHugeTimeInPeersJSONCannotTrap() throws {
+        defer { cleanup() }
+        let store = try PeerStore(home: home)
+        let key = X25519PrivateKey().publicKey
+        try store.upsert(Peer(name: "pixel", publicKey: key, psk: SymmetricKey.random(), role: .client))
+        let path = home.state + "/peers.json"
+        let text = String(decoding: try #require(try FileIO.read(path)), as: UTF8.self)
+        let edited = text.replacingOccurrences(of: #"("pairedAt":)\d+"#, with: "$19223372036854775807",
+                                               options: .regularExpression)
+        #expect(edited != text)
+        try FileIO.atomicWrite(path, Array(edited.utf8))
+        let reloaded = try PeerStore(home: home)
+        #expect(try reloaded.seen(key: key, now: Date(timeIntervalSince1970: 1_700_000_000)))
+        let again = try PeerStore(home: home)
+        #expect(again.all.first?.pairedAt == Date(timeIntervalSince1970: Double(Int64(1) << 40)))
+    }
+
     @Test func peersRoundTripAndFind() throws {
         defer { cleanup() }
         let store = try PeerStore(home: home)
