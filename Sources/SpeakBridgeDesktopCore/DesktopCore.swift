@@ -88,6 +88,8 @@ public struct DesktopCore {
     /// frames already read when the pause took effect (one read's worth: small messages) still come in between.
     static let configAskedPause = 4
     static let configAskedLimit = 64
+    /// The most authenticated session connections one device holds; the next closes its oldest (1008).
+    public static let maxConnectionsPerDevice = 8
     /// When each device's last "reading paused" was logged, and the pauses since that were not: a burst into a
     /// sink slower than the device (a FIFO whose reader keeps up only just) pauses it about ten times a second,
     /// and each pause logged filled a terminal (`pauseLogInterval`). One entry per paired device at most.
@@ -333,6 +335,12 @@ public struct DesktopCore {
                 ids.insert(id, at: ids.firstIndex { $0 > id } ?? ids.count)
                 authenticated[device] = ids
                 out.append(.markAuthenticated(id))
+                // Authenticated connections leave the admission counts, so a paired device (or a stolen key) that
+                // opened hundreds — each with its own send queue, and every ack going to each — would run the
+                // daemon out of descriptors and memory. The oldest goes: a phone that moved opens a new one.
+                if ids.count > Self.maxConnectionsPerDevice, let oldest = ids.first, oldest != id {
+                    out += close(oldest, .rejected(.tooManyConnections(device)))
+                }
                 out.append(.touchPeer(key))
                 if configuration.takesConfig && clients.kind(of: device) != .browser {
                     connections[id]!.configAsked += 1

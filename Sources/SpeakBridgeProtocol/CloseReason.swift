@@ -35,6 +35,9 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case replayedHandshake
         /// A message that is not valid at this point of a handshake.
         case protocolViolation(String)
+        /// The device's oldest session connection, closed because it opened more than
+        /// `DesktopCore.maxConnectionsPerDevice` (a device needs one; a move or a probe briefly two).
+        case tooManyConnections(DeviceID)
     }
 
     public enum Failure: Sendable, Equatable {
@@ -73,6 +76,7 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case .rejected(.unknownPath): return (1008, "unknown path")
         case .rejected(.noPairingCode): return (1008, "no pairing code active")
         case .rejected(.revoked): return (1008, "revoked")
+        case .rejected(.tooManyConnections): return (1008, "too many connections of this device")
         case .failed(.overloaded): return (1013, "too much undelivered; try again later")
         case .failed(.configBacklog): return (1013, "too many config messages waiting; try again later")
         case .failed(.cannotSavePairing): return (1011, "cannot save pairing")
@@ -97,6 +101,7 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
             case .replayedHandshake:
                 return "session refused: the first transport message did not decrypt (replayed message 1?)"
             case .protocolViolation(let why): return why
+            case .tooManyConnections(let device): return "\(device) has too many connections: its oldest is closed"
             }
         case .failed(let failure):
             switch failure {

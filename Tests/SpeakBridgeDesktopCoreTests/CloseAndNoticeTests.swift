@@ -43,6 +43,32 @@ struct CloseAndNoticeTests {
         #expect(desk.core.stats.rejected == 1)
     }
 
+    /// Authenticated connections leave the admission counts: a paired device (or a stolen key) could open hundreds,
+    /// each with its own send queue, every ack going to each. The ninth closes the oldest (1008), the rest stay
+    /// open and still get the device's acks. Before, nothing bounded them.
+    @Test("a device's ninth session connection closes its oldest with 1008; the other eight stay")
+    func aDevicesConnectionsAreBounded() throws {
+        let phone = Phone.paired()
+        let other = Phone.paired()
+        var desk = Desk(clients: [phone.client, other.client])
+        let others = try other.open(&desk)  // the oldest connection of all, of another device
+        var sessions: [Session] = []
+        for _ in 1...DesktopCore.maxConnectionsPerDevice {
+            sessions.append(try phone.open(&desk))
+        }
+        #expect(desk.closes.isEmpty)
+        var ninth = try phone.open(&desk)
+        #expect(desk.closes == [sessions[0].id: .rejected(.tooManyConnections(phone.id))])
+        #expect(desk.closes[sessions[0].id]?.closeCode.code == 1008)
+        #expect(desk.closes[sessions[0].id]?.closeCode.text == "too many connections of this device")
+        #expect(desk.closes[others.id] == nil)
+        #expect(desk.core.status.connections == DesktopCore.maxConnectionsPerDevice + 1)
+        #expect(desk.core.stats.rejected == 1)
+        // The ninth works: a chunk on it is submitted.
+        ninth.send(.chunk(session: "s", Chunk(seq: 1, text: "still here")), to: &desk)
+        #expect(desk.submitted.map(\.chunks.count) == [1])
+    }
+
     @Test("a client's error closes the session, well-formed or malformed; other malformed messages are answered")
     func clientErrors() throws {
         let phone = Phone.paired()
