@@ -39,6 +39,15 @@ public enum PrivatePath {
         var info = stat()
         if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR || info.st_mode & S_IFMT == S_IFLNK {
             try checkDirectory(path, lstatInfo: info)  // that lstat is the check's: not made twice
+            // The directory is a link: the directories above where it leads are judged too (above, only the
+            // link's own parents were; a team-writable directory above the target let a teammate move ours away).
+            if info.st_mode & S_IFMT == S_IFLNK {
+                guard let resolved = realpath(path, nil) else { throw .io("follow the symlink", path, errno: errno) }
+                let target = String(decoding: UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)),
+                                    as: UTF8.self)
+                free(resolved)
+                try checkAncestors(of: target, checked: &checkedAncestors)
+            }
             return
         }
         try FileIO.makeDirectory(path)

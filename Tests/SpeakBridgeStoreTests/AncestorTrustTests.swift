@@ -101,6 +101,27 @@ struct AncestorTrustTests {
         try home(base + "/link2/sb").prepare()
     }
 
+    /// One of our directories is itself a link (a dotfiles checkout): the directories above where it leads are
+    /// judged like those above a plain one. Before, only the link's own parents were, and a team-writable
+    /// directory above the target let a teammate move our directory away and back (a key or pairings rolled back).
+    @Test func aDirectoryThatIsASymlinkIsJudgedByTheDirectoriesAboveItsTarget() throws {
+        defer { cleanup() }
+        let open = base + "/dots"
+        #expect(mkdir(open, 0o700) == 0 && chmod(open, 0o777) == 0)
+        #expect(mkdir(open + "/speakbridge", 0o700) == 0)
+        let root = base + "/home"
+        #expect(mkdir(root, 0o700) == 0)
+        #expect(symlink(open + "/speakbridge", root + "/config") == 0)
+        do {
+            try home(root).prepare()
+            Issue.record("a config directory linked below a world-writable directory was accepted")
+        } catch {
+            #expect(error.description.contains("\(open) is writable by other users (mode 777)"), "\(error)")
+        }
+        #expect(chmod(open, 0o700) == 0)
+        try home(root).prepare()
+    }
+
     @Test(.enabled(if: geteuid() == 0, "needs root to make a directory of another user"))
     func aDirectoryAboveOwnedByAnotherUserIsRefused() throws {
         defer { cleanup() }
