@@ -33,18 +33,21 @@ enum Completions {
         return candidates.filter { $0.hasPrefix(prefix) }
     }
 
-    /// Letters and digits (any script) and `. _ - + , @ :`, not starting with `-` (an option) and at most 64
-    /// scalars: nothing a shell expands, splits, globs or quotes, and no control, format or bidi character.
+    /// Letters and digits (any script), `. _ - + , @ :` and single inner spaces, not starting with `-` (an option)
+    /// and at most 64 scalars: nothing `compgen -W` expands or removes (`$`, backticks, quotes, backslashes,
+    /// braces, a leading `~`), and no control, format or bidi character. A space is safe: the scripts split the
+    /// candidates at newlines only, and bash quotes it when it inserts the word (`complete -o filenames`).
     static func isShellWord(_ name: String) -> Bool {
         let scalars = name.unicodeScalars
-        guard let first = scalars.first, first != "-", scalars.count <= 64 else { return false }
+        guard let first = scalars.first, let last = scalars.last, first != "-", first != " ", last != " ",
+              scalars.count <= 64, !name.contains("  ") else { return false }
         return scalars.allSatisfy { scalar in
             switch scalar.properties.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
                  .decimalNumber, .nonspacingMark, .spacingMark:
                 return true
             default:
-                return ".-_+,@:".unicodeScalars.contains(scalar)
+                return ".-_+,@: ".unicodeScalars.contains(scalar)
             }
         }
     }

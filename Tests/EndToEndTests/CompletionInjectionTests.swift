@@ -44,8 +44,8 @@ struct CompletionInjectionTests {
         process.waitUntilExit()
         let offered = Set(String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init))
         #expect(access(marker, F_OK) != 0, "completing ran a peer's name as a command")
-        #expect(offered.contains("pixel") && offered.contains("Grüße-phone"), "\(offered)")
-        for name in names where !["pixel", "Grüße-phone"].contains(name) {
+        #expect(offered.contains("pixel") && offered.contains("Grüße-phone") && offered.contains("Pixel 7"), "\(offered)")
+        for name in names where !["pixel", "Grüße-phone", "Pixel 7"].contains(name) {
             #expect(!offered.contains(name), "offered \(name)")
         }
         // Every device stays reachable by its ID.
