@@ -11,6 +11,10 @@ extension ServiceLoop {
         if case let .client(configuration) = role { configuration.maxMessageSize } else { 0 }
     }
 
+    private var clientMaxQueuedBytes: Int {
+        if case let .client(configuration) = role { configuration.maxQueuedBytes } else { 0 }
+    }
+
     func connect(_ id: WebSocketConnectionID, _ request: ConnectRequest) {
         guard let context, !stopRequested else {
             emit(.closed(id, reason: "shutdown"))
@@ -20,7 +24,9 @@ extension ServiceLoop {
             emit(.closed(id, reason: "connect failed: port \(request.port) is outside 1...65535"))
             return
         }
-        let connection = Connection(id: id, isClient: true, path: request.path, maxMessageSize: clientMaxMessageSize)
+        // Bounded like a server's: before, a client's queue had no bound at all.
+        let connection = Connection(id: id, isClient: true, path: request.path, maxMessageSize: clientMaxMessageSize,
+                                    maxQueuedBytes: clientMaxQueuedBytes)
         connection.deadline = monotonicNanoseconds() + UInt64(max(1, request.timeoutSeconds)) * 1_000_000_000
         connections[id] = connection
 

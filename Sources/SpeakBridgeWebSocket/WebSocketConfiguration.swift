@@ -92,12 +92,20 @@ public struct WebSocketClientConfiguration: Sendable {
     /// Seconds without a sign of life before the connection is dropped; must be greater
     /// than `pingInterval`.
     public var hangupAfter: Int = 30
+    /// Most bytes of messages queued for one connection and not yet written; past it the connection is closed
+    /// (1008 "not reading"), as the server does. 64 MiB: above what `send`'s window may have in flight (8 MiB of
+    /// text, each byte escaped to at most six in JSON) and config replies, so only a server that stopped reading
+    /// while asking for more — a compromised desktop repeating `config-pull` — reaches it.
+    public var maxQueuedBytes: Int = 64 << 20
 
     public init() {}
 
     func validate() throws(WebSocketError) {
         guard maxMessageSize >= 1 else {
             throw .invalidConfiguration("maxMessageSize must be at least 1")
+        }
+        guard maxQueuedBytes >= maxMessageSize else {
+            throw .invalidConfiguration("maxQueuedBytes must be at least maxMessageSize")
         }
         try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
     }

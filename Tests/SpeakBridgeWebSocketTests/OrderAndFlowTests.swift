@@ -171,6 +171,29 @@ struct OutgoingBoundTests {
         #expect(reason?.contains("not reading") == true, "closed: \(reason ?? "not closed")")
     }
 
+    /// The client side: a server that stops reading (here its own rx flow control, as a compromised desktop could
+    /// while asking for more) cannot make a client buffer without bound either. Before, a client connection's
+    /// queue had no bound.
+    @Test func aClientWhoseServerDoesNotReadIsClosedAtTheQueueBound() async throws {
+        let serverLog = EventLog()
+        let server = try WebSocketServer(configuration: Loopback.patientConfiguration, onEvent: serverLog.handler)
+        defer { server.shutdown() }
+        var configuration = WebSocketClientConfiguration()
+        configuration.maxQueuedBytes = 256 << 10
+        let log = EventLog()
+        let client = try WebSocketClient(configuration: configuration, onEvent: log.handler)
+        defer { client.shutdown() }
+        let id = try await connectClient(client, log, port: server.port)
+        #expect(await serverLog.wait { serverLog.openedIDs($0).count == 1 })
+        let serverID = try #require(serverLog.openedIDs().first)
+        server.markAuthenticated(serverID)
+        server.pauseReceiving(serverID)
+        let message = [UInt8](repeating: 0x41, count: 60 << 10)
+        for _ in 0..<1_024 { client.send(message, on: id) }  // 60 MiB: far past the kernel's buffers
+        let reason = await log.waitClosed(id, timeout: .seconds(20))
+        #expect(reason?.contains("not reading") == true, "closed: \(reason ?? "not closed")")
+    }
+
     @Test func queueBoundBelowTheMessageSizeIsRefused() {
         var configuration = WebSocketServerConfiguration()
         configuration.maxQueuedBytes = configuration.maxMessageSize - 1
