@@ -102,6 +102,8 @@ public struct DesktopCore {
     /// The last `held` sent per (device, session, sink): sent again only when it changes.
     var heldSent: [HeldKey: HeldNotice] = [:]
     public internal(set) var stats = DesktopStats()
+    /// Refusals a stranger can multiply are logged at most a few times in 10 s (`LogThrottle`).
+    var throttle = LogThrottle()
     var now: Double = 0
 
     public init(configuration: Configuration, clients: [PairedClient], backlog: any BacklogGauge,
@@ -209,7 +211,11 @@ public struct DesktopCore {
             let why = code.isActive(at: now)
                 ? "the active pairing code is for a browser (`pair --web`) and this connection is native"
                 : "no pairing code is active"
-            actions.append(.log(LogLine(.warning, "pairing attempt from \(remote) while \(why); refused")))
+            if let line = throttle.admit(.pairingRefused,
+                                         LogLine(.warning, "pairing attempt from \(remote) while \(why); refused"),
+                                         now: now) {
+                actions.append(.log(line))
+            }
             stats.count(.rejected(.noPairingCode))
             return actions + [.close(id, .rejected(.noPairingCode))]
         }
@@ -300,7 +306,12 @@ public struct DesktopCore {
     mutating func close(_ id: ConnectionID, _ reason: CloseReason) -> [DesktopAction] {
         guard forget(id) != nil else { return [] }
         stats.count(reason)
-        return [.log(LogLine(.info, "connection closed: \(reason)")), .close(id, reason)]
+        let line = LogLine(.info, "connection closed: \(reason)")
+        // A refusal before authentication is a stranger's to repeat; a revoke or anything later is not.
+        if case .rejected(let rejection) = reason, rejection.isBeforeAuthentication {
+            return (throttle.admit(.connectionRefused, line, now: now).map { [.log($0)] } ?? []) + [.close(id, reason)]
+        }
+        return [.log(line), .close(id, reason)]
     }
 
     /// Drops connection `id` and what refers to it (its device's pause and ack-target entries).

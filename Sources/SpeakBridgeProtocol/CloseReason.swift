@@ -115,3 +115,16 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension CloseReason.Rejection {
+    /// Decided before the peer proved a paired key: a stranger can make as many of these as it likes.
+    public var isBeforeAuthentication: Bool {
+        switch self {
+        case .unknownPath, .noPairingCode, .pairingCodeGone, .unknownDevice, .handshakeFailed, .replayedHandshake,
+             .protocolViolation:
+            return true
+        case .revokedDuringHandshake, .revoked, .tooManyConnections:
+            return false
+        }
+    }
+}

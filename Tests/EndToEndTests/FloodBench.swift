@@ -60,9 +60,10 @@ struct FloodBench {
             }
             json += "]}"
             flood.sendPlaintext(Array(json.utf8))
-            // Keep this process's own send queue at most 64 MB ahead of what came out of the FIFO (the daemon is
-            // pushed well past its limits: its hard limit is 16 MiB).
-            while (frame + 1) * perFrame - drain.lines > (64 << 20) / (text.utf8.count + 1) { usleep(1_000) }
+            // Keep this process's own send queue at most 32 MB ahead of what came out of the FIFO (the daemon is
+            // pushed well past its limits: its hard limit is 16 MiB), under the 64 MiB a client connection may queue
+            // (`WebSocketClientConfiguration.maxQueuedBytes`: past it the client closes, "not reading").
+            while (frame + 1) * perFrame - drain.lines > (32 << 20) / (text.utf8.count + 1) { usleep(1_000) }
             if frame % 200 == 0 { peak = max(peak, ProcStatus.kilobytes("VmHWM", pid: pid) ?? 0) }
         }
         while drain.lines < frames * perFrame, Date().timeIntervalSince(started) < 600 { usleep(10_000) }

@@ -69,6 +69,36 @@ struct CloseAndNoticeTests {
         #expect(desk.submitted.map(\.chunks.count) == [1])
     }
 
+    /// A stranger decides how many refusals there are, and each log line is written on the network thread: 200
+    /// pairing connections while no code is live, and 200 sessions with unknown keys, log at most 5 lines of each
+    /// kind in 10 s; the next line after the window says how many were not shown. `status` counts them all.
+    @Test("refusals a stranger repeats are logged at most 5 times in 10 s, then one line counts the rest")
+    func strangersRefusalsAreThrottledInTheLog() throws {
+        var desk = Desk()
+        for _ in 0..<200 {
+            let c = desk.newConnection()
+            desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "192.0.2.9"))
+        }
+        let stranger = Phone.paired()
+        for _ in 0..<200 {
+            let c = desk.newConnection()
+            desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "192.0.2.9"))
+            var m = try InitiatorMachine(intent: .session, localStatic: stranger.key, desktopKey: Desk.publicKey,
+                                         psk: stranger.psk!, firstMessage: .hello(agent: "t"))
+            desk.run(.frame(c, try m.start()))
+        }
+        let refusedPairing = desk.logs.filter { $0.message.hasPrefix("pairing attempt from") }
+        let closed = desk.logs.filter { $0.message.hasPrefix("connection closed:") }
+        #expect(refusedPairing.count == 5, "\(refusedPairing.count)")
+        #expect(closed.count == 5, "\(closed.count)")
+        #expect(desk.core.stats.rejected == 400)
+        desk.now += 11
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "192.0.2.9"))
+        #expect(desk.logs.last?.message.hasSuffix("(and 195 more like it in the 10 s before, not shown)") == true,
+                "\(desk.logs.last?.message ?? "")")
+    }
+
     @Test("a client's error closes the session, well-formed or malformed; other malformed messages are answered")
     func clientErrors() throws {
         let phone = Phone.paired()
