@@ -2,11 +2,12 @@
 import Glibc
 #endif
 
-/// Where an unauthenticated connection comes from, for fairness: an IPv4 address, or the /64 prefix of an IPv6
-/// address (one host usually holds a whole /64, so counting single IPv6 addresses would give it 2^64 quotas).
-/// An IPv4-mapped IPv6 address counts as its IPv4 address.
+/// Where an unauthenticated connection comes from, for fairness: an IPv4 or IPv6 address. An IPv6 address also
+/// counts toward its /64 (`prefix`): one host may hold a whole /64, so single addresses alone would give it 2^64
+/// quotas — but every host of a home LAN shares one /64 too, so the /64 gets a larger limit of its own (see
+/// ``AdmissionControl``) rather than being one address. An IPv4-mapped IPv6 address counts as its IPv4 address.
 package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
-    /// 4 bytes (IPv4) or 8 bytes (IPv6 /64 prefix).
+    /// 4 bytes (IPv4) or 16 bytes (IPv6).
     package let bytes: [UInt8]
 
     package init(bytes: [UInt8]) {
@@ -63,9 +64,12 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
         if all.count == 16, Array(all.prefix(12)) == mappedPrefix {
             bytes = Array(all.suffix(4))
         } else {
-            bytes = Array(all.prefix(8))
+            bytes = all
         }
     }
+
+    /// The IPv6 /64 this address is in (an IPv4 address: itself).
+    package var prefix: [UInt8] { bytes.count == 16 ? Array(bytes.prefix(8)) : bytes }
 
     /// Whom eviction (rule 2 of ``AdmissionControl``) treats as one: the address itself, except that every
     /// loopback address (127.0.0.0/8, and ::1 with the rest of ::/64) is one. Any local user may bind any of the 16
@@ -73,8 +77,8 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
     /// each and, the oldest of equals going first, evict a phone's handshake under way after 64 of them.
     package var evictionGroup: [UInt8] {
         if bytes.count == 4, bytes[0] == 127 { return [127] }
-        if bytes.count == 8, bytes.allSatisfy({ $0 == 0 }) { return [127] }
-        return bytes
+        if bytes.count == 16, bytes.prefix(8).allSatisfy({ $0 == 0 }) { return [127] }  // ::1 (and the rest of ::/64)
+        return prefix
     }
 
     package var description: String {
@@ -87,7 +91,7 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
             groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
             index += 2
         }
-        return groups.joined(separator: ":") + "::/64"
+        return groups.joined(separator: ":")
     }
 }
 
@@ -96,7 +100,11 @@ package struct AddressKey: Hashable, Sendable, CustomStringConvertible {
 ///
 /// The rule:
 /// 1. One address (``AddressKey``) holds at most `maxPerAddress` unauthenticated connections; a new one beyond
-///    that is refused (the address's older attempts, closer to finishing, are kept).
+///    that is refused (the address's older attempts, closer to finishing, are kept). An IPv6 /64 holds at most
+///    `maxPerPrefix` (4 × `maxPerAddress`): a new one from an address of a full /64 (under its own limit) evicts
+///    the oldest connection of that /64's busiest address, so one host of a LAN cannot lock the others of its /64
+///    out (before, the /64 was one address: 8 connections from one host did), nor one host rotating through its
+///    /64's addresses hold more than `maxPerPrefix`.
 /// 2. All addresses together hold at most `maxTotal`. When a new connection from an address under its own limit
 ///    arrives and `maxTotal` are held, the oldest unauthenticated connection of the address holding the most
 ///    (ties: the one whose oldest connection is older) is evicted to make room. So a new address always gets
@@ -113,14 +121,18 @@ package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
 
     package let maxTotal: Int
     package let maxPerAddress: Int
+    package let maxPerPrefix: Int
     private var owners: [ID: (address: AddressKey, sequence: UInt64)] = [:]
     /// Per address, its unauthenticated connections, oldest first.
     private var byAddress: [AddressKey: [ID]] = [:]
+    /// Per IPv6 /64 (``AddressKey/prefix``), how many it holds.
+    private var byPrefix: [[UInt8]: Int] = [:]
     private var nextSequence: UInt64 = 0
 
     package init(maxTotal: Int, maxPerAddress: Int) {
         self.maxTotal = max(1, maxTotal)
         self.maxPerAddress = max(1, maxPerAddress)
+        self.maxPerPrefix = 4 * self.maxPerAddress
     }
 
     /// Unauthenticated connections held.
@@ -139,13 +151,18 @@ package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
         if owners[id] != nil { return .admit(evicting: nil) }
         if refuses(address) { return .refuse }
         var victim: ID?
-        if owners.count >= maxTotal, let oldest = oldestOfTheGroupHoldingTheMost() {
+        if address.bytes.count == 16, (byPrefix[address.prefix] ?? 0) >= maxPerPrefix,
+           let oldest = oldestOfTheBusiestAddress(in: address.prefix) {
+            victim = oldest
+            remove(oldest)
+        } else if owners.count >= maxTotal, let oldest = oldestOfTheGroupHoldingTheMost() {
             victim = oldest
             remove(oldest)
         }
         owners[id] = (address, nextSequence)
         nextSequence &+= 1
         byAddress[address, default: []].append(id)
+        if address.bytes.count == 16 { byPrefix[address.prefix, default: 0] += 1 }
         return .admit(evicting: victim)
     }
 
@@ -156,6 +173,23 @@ package struct AdmissionControl<ID: Hashable & Sendable>: Sendable {
         if byAddress[address]?.isEmpty == true {
             byAddress[address] = nil
         }
+        if address.bytes.count == 16 {
+            let left = (byPrefix[address.prefix] ?? 1) - 1
+            byPrefix[address.prefix] = left > 0 ? left : nil
+        }
+    }
+
+    /// The oldest connection of the address of `prefix` holding the most (ties: the one whose oldest is older).
+    private func oldestOfTheBusiestAddress(in prefix: [UInt8]) -> ID? {
+        var best: (count: Int, oldest: UInt64, id: ID)?
+        for (address, ids) in byAddress where address.bytes.count == 16 && address.prefix == prefix {
+            guard let first = ids.first, let sequence = owners[first]?.sequence else { continue }
+            if let current = best, ids.count < current.count || (ids.count == current.count && sequence > current.oldest) {
+                continue
+            }
+            best = (ids.count, sequence, first)
+        }
+        return best?.id
     }
 
     /// The oldest connection of the eviction group (``AddressKey/evictionGroup``) holding the most; ties: the

@@ -86,13 +86,34 @@ import Testing
         #expect(AddressKey(ipLiteral: "10.0.0.1")?.evictionGroup == [10, 0, 0, 1])
     }
 
+    /// One host of a home LAN holding 8 connections from its IPv6 address no longer locks out the other hosts of its
+    /// /64 (before, the /64 was one address: the next host was refused at accept); one host rotating through its
+    /// /64's addresses holds at most 32 and evicts its own.
+    @Test func anIPv6HostDoesNotLockOutItsNeighbours() {
+        var control = AdmissionControl<Int>(maxTotal: 64, maxPerAddress: 8)
+        let attacker = AddressKey(ipLiteral: "2001:db8:1:2::a")!
+        for id in 1...8 { #expect(control.admit(id, from: attacker) == .admit(evicting: nil)) }
+        #expect(control.admit(9, from: attacker) == .refuse)
+        let neighbour = AddressKey(ipLiteral: "2001:db8:1:2::b")!
+        #expect(control.admit(100, from: neighbour) == .admit(evicting: nil))
+        // Rotating: 1,000 addresses of the same /64, one connection each.
+        for id in 1_000..<2_000 {
+            let rotating = AddressKey(bytes: [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, UInt8(id / 256), UInt8(id % 256)])
+            #expect(control.admit(id, from: rotating) != .refuse)
+        }
+        #expect(control.count <= 32)
+        // The busiest address of the /64 (the attacker's 8) lost its connections first.
+        #expect((1...8).allSatisfy { !control.contains($0) })
+    }
+
     @Test func addressKeys() {
         #expect(AddressKey(ipLiteral: "127.0.0.2")?.bytes == [127, 0, 0, 2])
         #expect(AddressKey(ipLiteral: "::ffff:127.0.0.2") == AddressKey(ipLiteral: "127.0.0.2"))
-        // One IPv6 /64 is one address.
-        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1") == AddressKey(ipLiteral: "2001:db8:1:2:ffff::9"))
-        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1") != AddressKey(ipLiteral: "2001:db8:1:3::1"))
-        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1")?.description == "2001:db8:1:2::/64")
+        // IPv6 addresses are themselves, in their /64.
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1") != AddressKey(ipLiteral: "2001:db8:1:2:ffff::9"))
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1")?.prefix == AddressKey(ipLiteral: "2001:db8:1:2:ffff::9")?.prefix)
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1")?.prefix != AddressKey(ipLiteral: "2001:db8:1:3::1")?.prefix)
+        #expect(AddressKey(ipLiteral: "2001:db8:1:2::1")?.description == "2001:db8:1:2:0:0:0:1")
         #expect(AddressKey(ipLiteral: "localhost") == nil)
     }
 }
