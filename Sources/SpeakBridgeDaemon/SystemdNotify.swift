@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FoundationEssentials
+import SpeakBridgeSupport
 
 /// sd_notify(3) without libsystemd: one datagram to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
 /// namespace). Lets a `Type=notify` unit know the daemon is listening. A no-op outside systemd.
@@ -12,20 +13,13 @@ public enum SystemdNotify {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        var bytes = Array(path.utf8)
-        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }  // abstract socket
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in bytes.enumerated() { raw[i] = b }
+        let abstract = path.hasPrefix("@")
+        guard let address = UnixAddress(abstract ? String(path.dropFirst()) : path, abstract: abstract) else {
+            return false
         }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
         let message = Array(state.utf8)
-        let sent = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, length) }
-            }
+        let sent = address.withSockaddr { sa, length in
+            message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, length) }
         }
         return sent == message.count
     }

@@ -37,23 +37,9 @@ enum DisplayProbe {
         guard let number = localDisplayNumber(display) else { return nil }
         let path = "/tmp/.X11-unix/X\(number)"
         for abstract in [true, false] {
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { return nil }
+            guard let fd = UnixAddress(path, abstract: abstract)?.connectedStream() else { continue }
             defer { close(fd) }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            let bytes = (abstract ? [0] : []) + Array(path.utf8)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                for (index, byte) in bytes.enumerated() { raw[index] = byte }
-            }
-            // An abstract name's length is exact (no terminating NUL); a path's is the whole structure.
-            let length = abstract ? socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
-                                  : socklen_t(MemoryLayout<sockaddr_un>.size)
-            // Why unsafe: connect(2) takes the generic sockaddr view of the sockaddr_un filled above.
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
-            }
-            if connected == 0 { return serverProblem(fd, display: display) }
+            return serverProblem(fd, display: display)
         }
         return nil
     }
@@ -104,23 +90,12 @@ enum DisplayProbe {
             }
             path = runtime + "/" + name
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard let address = UnixAddress(path) else {
             throw SinkError(message: "Wayland socket path is too long: \(path)")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
-        // Why unsafe: connect(2) takes the generic sockaddr view of the sockaddr_un filled above.
-        let result = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if result != 0 {
+        if let fd = address.connectedStream() {
+            close(fd)
+        } else {
             let reason = POSIX.describe(errno)
             throw SinkError(message: "cannot connect to Wayland display \(name) (\(path): \(reason))",
                             hint: "check that the compositor runs and WAYLAND_DISPLAY/XDG_RUNTIME_DIR name its socket")
