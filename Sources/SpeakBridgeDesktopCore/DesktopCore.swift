@@ -65,9 +65,14 @@ public struct DesktopCore {
     /// The name a paired device gave itself (for sinks that show it), nil when unknown.
     public func name(of device: DeviceID) -> String? { clients.name(of: device) }
 
-    /// When the core next needs a `.tick` (the pairing code's expiry, so its secret is wiped on time); nil when
-    /// nothing is timed, and the shell need not wake at all.
-    public var nextDeadline: Double? { code.active?.expiry }
+    /// When the core next needs a `.tick` (the pairing code's expiry, so its secret is wiped on time; the end of a
+    /// log throttle's window that hid lines, so their count is said then); nil when nothing is timed, and the shell
+    /// need not wake at all.
+    public var nextDeadline: Double? {
+        guard let flush = throttle.deadline else { return code.active?.expiry }
+        guard let expiry = code.active?.expiry else { return flush }
+        return min(flush, expiry)
+    }
     var code = PairingCodeState()
     var connections: [ConnectionID: Connection] = [:]
     var ledgers: [DeviceID: SessionLedger] = [:]
@@ -145,7 +150,7 @@ public struct DesktopCore {
             guard let connection = forget(id) else { return [] }
             return [.log(LogLine(.debug, "connection \(id) closed" + (connection.device.map { " (device \($0))" } ?? "")))]
         case .tick:
-            return []
+            return throttle.flush(now: self.now).map { .log($0) }
         case let .pressure(id, device, pressure):
             return self.pressure(id, device, pressure)
         case .durable(let levels):

@@ -32,6 +32,26 @@ struct RejectionTests {
         return home
     }
 
+    /// Refusals a stranger repeats are logged at most 5 times in 10 s; a flood that then stops is counted in the
+    /// log when its window ends — the daemon wakes for it (the core's deadline), no later refusal is needed.
+    @Test("a stopped flood of refused pairing attempts is counted in the log when its window ends")
+    func aStoppedFloodIsCountedInTheLog() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["stdout"])
+        for _ in 0..<12 {
+            let link = try RawLink(port: pair.port, path: ConnectionIntent.pair.path)
+            try link.waitClosed(timeout: 10)
+            link.close()
+        }
+        let daemon = try #require(pair.daemon)
+        try Harness.wait("the count of the hidden refusals", timeout: 30) {
+            daemon.stderr.contains("7 more refused pairing attempts in the 10 s before, not shown")
+        }
+        let shown = daemon.stderr.split(separator: "\n").filter { $0.contains("pairing attempt from") }
+        #expect(shown.count == 5, "\(shown)")
+    }
+
     @Test("an unpaired key, a stolen psk alone, a stolen key alone, a revoked device: refused, nothing written")
     func refusedDevices() throws {
         let pair = Pair()

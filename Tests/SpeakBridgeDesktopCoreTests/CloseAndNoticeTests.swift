@@ -99,6 +99,49 @@ struct CloseAndNoticeTests {
                 "\(desk.logs.last?.message ?? "")")
     }
 
+    /// A flood that stops is counted when its window ends, not at the next refusal (which may never come): the core
+    /// asks for a tick at the window's end (`nextDeadline`), and that tick logs one line per kind with the count.
+    @Test("a flood that stops is counted at the end of its window, by the tick the core asks for")
+    func aFloodThatStopsIsCountedAtTheEndOfItsWindow() throws {
+        var desk = Desk()
+        let start = desk.now
+        #expect(desk.core.nextDeadline == nil)
+        for _ in 0..<20 {
+            let c = desk.newConnection()
+            desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "192.0.2.9"))
+        }
+        let stranger = Phone.paired()
+        desk.now += 1
+        for _ in 0..<9 {
+            let c = desk.newConnection()
+            desk.run(.connected(c, path: SpeakBridgeProtocol.sessionPath, remote: "192.0.2.9"))
+            var m = try InitiatorMachine(intent: .session, localStatic: stranger.key, desktopKey: Desk.publicKey,
+                                         psk: stranger.psk!, firstMessage: .hello(agent: "t"))
+            desk.run(.frame(c, try m.start()))
+        }
+        // The first window to end is the pairing attempts' (started first).
+        #expect(desk.core.nextDeadline == start + LogThrottle.interval)
+        let before = desk.logs.count
+        desk.now = start + 5
+        desk.run(.tick)
+        #expect(desk.logs.count == before, "nothing is counted before the window ends")
+        desk.now = start + LogThrottle.interval + 0.05
+        desk.run(.tick)
+        #expect(desk.logs.suffix(from: before).map(\.message) == ["15 more refused pairing attempts in the 10 s before, not shown"])
+        #expect(desk.logs.last?.level == .warning)
+        #expect(desk.core.nextDeadline == start + 1 + LogThrottle.interval)
+        desk.now = start + 1 + LogThrottle.interval + 0.05
+        desk.run(.tick)
+        #expect(desk.logs.last?.message == "4 more refused connections in the 10 s before, not shown")
+        #expect(desk.core.nextDeadline == nil, "nothing left to count: the daemon need not wake")
+        // A later refusal starts afresh: shown, with no count of its own.
+        let c = desk.newConnection()
+        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "192.0.2.9"))
+        #expect(desk.logs.last?.message.hasPrefix("pairing attempt from 192.0.2.9") == true)
+        #expect(desk.logs.last?.message.contains("more like it") == false)
+        #expect(desk.core.stats.rejected == 30)
+    }
+
     @Test("a client's error closes the session, well-formed or malformed; other malformed messages are answered")
     func clientErrors() throws {
         let phone = Phone.paired()
