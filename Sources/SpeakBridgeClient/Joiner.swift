@@ -21,6 +21,7 @@ public enum Joiner {
 
     public static func join(home: Home, code text: String, name: String, timeout: Double = 15,
                             extraCandidates: [Candidate] = []) throws(ClientError) -> Peer {
+        if let page = CodeMessages.browserPage(text) { throw page }
         let code: PairingCode
         do {
             code = try PairingCode.parse(text)
@@ -75,12 +76,26 @@ enum CodeMessages {
     /// The desktop answered but the handshake under the code's secret never completed. The desktop does not say
     /// why (it never answers a wrong or stale secret), so the message lists what it can be.
     static func refused(expiry: UInt32?, now: Date = Date()) -> ClientError {
-        var reasons = "it was already used, replaced by a newer `speakbridge pair`, or revoked after failed attempts"
+        var reasons = "it was already used, replaced by a newer `speakbridge pair`, revoked after failed attempts, or "
+            + "it is a browser code from `speakbridge pair --web` (those pair the browser page only)"
         if let expiry, UInt64(now.timeIntervalSince1970) >= UInt64(expiry) {
             reasons += ", or it expired at \(clock(expiry)) (by this device's clock)"
         }
         return ClientError("the desktop did not accept this code: \(reasons)",
                            hint: "run `speakbridge pair` on the desktop for a new code")
+    }
+
+    /// The browser page's address that `pair --web` shows (`https://HOST:PORT/#SB1:…`), given to `join`: its code
+    /// pairs a browser only (the desktop refuses it on the native route, and says nothing to the stranger about
+    /// why), so say so here, before anything is dialled. Nil for anything else (a plain code, or a mistake that the
+    /// code parser explains).
+    static func browserPage(_ text: String) -> ClientError? {
+        let trimmed = String(text.drop { $0.isWhitespace }).lowercased()
+        guard trimmed.hasPrefix("https://") || trimmed.hasPrefix("http://"),
+              trimmed.contains("#\(PairingCode.prefix.lowercased())") else { return nil }
+        return ClientError("this is the address of the desktop's browser page (from `speakbridge pair --web`): open it "
+                           + "in the phone's browser; its code pairs that page only",
+                           hint: "to pair this device with `join`, run `speakbridge pair` (without --web) on the desktop")
     }
 
     /// "14:31:05", local time (the TZ environment variable, else /etc/localtime).

@@ -35,7 +35,8 @@ import Testing
         let second = try run(["join", code, "--name", "second"], home: other)
         #expect(second.status != 0)
         #expect(second.stderr.contains("speakbridge: error: the desktop did not accept this code: it was already "
-                                       + "used, replaced by a newer `speakbridge pair`, or revoked after failed attempts"),
+                                       + "used, replaced by a newer `speakbridge pair`, revoked after failed attempts, "
+                                       + "or it is a browser code from `speakbridge pair --web`"),
                 "\(second.stderr)")
         #expect(!second.stderr.contains("expired"), "\(second.stderr)")
     }

@@ -45,6 +45,14 @@ struct WebRouteTests {
         let code = try #require(try Self.json(out.stdout)["code"] as? String)
         let join = try run(["join", code, "--address", "127.0.0.1:\(pair.port)", "--name", "laptop"], home: pair.phoneHome)
         #expect(join.status != 0, "a native device paired with a browser code: \(join.stdout)")
+        #expect(join.stderr.contains("or it is a browser code from `speakbridge pair --web`"), "\(join.stderr)")
+        // The page's address itself (what the QR holds) is named as such, before anything is dialled.
+        let url = try #require(try Self.json(out.stdout)["url"] as? String)
+        let byURL = try run(["join", url, "--name", "laptop"], home: pair.phoneHome)
+        #expect(byURL.status != 0)
+        #expect(byURL.stderr.contains("speakbridge: error: this is the address of the desktop's browser page (from "
+                                      + "`speakbridge pair --web`)"), "\(byURL.stderr)")
+        #expect(byURL.stderr.contains("run `speakbridge pair` (without --web) on the desktop"), "\(byURL.stderr)")
         let devices = try #require(try JSONSerialization.jsonObject(
             with: Data(try run(["devices", "--json"], home: pair.desktopHome).stdout.utf8)) as? [[String: Any]])
         #expect(devices.isEmpty, "\(devices)")
