@@ -214,6 +214,26 @@ struct ConfigTransferTests {
         }
     }
 
+    /// Found by review: `--accept` applied every key the exchange brought, so a desktop answering a pull of one key
+    /// could plant any other (an API key) in the same exchange.
+    @Test("`config pull KEY --accept` applies only KEY; a push of another key staged on the desktop waits for consent")
+    func pullNamedKeysAcceptsOnlyThem() throws {
+        let pair = try startPaired()
+        defer { pair.stop() }
+        try ok(["set", "deepgram.apiKey", Self.secret, "--secret"], pair.desktopHome)
+        try ok(["set", "ui.theme", "dark"], pair.desktopHome)
+        try ok(["push", "--to", "phone", "deepgram.apiKey"], pair.desktopHome)
+
+        let pull = try ok(["pull", "ui.theme", "--accept"], pair.phoneHome)
+        #expect(pull.stderr.contains("applied 1 (ui.theme)"), "\(pull.stderr)")
+        #expect(pull.stderr.contains("1 waiting for your consent"), "\(pull.stderr)")
+        #expect(try value("ui.theme", pair.phoneHome) == "dark")
+        #expect(try value("deepgram.apiKey", pair.phoneHome) == nil, "--accept covers only the key the pull named")
+        #expect(try ok(["pending"], pair.phoneHome).stdout.contains("deepgram.apiKey"))
+        try ok(["accept", "deepgram.apiKey"], pair.phoneHome)
+        #expect(try value("deepgram.apiKey", pair.phoneHome) == "dg_…9f3a")
+    }
+
     @Test("a revoked device can neither push nor pull")
     func revokedDevice() throws {
         let pair = try startPaired()
