@@ -2,8 +2,8 @@ import SpeakBridgeProtocol
 
 /// Applying a batch a peer sent, all or nothing.
 ///
-/// Order: (1) every entry is checked — a trust key anywhere, or a version too far in the future, rejects the whole
-/// batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
+/// Order: (1) every entry is checked — a trust key anywhere, a version too far in the future, or a value out of
+/// bounds (`ConfigValue.validate`) rejects the whole batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
 /// entries as pending (except the keys `acceptOverride` covers: those apply), `accept` applies them; (3) keys
 /// outside `only` (an answer to a pull that did not ask for them) are left out: not stored, not held, not listed
 /// (the caller reports them); (4) per key, last writer wins (`Merge`); local-only keys are skipped; (5) the clock
@@ -23,6 +23,12 @@ extension ConfigTransaction {
                 throw ConfigError(.forbidden, "\(u.key) is a trust key (pairings, devices, identity, policy): never accepted from a peer; nothing applied")
             }
             try HybridLogicalClock.check(u.version, now: now, key: u.key)
+            // Decoding checked these already (`ConfigWire.entry`); again for updates built in code.
+            switch u.body {
+            case .value(let v): try v.validate(key: u.key)
+            case .secret(let s): try ConfigValue.string(s).validate(key: u.key)
+            case .deleted: break
+            }
         }
         let policy = document.policy.policy(for: device)
         if policy == .deny && !updates.isEmpty { return ConfigResult(batch: "", status: .denied) }

@@ -107,6 +107,17 @@ enum ConfigVectors {
                  role: .device, start: [.pull(batch: "b-13", keys: ["ui.theme"])],
                  inputs: [#"{"type":"config-offer","batch":"b-13","part":1,"parts":1,"origin":"reply","entries":[\#(desktopEntry),{"key":"deepgram.apiKey","version":"\#(version(desktop))","value":"dg_planted_00000000","secret":true}]}"#],
                  expect: { $0[0] == [#"{"type":"config-result","batch":"b-13","status":"applied","applied":["ui.theme"],"pending":[],"unchanged":[],"skipped":["deepgram.apiKey"]}"#] }),
+            Case(name: "number-range",
+                 description: "A number value lies within ±(2^53 - 1) = ±9007199254740991: the edges apply; 2^53, 2^53 + 1, their negatives and a number past Int64 are too-large, naming the batch.",
+                 inputs: [#"{"type":"config-offer","batch":"n-1","part":1,"parts":1,"entries":[{"key":"n.max","version":"\#(version(client))","value":9007199254740991},{"key":"n.min","version":"\#(version(client))","value":-9007199254740991}]}"#,
+                          #"{"type":"config-offer","batch":"n-2","part":1,"parts":1,"entries":[{"key":"n.big","version":"\#(version(client))","value":9007199254740992}]}"#,
+                          #"{"type":"config-offer","batch":"n-3","part":1,"parts":1,"entries":[{"key":"n.big","version":"\#(version(client))","value":9007199254740993}]}"#,
+                          #"{"type":"config-offer","batch":"n-4","part":1,"parts":1,"entries":[{"key":"n.big","version":"\#(version(client))","value":-9007199254740992}]}"#,
+                          #"{"type":"config-offer","batch":"n-5","part":1,"parts":1,"entries":[{"key":"n.big","version":"\#(version(client))","value":-9007199254740993}]}"#,
+                          #"{"type":"config-offer","batch":"n-6","part":1,"parts":1,"entries":[{"key":"n.big","version":"\#(version(client))","value":18446744073709551617}]}"#],
+                 expect: { a in a[0].first?.contains(#""applied":["n.max","n.min"]"#) == true
+                     && a[1...].enumerated().allSatisfy { i, answers in
+                         answers.count == 1 && answers[0].hasPrefix(#"{"type":"config-error","batch":"n-\#(i + 2)","code":"too-large""#) } }),
             Case(name: "error-not-answered",
                  description: "A config-error is never answered (not even a malformed one).",
                  inputs: [#"{"type":"config-error","batch":"b-1","code":"internal","message":"disk full"}"#,
