@@ -20,7 +20,9 @@ public struct ConfigExchangeOptions: Sendable {
     /// Which paired desktop (ID, ID prefix or name); nil = the only one.
     public var desktop: String?
     public var operation: Operation
-    /// Apply what arrives even when the policy is `ask` (the user asked for it here); never overrides `deny`.
+    /// Apply what arrives even when the policy is `ask`, for the keys the user asked for here (those `pull`
+    /// named; every key for a pull without keys and for `sync`); never overrides `deny`. A key the desktop sends
+    /// besides them (a staged push) follows the policy; one its answer to the pull brings besides them is refused.
     public var acceptIncoming: Bool
     public var timeout: Double
     public var extraCandidates: [Candidate]
@@ -188,6 +190,9 @@ public final class ConfigExchange: @unchecked Sendable {
             if origin == .reply { report.withheld += withheld }
         case .refusedPull:
             report.errors.append("the desktop asked for this device's config; refused (share mode none)")
+        case let .unrequested(_, keys):
+            report.errors.append("\"\(PeerText.escape(desktop.name, limit: 64))\" answered the pull with \(keys.count) key(s) it did not ask for; "
+                                 + "refused them, nothing of them was stored: \(PeerText.escape(keys.joined(separator: ", "), limit: 512))")
         case let .rejected(type, error):
             report.errors.append("refused \(type) from the desktop: \(error.code.rawValue): \(error.message)")
         case let .peerError(_, code, text):

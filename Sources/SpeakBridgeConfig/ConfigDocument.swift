@@ -68,7 +68,14 @@ public struct ConfigDocument: Sendable, Equatable {
             return ConfigRecord(key: key, version: version, body: .secret(ref: ref))
         }
         guard let value = v["value"] else { throw damaged }
-        return ConfigRecord(key: key, version: version, body: .value(try ConfigValue(json: value, key: key)))
+        do {
+            return ConfigRecord(key: key, version: version, body: .value(try ConfigValue(json: value, key: key)))
+        } catch {
+            // A value no entry point accepts (e.g. a number beyond ±(2^53 - 1), which earlier versions stored, or
+            // an edit by hand): say which key, and how to get going again.
+            throw ConfigError.local("settings.json cannot be read: \(error.message)",
+                                    hint: "edit that entry in settings.json (put the number in quotes to keep it as text) or move the file away (config starts empty)")
+        }
     }
 
     static let damaged = ConfigError.local("settings.json is damaged",

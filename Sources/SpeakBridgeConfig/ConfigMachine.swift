@@ -16,6 +16,9 @@ import SpeakBridgeSupport
 ///    seen every request before it considers the exchange finished. An item stays staged until the device
 ///    answers it; one sent and unanswered is sent again after `resendAfterMillis`.
 /// 4. Anything refused is answered with `config-error` (never an error with an error) and changes nothing.
+/// 5. An offer answering a pull that named keys (ours on a device, a staged one on the desktop) may bring only
+///    those keys: any other key in it is left out — not stored, not held — listed as `skipped` in the
+///    `config-result` and reported (`ConfigNote.unrequested`); the keys asked for still apply.
 ///
 /// Every message is decoded here, once (`ConfigWire.decode`); every decision about what may leave (share mode,
 /// withheld secrets) is made here too (`ConfigView.pullAnswer`). Consent (accept / ask / deny) is decided where
@@ -50,7 +53,9 @@ public struct ConfigMachine: Sendable {
         case resolve(batch: String, keys: [String])
         /// Apply the complete batch from the peer under this installation's policy for it; answer `applied` (or
         /// `failed`). `unstage`: remove the staged pull with this ID in the same commit (the batch answers it).
-        case apply(batch: String, entries: [ConfigUpdate], unstage: String?)
+        /// `only`: the keys it may bring (it answers a pull that named them); the others are checked with the
+        /// batch but left out. `accept`: the keys this side's user asked for, which `--accept` may apply.
+        case apply(batch: String, entries: [ConfigUpdate], unstage: String?, only: KeyScope, accept: KeyScope)
         /// Remove a staged item (it was answered, or cannot be sent).
         case unstage(String)
         case note(ConfigNote)
@@ -71,8 +76,17 @@ public struct ConfigMachine: Sendable {
     /// Desktop: staged items sent and not answered yet → when they were sent (Unix ms).
     var inFlight: [String: UInt64] = [:]
     var preparing: [String: Preparing] = [:]
-    /// Origin of each batch being applied (for the note once `applied` comes back).
-    var applying: [String: (origin: ConfigOrigin, withheld: Int)] = [:]
+    /// Origin of each batch being applied (for the note once `applied` comes back), and the keys it brought
+    /// that its pull did not ask for.
+    var applying: [String: (origin: ConfigOrigin, withheld: Int, unrequested: [String])] = [:]
+    /// Pulls that named keys → those keys: ours on a device, the staged ones sent on the desktop. An offer with
+    /// such a batch ID answers that pull and may bring only these keys. Kept for the machine's life, so a second
+    /// answer to the same pull is held to it too.
+    var pullKeys: [String: Set<String>] = [:]
+    /// Device: the keys the user asked for in this exchange (the union of its pulls; `every` when one named
+    /// none): what the shell's `acceptOverride` (`--accept`) may apply. Anything else the desktop sends (a staged
+    /// push) follows the policy.
+    var asked: KeyScope = .nothing
 
     public init(role: Role) { self.role = role }
 
@@ -114,10 +128,15 @@ public struct ConfigMachine: Sendable {
         case let .applied(batch, result):
             var result = result
             result.batch = batch
-            let (origin, withheld) = applying.removeValue(forKey: batch) ?? (.push, 0)
+            let (origin, withheld, unrequested) = applying.removeValue(forKey: batch) ?? (.push, 0, [])
             inFlight[batch] = nil
             outstanding.remove(batch)
-            return [.note(.received(origin: origin, result: result, withheld: withheld)), .send(.result(result))]
+            var out: [Action] = []
+            if !unrequested.isEmpty { out.append(.note(.unrequested(batch: batch, keys: unrequested))) }
+            out.append(.note(.received(origin: origin, result: result, withheld: withheld)))
+            // The peer learns they were not taken: `skipped` (ignored here).
+            result.skipped += unrequested
+            return out + [.send(.result(result))]
         case let .failed(batch, error):
             if let prepared = preparing.removeValue(forKey: batch) {
                 switch prepared.origin {
@@ -148,6 +167,8 @@ public struct ConfigMachine: Sendable {
             switch request {
             case let .pull(batch, keys):
                 outstanding.insert(batch)
+                asked = asked.union(KeyScope(keys))
+                if let keys { pullKeys[batch] = Set(keys) }
                 out.append(.send(.pull(batch: batch, keys: keys)))
             case let .push(batch, keys):
                 do {
@@ -187,9 +208,19 @@ public struct ConfigMachine: Sendable {
             }
             guard let whole else { return [] }
             var out = staged(view, now: now)
-            applying[part.batch] = (whole.origin, whole.withheld)
-            let answersStagedPull = view.staged.contains { $0.id == part.batch && $0.kind == .pull }
-            out.append(.apply(batch: part.batch, entries: whole.entries, unstage: answersStagedPull ? part.batch : nil))
+            let stagedPull = role == .desktop ? view.staged.first { $0.id == part.batch && $0.kind == .pull } : nil
+            // The pull this offer answers, by batch ID (never by `origin`, which is informational): it may bring
+            // only the keys that pull named.
+            var only = KeyScope.every
+            if let keys = pullKeys[part.batch] {
+                only = .only(keys)
+            } else if let keys = stagedPull?.keys {
+                only = .only(Set(keys))
+            }
+            let unrequested = whole.entries.map(\.key).filter { !only.contains($0) }
+            applying[part.batch] = (whole.origin, whole.withheld, unrequested)
+            out.append(.apply(batch: part.batch, entries: whole.entries, unstage: stagedPull == nil ? nil : part.batch,
+                              only: only, accept: asked))
             return out
         case .result(let result):
             switch role {
@@ -222,6 +253,7 @@ public struct ConfigMachine: Sendable {
             inFlight[item.id] = now
             switch item.kind {
             case .pull:
+                if let keys = item.keys { pullKeys[item.id] = Set(keys) }
                 out.append(.send(.pull(batch: item.id, keys: item.keys)))
             case .push:
                 preparing[item.id] = Preparing(origin: .staged, withheld: 0)
@@ -268,7 +300,12 @@ public enum ConfigNote: Sendable, Equatable {
     /// A pull of the peer refused: the share mode is `none`.
     case refusedPull(batch: String)
     /// A complete batch of the peer, applied (or held, or denied) here; `withheld`: secrets its share mode left out.
+    /// `result.skipped` lists only the keys local-only here (not those of `unrequested`).
     case received(origin: ConfigOrigin, result: ConfigResult, withheld: Int)
+    /// The peer's answer to a pull that named keys brought `keys` besides them: refused (nothing of them stored or
+    /// held), while the keys asked for were applied under the policy. Comes before that batch's `received`. Keys
+    /// are valid key syntax (checked on decoding), so safe to print.
+    case unrequested(batch: String, keys: [String])
     /// The peer's answer to a batch of ours.
     case delivered(ConfigResult)
     /// Desktop: a staged push the device answered (the item is removed).

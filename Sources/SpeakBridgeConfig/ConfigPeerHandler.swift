@@ -70,6 +70,9 @@ public final class ConfigPeerHandler: PeerConfigHandler {
             }
         case .refusedPull:
             Console.info("config: \(who) asked for config; refused (share mode none)")
+        case let .unrequested(batch, keys):
+            Console.warning("config: \(who) answered the staged pull \(batch) with \(keys.count) key(s) it did not ask for; "
+                            + "refused them (nothing of them stored): \(PeerText.escape(keys.joined(separator: ", "), limit: 512))")
         case let .received(_, r, withheld):
             if withheld > 0 { Console.info("config: \(who) withheld \(withheld) secret(s) (its share mode is public)") }
             switch r.status {

@@ -17,7 +17,9 @@ public struct ConfigShell: Sendable {
     public let peer: DeviceID
     /// The peer's name as pending changes record it (cleaned).
     public let peerName: String
-    /// Device: apply what arrives even when the policy is `ask` (`--accept`); never overrides `deny`.
+    /// Device: apply what arrives even when the policy is `ask` (`--accept`), for the keys the user asked for in
+    /// this exchange (the machine's `accept` scope: the keys its pulls named, every key when one named none);
+    /// never overrides `deny`. Other keys the desktop sends (a staged push) follow the policy.
     public let acceptOverride: Bool
 
     public struct Output: Sendable, Equatable {
@@ -70,10 +72,11 @@ public struct ConfigShell: Sendable {
                     next = .failed(batch: batch, error)
                 }
                 carryOut(machine.handle(next), &machine, snapshot, &out)
-            case let .apply(batch, entries, unstage):
+            case let .apply(batch, entries, unstage, only, accept):
                 let next: ConfigMachine.Event
                 do {
-                    next = .applied(batch: batch, try apply(entries, unstage: unstage))
+                    next = .applied(batch: batch, try apply(entries, unstage: unstage, only: only,
+                                                            accept: acceptOverride ? accept : .nothing))
                 } catch {
                     next = .failed(batch: batch, error)
                 }
@@ -95,10 +98,11 @@ public struct ConfigShell: Sendable {
         return try snapshot.updates(for: keys.compactMap { snapshot.document.records[$0] })
     }
 
-    /// One commit: the batch under the policy for the peer, and the staged pull it answers.
-    func apply(_ entries: [ConfigUpdate], unstage: String?) throws(ConfigError) -> ConfigResult {
+    /// One commit: the batch under the policy for the peer (keys outside `only` left out, `accept` applied
+    /// under `ask`), and the staged pull it answers.
+    func apply(_ entries: [ConfigUpdate], unstage: String?, only: KeyScope, accept: KeyScope) throws(ConfigError) -> ConfigResult {
         try store.update { tx throws(ConfigError) -> ConfigResult in
-            let result = try tx.apply(entries, from: peer, name: peerName, acceptOverride: acceptOverride)
+            let result = try tx.apply(entries, from: peer, name: peerName, acceptOverride: accept, only: only)
             if let unstage { tx.outbox.items.removeAll { $0.id == unstage && $0.kind == .pull && $0.device == peer } }
             return result
         }

@@ -1,6 +1,10 @@
 import SpeakBridgeProtocol
 
 /// A config value: a string, an integer, a number or a boolean. Nothing else travels (no null, arrays, objects).
+///
+/// Numbers, integer or not, lie within ±`maxNumberMagnitude` (2^53 − 1): every entry point (`init(parsing:)` for
+/// `config set`, `init(json:)` for a peer's offer and for `settings.json`, `validate` before a store keeps one)
+/// refuses a larger one, never rounds it.
 public enum ConfigValue: Sendable, Equatable {
     case string(String)
     case integer(Int64)
@@ -9,6 +13,14 @@ public enum ConfigValue: Sendable, Equatable {
 
     /// Largest string value in UTF-8 bytes: a long API key or a prompt, far below one frame.
     public static let maxStringBytes = 4_096
+
+    /// Largest magnitude of a number value: 2^53 − 1 = 9,007,199,254,740,991 (JavaScript's
+    /// `Number.MAX_SAFE_INTEGER`, RFC 7493's I-JSON range). Up to it every integer is exactly one IEEE double, so a
+    /// JSON reader that holds numbers as doubles reads what was written and can tell that it is in range; beyond
+    /// it 2^53 + 1 reads as 2^53 there, and this package's own parser turns integers past Int64 into rounded
+    /// doubles. Such a number is refused wherever it enters, never carried rounded; as text (`--string`) it is
+    /// kept exactly.
+    public static let maxNumberMagnitude: Int64 = (1 << 53) - 1
 
     public var json: JSONValue {
         switch self {
@@ -33,9 +45,12 @@ public enum ConfigValue: Sendable, Equatable {
         case .string(let s):
             try Self.checkString(s, key: key)
             self = .string(s)
-        case .integer(let i): self = .integer(i)
+        case .integer(let i):
+            try Self.checkNumber(Double(exactly: i) ?? .infinity, key: key)
+            self = .integer(i)
         case .double(let d):
             guard d.isFinite else { throw ConfigError(.malformed, "the value of \(key) is not a finite number") }
+            try Self.checkNumber(d, key: key)
             self = .double(d)
         case .bool(let b): self = .bool(b)
         default:
@@ -44,20 +59,53 @@ public enum ConfigValue: Sendable, Equatable {
     }
 
     /// Reads a value typed on the command line: `true`/`false`, an integer, a decimal number, else a string.
-    /// `forceString` keeps `"42"` a string.
+    /// `forceString` keeps `"42"` a string. A number beyond ±`maxNumberMagnitude` (or past Int64, or past what a
+    /// double holds) is refused (`tooLarge`), not silently kept as text: the user meant a number.
     public init(parsing text: String, key: String, forceString: Bool = false) throws(ConfigError) {
         if !forceString {
             if text == "true" { self = .bool(true); return }
             if text == "false" { self = .bool(false); return }
-            if let i = Int64(text) { self = .integer(i); return }
+            if let i = Int64(text) {
+                try Self.checkNumber(Double(exactly: i) ?? .infinity, key: key)
+                self = .integer(i)
+                return
+            }
+            let digits = text.first == "-" || text.first == "+" ? text.dropFirst() : Substring(text)
+            if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                try Self.checkNumber(.infinity, key: key)  // an integer past Int64
+            }
             if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }), text.first != ".",
-               let d = Double(text), d.isFinite, text.allSatisfy({ "0123456789.eE+-".contains($0) }) {
+               let d = Double(text), text.allSatisfy({ "0123456789.eE+-".contains($0) }) {
+                try Self.checkNumber(d, key: key)  // also refuses an overflow to infinity
                 self = .double(d)
                 return
             }
         }
         try Self.checkString(text, key: key)
         self = .string(text)
+    }
+
+    /// What every entry point checks, for a value built in code: the string rules, the number range. A store
+    /// keeps no value it could not read back from `settings.json`.
+    public func validate(key: String) throws(ConfigError) {
+        switch self {
+        case .string(let s): try Self.checkString(s, key: key)
+        case .integer(let i): try Self.checkNumber(Double(exactly: i) ?? .infinity, key: key)
+        case .double(let d):
+            guard d.isFinite else { throw ConfigError(.malformed, "the value of \(key) is not a finite number") }
+            try Self.checkNumber(d, key: key)
+        case .bool: break
+        }
+    }
+
+    /// Numbers lie within ±`maxNumberMagnitude`. Takes a Double: every Int64 within the range converts exactly,
+    /// one outside converts to a value outside it or is passed as infinity. The message names the key, never the
+    /// value (it may reach a peer and a log).
+    static func checkNumber(_ n: Double, key: String) throws(ConfigError) {
+        guard n.magnitude <= Double(maxNumberMagnitude) else {
+            throw ConfigError(.tooLarge, "the number for \(key) is beyond ±9007199254740991 (2^53 - 1), the largest every JSON reader holds exactly",
+                              hint: "keep it as text: `speakbridge config set \(key) VALUE --string`")
+        }
     }
 
     /// Strings are at most 4 KiB and carry no control characters (except tab and line feed) and no bidi

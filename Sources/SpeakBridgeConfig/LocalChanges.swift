@@ -9,6 +9,7 @@ extension ConfigTransaction {
     public mutating func set(_ key: String, _ value: ConfigValue, secret: Bool? = nil) throws(ConfigError) -> ConfigRecord {
         try ConfigKey.validate(key)
         try Self.refuseReserved(key)
+        try value.validate(key: key)
         let existing = document.records[key]
         let isSecret = secret ?? ((existing?.isSecret ?? false) || ConfigKey.looksSecret(key))
         let body: ConfigRecord.Body

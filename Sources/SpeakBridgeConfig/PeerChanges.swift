@@ -2,28 +2,38 @@ import SpeakBridgeProtocol
 
 /// Applying a batch a peer sent, all or nothing.
 ///
-/// Order: (1) every entry is checked — a trust key anywhere, or a version too far in the future, rejects the whole
-/// batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
-/// entries as pending, `accept` applies them; (3) per key, last writer wins (`Merge`); local-only keys are skipped;
-/// (4) the clock observes every version, so later local writes win over what was just seen.
+/// Order: (1) every entry is checked — a trust key anywhere, a version too far in the future, or a value out of
+/// bounds (`ConfigValue.validate`) rejects the whole batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
+/// entries as pending (except the keys `acceptOverride` covers: those apply), `accept` applies them; (3) keys
+/// outside `only` (an answer to a pull that did not ask for them) are left out: not stored, not held, not listed
+/// (the caller reports them); (4) per key, last writer wins (`Merge`); local-only keys are skipped; (5) the clock
+/// observes the version of every entry not left out by (3), so later local writes win over what was just seen.
 extension ConfigTransaction {
     /// Most records plus pending changes one installation keeps; a batch that would exceed it is refused.
     public static let maxKeys = 2_048
 
+    /// - Parameters:
+    ///   - acceptOverride: keys applied under the policy `ask` without review (`--accept`); never under `deny`.
+    ///   - only: the keys this batch may bring (`KeyScope.every` unless it answers a pull that named keys).
     public mutating func apply(_ updates: [ConfigUpdate], from device: DeviceID, name: String,
-                               acceptOverride: Bool = false) throws(ConfigError) -> ConfigResult {
+                               acceptOverride: KeyScope = .nothing, only: KeyScope = .every) throws(ConfigError) -> ConfigResult {
         for u in updates {
             try ConfigKey.validate(u.key)
             guard !ConfigKey.isReserved(u.key) else {
                 throw ConfigError(.forbidden, "\(u.key) is a trust key (pairings, devices, identity, policy): never accepted from a peer; nothing applied")
             }
             try HybridLogicalClock.check(u.version, now: now, key: u.key)
+            // Decoding checked these already (`ConfigWire.entry`); again for updates built in code.
+            switch u.body {
+            case .value(let v): try v.validate(key: u.key)
+            case .secret(let s): try ConfigValue.string(s).validate(key: u.key)
+            case .deleted: break
+            }
         }
         let policy = document.policy.policy(for: device)
         if policy == .deny && !updates.isEmpty { return ConfigResult(batch: "", status: .denied) }
-        let apply = policy == .accept || acceptOverride
         var result = ConfigResult(batch: "", status: .unchanged)
-        for u in updates {
+        for u in updates where only.contains(u.key) {
             document.clock.observe(u.version, now: now)
             if document.localOnly.contains(u.key) {
                 result.skipped.append(u.key)
@@ -34,7 +44,7 @@ extension ConfigTransaction {
                 result.unchanged.append(u.key)
                 continue
             }
-            if apply {
+            if policy == .accept || acceptOverride.contains(u.key) {
                 document.records[u.key] = record(u, stickySecret: local?.isSecret ?? false)
                 if let p = document.pending[u.key], !Merge.incomingWins(p.record.version, over: u.version) {
                     document.pending[u.key] = nil

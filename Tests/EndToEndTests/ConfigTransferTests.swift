@@ -214,6 +214,75 @@ struct ConfigTransferTests {
         }
     }
 
+    /// Found by review: `--accept` applied every key the exchange brought, so a desktop answering a pull of one key
+    /// could plant any other (an API key) in the same exchange.
+    @Test("`config pull KEY --accept` applies only KEY; a push of another key staged on the desktop waits for consent")
+    func pullNamedKeysAcceptsOnlyThem() throws {
+        let pair = try startPaired()
+        defer { pair.stop() }
+        try ok(["set", "deepgram.apiKey", Self.secret, "--secret"], pair.desktopHome)
+        try ok(["set", "ui.theme", "dark"], pair.desktopHome)
+        try ok(["push", "--to", "phone", "deepgram.apiKey"], pair.desktopHome)
+
+        let pull = try ok(["pull", "ui.theme", "--accept"], pair.phoneHome)
+        #expect(pull.stderr.contains("applied 1 (ui.theme)"), "\(pull.stderr)")
+        #expect(pull.stderr.contains("1 waiting for your consent"), "\(pull.stderr)")
+        #expect(try value("ui.theme", pair.phoneHome) == "dark")
+        #expect(try value("deepgram.apiKey", pair.phoneHome) == nil, "--accept covers only the key the pull named")
+        #expect(try ok(["pending"], pair.phoneHome).stdout.contains("deepgram.apiKey"))
+        try ok(["accept", "deepgram.apiKey"], pair.phoneHome)
+        #expect(try value("deepgram.apiKey", pair.phoneHome) == "dg_…9f3a")
+    }
+
+    /// Found by review: integers up to ±2^63 were stored and sent, beyond what a JSON reader holding doubles keeps.
+    @Test("numbers beyond ±(2^53 - 1): refused by config set, in a peer's offer and in settings.json; the edges work")
+    func numberRange() throws {
+        let pair = try startPaired()
+        defer { pair.stop() }
+        try ok(["policy", "accept"], pair.desktopHome)
+        // `VALUE` `-` reads it from stdin (a negative number as an argument would need `--`).
+        func set(_ key: String, _ text: String, _ flags: [String] = []) throws -> Outcome {
+            let input = Pipe()
+            input.fileHandleForWriting.write(Data((text + "\n").utf8))
+            try input.fileHandleForWriting.close()
+            return try run(["config", "set", key, "-"] + flags, home: pair.phoneHome, stdin: input.fileHandleForReading)
+        }
+        for text in ["9007199254740992", "9007199254740993", "-9007199254740992", "-9007199254740993", "9223372036854775808"] {
+            let out = try set("n.value", text)
+            #expect(out.status == 1 && out.stderr.contains("2^53") && out.stderr.contains("--string"), "\(text): \(out.stderr)")
+        }
+        #expect(try set("n.text", "9007199254740993", ["--string"]).status == 0)
+        #expect(try value("n.text", pair.phoneHome) == "9007199254740993")
+        #expect(try set("n.max", "9007199254740991").status == 0)
+        #expect(try set("n.min", "-9007199254740991").status == 0)
+        #expect(try value("n.min", pair.phoneHome) == "-9007199254740991")
+        try ok(["push", "n.max", "n.min", "n.text"], pair.phoneHome)
+        #expect(try value("n.max", pair.desktopHome) == "9007199254740991")
+        #expect(try value("n.min", pair.desktopHome) == "-9007199254740991")
+        #expect(try value("n.text", pair.desktopHome) == "9007199254740993")
+
+        // A peer that sends one anyway: too-large, nothing of its batch applied.
+        let link = try ConfigLink(pair)
+        defer { link.close() }
+        let v = link.version()
+        for (i, number) in ["9007199254740992", "-9007199254740993", "18446744073709551617"].enumerated() {
+            let entries: [JSONValue] = [entry("ui.theme", v, "dark"),
+                                        try JSONValue.parse(Array(#"{"key":"n.big","version":"\#(v)","value":\#(number)}"#.utf8))]
+            link.send(type: "config-offer", offer("n\(i)", entries))
+            guard case .config("config-error", let body) = try link.receive() else { Issue.record("\(number): no config-error"); continue }
+            #expect(body["code"]?.stringValue == "too-large" && body["batch"]?.stringValue == "n\(i)", "\(number): \(body)")
+        }
+        #expect(try value("ui.theme", pair.desktopHome) == nil)
+        #expect(try value("n.big", pair.desktopHome) == nil)
+
+        // A settings.json holding one (an older version could write it): every command says which key and what to do.
+        let settings = pair.phoneHome + "/config/settings.json"
+        let text = try String(contentsOfFile: settings, encoding: .utf8)
+        try FileIO.atomicWrite(settings, Array(text.replacingOccurrences(of: "9007199254740991", with: "9007199254740993").utf8))
+        let list = try config(["list"], pair.phoneHome)
+        #expect(list.status != 0 && list.stderr.contains("settings.json") && list.stderr.contains("n.max"), "\(list.stderr)")
+    }
+
     @Test("a revoked device can neither push nor pull")
     func revokedDevice() throws {
         let pair = try startPaired()

@@ -108,3 +108,20 @@ struct MachinePair {
 
     var stagedOnDesk: [String] { ((try? desk.store.read().outbox.items) ?? []).map(\.id) }
 }
+
+extension MachinePair {
+    /// What the phone answers to one frame the desktop (or a hostile desktop) sends, as text.
+    mutating func phoneAnswers(_ text: String) throws -> [String] {
+        let (type, body) = try Self.envelope(Array(text.utf8))
+        let out = phoneShell.received(&phoneMachine, type: type, body: body)
+        phoneNotes += out.notes
+        return out.messages.map { String(decoding: Self.frame($0), as: UTF8.self) }
+    }
+
+    /// The phone's `config pull`/`push`/`sync` requests sent (not answered yet), as text.
+    mutating func phoneStarts(_ requests: [ConfigMachine.Request]) -> [String] {
+        let out = phoneShell.start(&phoneMachine, requests)
+        phoneNotes += out.notes
+        return out.messages.map { String(decoding: Self.frame($0), as: UTF8.self) }
+    }
+}

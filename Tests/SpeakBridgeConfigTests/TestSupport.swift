@@ -48,7 +48,7 @@ struct TestStore {
 
     func apply(_ updates: [ConfigUpdate], from: DeviceID, acceptOverride: Bool = false) throws -> ConfigResult {
         try store.update { tx throws(ConfigError) -> ConfigResult in
-            try tx.apply(updates, from: from, name: "peer", acceptOverride: acceptOverride)
+            try tx.apply(updates, from: from, name: "peer", acceptOverride: acceptOverride ? .every : .nothing)
         }
     }
 

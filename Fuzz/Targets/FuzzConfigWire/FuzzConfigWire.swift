@@ -64,7 +64,7 @@ func drive(type: String, body: JSONValue) {
             case let .resolve(batch, keys):
                 queue += machine.handle(.resolved(batch: batch, keys.map { ConfigUpdate(key: $0, version: HLCTimestamp(
                     ms: 1, counter: 0, device: DeviceID(publicKeyDigest: [UInt8](repeating: 2, count: 32))), body: .deleted) }))
-            case let .apply(batch, _, _):
+            case let .apply(batch, _, _, _, _):
                 queue += machine.handle(.applied(batch: batch, ConfigResult(batch: batch, status: .unchanged)))
             case .unstage, .note:
                 break
