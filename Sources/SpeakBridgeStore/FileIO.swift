@@ -81,7 +81,15 @@ public enum FileIO {
     /// Writes all bytes to `fd` at `offset` (pwrite(2): the descriptor's own offset is neither used nor moved),
     /// retrying on EINTR and short writes.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(StoreError) {
-        var done = 0
+        var written = 0
+        try writeAll(fd, bytes, at: offset, path: path, written: &written)
+    }
+
+    /// `writeAll(_:_:at:path:)` that tells how far it got: `written` is the count of `bytes` stored from `offset`
+    /// on (all of them on success; on failure, those a short write stored before the call that failed).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String,
+                                written done: inout Int) throws(StoreError) {
+        done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset + done)) }
             if n < 0 {
