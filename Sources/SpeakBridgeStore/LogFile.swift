@@ -179,7 +179,10 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// Grows the file now if less than half a minimum extent is left, so that an append rarely has to: for a
-    /// thread that syncs (the grow's zeros then go out with its fsync, off the appender's path).
+    /// thread that syncs (the grow's zeros then go out with its fsync, off the appender's path). Only ahead of
+    /// need: a failure (a full disk) leaves every record appended so far where it was, inside the file, so a
+    /// caller about to sync them goes on with the sync (`ProgressLog.sync`); an append that does not fit then
+    /// fails in its own grow.
     public func growAhead() throws(StoreError) {
         let (offset, room) = state.withLock { (endOffset, allocatedSize) }
         if room - offset < minimumExtent / 2 { try grow(toHold: offset + minimumExtent / 2) }
@@ -207,6 +210,8 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// Extends the file with zeros until it holds `needed` bytes (by whole extents). Holds `growth` for the write.
+    /// Throws "cannot grow PATH: …" when the zeros cannot be written (ENOSPC: the disk is full); `allocated` stays,
+    /// and the next sync is a full fsync (the zeros written before the failure may have changed the size).
     private func grow(toHold needed: Int) throws(StoreError) {
         growth.lock()
         defer { growth.unlock() }
@@ -214,7 +219,12 @@ public final class LogFile: @unchecked Sendable {
         guard from < needed else { return }  // another thread grew it meanwhile
         var to = from
         while to < needed { to += extent(after: to) }
-        try FileIO.writeZeros(fd, from: from, to: to, path: path)
+        do throws(StoreError) {
+            try FileIO.writeZeros(fd, from: from, to: to, path: path, what: "grow")
+        } catch {
+            state.withLock { grown = true }
+            throw error
+        }
         state.withLock {
             allocatedSize = to
             grown = true
