@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import SpeakBridgeProtocol
 import SpeakBridgeStore
+import SpeakBridgeSupport
 import SpeakBridgeTestSupport
 import Testing
 @testable import SpeakBridgeDelivery
@@ -60,5 +61,33 @@ struct ProgressLogFullDiskTests: ProgressLogFixture {
         try log.sync()
         #expect(file.allocated > allocated)
         #expect(log.progress(sink: "stdout", device: device, session: "s") == seq)
+    }
+
+    /// The same through the real pipeline (runner thread, group commit): what the client sees are the acks.
+    @Test("the delivery pipeline on a full disk acknowledges every chunk whose record fits")
+    func pipelineAcksOnFullDisk() throws {
+        let disk = try FailingDisk(over: root)
+        defer {
+            disk.unmount()
+            cleanup()
+        }
+        let log = try ProgressLog(path: path)
+        let file = log.lock.withLock { log.file }
+        var seq: UInt64 = 0
+        while file.allocated - file.end >= LogFile.progressExtents.minimum / 2 {
+            seq += 1
+            try log.record(sink: "earlier", device: other, session: "x", seq: seq)
+        }
+        disk.freeSpace = 0
+        let acked = Locked<UInt64>(0)
+        let pipeline = DeliveryPipeline(sinks: [FakeSink("fake", .recordBeforeWrite)], progress: log,
+                                        onDurable: { advanced in
+                                            acked.withLock { for (_, seq) in advanced { $0 = max($0, seq) } }
+                                        }, onDrained: { _ in })
+        defer { pipeline.stop() }
+        _ = pipeline.submit(device: device, session: "s", chunks: (1...20).map { Chunk(seq: $0, text: "chunk \($0)") })
+        // Before: every commit's sync failed on the grow ahead ("cannot make delivery progress durable"), no ack.
+        try waitUntil("every chunk acknowledged on the full disk", timeout: 10) { acked.withLock { $0 } == 20 }
+        #expect(disk.spaceFailures >= 1, "the grow ahead was tried and failed")
     }
 }
