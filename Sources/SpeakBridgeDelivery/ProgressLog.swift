@@ -206,7 +206,9 @@ public final class ProgressLog: @unchecked Sendable {
     /// Makes every record so far durable; compacts the log when it has grown. The sync (an fdatasync; a full fsync
     /// after the file grew) runs without holding `lock`, so sinks keep recording (and writing) while the disk
     /// catches up; so does growing the file ahead of the records when little room is left (`LogFile.growAhead`:
-    /// the grow's zeros go out with this sync, and a record rarely waits for a grow). Calls are serialized by
+    /// the grow's zeros go out with this sync, and a record rarely waits for a grow). A grow that fails (a full
+    /// disk) does not fail the sync: the records fit in the room the file already has; only a record that does
+    /// not fit fails (`record` throws "cannot grow PATH: No space left on device"). Calls are serialized by
     /// `syncGate` (one compaction at a time; a non-nil `tail` marks it).
     ///
     /// A failed sync is never retried on the same file: on Linux a failed writeback marks its pages clean and
@@ -246,7 +248,10 @@ public final class ProgressLog: @unchecked Sendable {
             let handle = file
             let covered = appendedLines
             lock.unlock()
-            try handle.growAhead()
+            // Ahead of need only: the records it is to sync are all inside the file (an append grows first, and
+            // fails itself when it cannot), so a failed grow (a full disk) must not fail their sync and hold back
+            // the acks. A record that does not fit fails in `record`, with the grow's error.
+            try? handle.growAhead()
             do throws(StoreError) {
                 try handle.sync()
             } catch {

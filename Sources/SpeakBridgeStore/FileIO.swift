@@ -81,7 +81,15 @@ public enum FileIO {
     /// Writes all bytes to `fd` at `offset` (pwrite(2): the descriptor's own offset is neither used nor moved),
     /// retrying on EINTR and short writes.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(StoreError) {
-        var done = 0
+        var written = 0
+        try writeAll(fd, bytes, at: offset, path: path, written: &written)
+    }
+
+    /// `writeAll(_:_:at:path:)` that tells how far it got: `written` is the count of `bytes` stored from `offset`
+    /// on (all of them on success; on failure, those a short write stored before the call that failed).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String,
+                                written done: inout Int) throws(StoreError) {
+        done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset + done)) }
             if n < 0 {
@@ -102,7 +110,8 @@ public enum FileIO {
     /// 7 µs in a page-sized folio (C probe on this VM's ext4, 2,000 records). A grow costs a syscall per 4 KiB
     /// instead: 1 MiB of zeros in about 0.85 ms against 0.25 ms (C probe), once per thousands of records, and mostly
     /// on the thread that syncs (`LogFile.growAhead`).
-    public static func writeZeros(_ fd: Int32, from: Int, to: Int, path: String) throws(StoreError) {
+    /// `what`: the verb of the error when a write fails ("cannot `what` PATH: …").
+    public static func writeZeros(_ fd: Int32, from: Int, to: Int, path: String, what: String = "write") throws(StoreError) {
         let failure: Int32? = zeroPage.withUnsafeBytes { page in
             var offset = from
             while offset < to {
@@ -116,7 +125,7 @@ public enum FileIO {
             }
             return nil
         }
-        if let failure { throw .io("write", path, errno: failure) }
+        if let failure { throw .io(what, path, errno: failure) }
     }
 
     private static let zeroPage = [UInt8](repeating: 0, count: 4_096)

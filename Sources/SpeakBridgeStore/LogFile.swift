@@ -114,12 +114,52 @@ public final class LogFile: @unchecked Sendable {
 
     /// Writes `bytes` (whole records) at the end: one pwrite(2), retried on EINTR and short writes. Grows the file
     /// first when they would not fit. On failure nothing counts as written (the next record goes to the same
-    /// offset).
+    /// offset), and nothing of `bytes` is left in the file: a write that stored part of them (a short write, then a
+    /// failure: a bad block, a full copy-on-write filesystem) is undone before the error is thrown (`unwrite`), so
+    /// no complete record of a batch reported as failed is found by a later load — its caller took those records as
+    /// not written (`send` says the lines were not journaled), and finding them would send them anyway.
     public func append(_ bytes: [UInt8]) throws(StoreError) {
         let (offset, room) = state.withLock { (endOffset, allocatedSize) }
         if bytes.count > room - offset { try grow(toHold: offset + bytes.count) }
-        try FileIO.writeAll(fd, bytes, at: offset, path: path)
+        var written = 0
+        do throws(StoreError) {
+            try FileIO.writeAll(fd, bytes, at: offset, path: path, written: &written)
+        } catch {
+            if written > 0 { try unwrite(offset..<offset + written, after: error) }
+            throw error
+        }
         state.withLock { endOffset = offset + bytes.count }
+    }
+
+    /// After `append` failed having stored `range` (part of its records): zeros over it again, as the padding was.
+    /// If that write fails too (a full copy-on-write filesystem needs room to overwrite as well), the file is cut
+    /// at `range`'s start instead — a truncate frees blocks, so it works on a full disk — and the padding after it
+    /// with it (the next append grows the file again). A kill in between leaves what a kill during the write
+    /// would (complete records of the batch, maybe a torn last one: `load` skips a torn line), but the caller was
+    /// told nothing then. Throws, adding to `failure`, only when neither worked: then records of the batch may be
+    /// found at the next load.
+    @inline(never)  // a failure path
+    private func unwrite(_ range: Range<Int>, after failure: StoreError) throws(StoreError) {
+        var zeroing: StoreError
+        do throws(StoreError) {
+            try FileIO.writeZeros(fd, from: range.lowerBound, to: range.upperBound, path: path)
+            return
+        } catch {
+            zeroing = error
+        }
+        growth.lock()  // a grow on another thread writes beyond `allocated`, which the cut below changes
+        defer { growth.unlock() }
+        if ftruncate(fd, off_t(range.lowerBound)) == 0 {
+            state.withLock {
+                allocatedSize = range.lowerBound
+                grown = true
+            }
+            return
+        }
+        let cut = StoreError.io("truncate", path, errno: errno)
+        throw StoreError(failure.message + "; the \(range.count) byte(s) of it that were written could not be "
+                         + "removed (\(zeroing.message); \(cut.message)), so some of these records may be "
+                         + "found in \(path) later", hint: failure.hint ?? "check the disk (dmesg)")
     }
 
     /// Makes everything appended so far durable: fdatasync, or fsync when the size changed since the last sync.
@@ -139,7 +179,10 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// Grows the file now if less than half a minimum extent is left, so that an append rarely has to: for a
-    /// thread that syncs (the grow's zeros then go out with its fsync, off the appender's path).
+    /// thread that syncs (the grow's zeros then go out with its fsync, off the appender's path). Only ahead of
+    /// need: a failure (a full disk) leaves every record appended so far where it was, inside the file, so a
+    /// caller about to sync them goes on with the sync (`ProgressLog.sync`); an append that does not fit then
+    /// fails in its own grow.
     public func growAhead() throws(StoreError) {
         let (offset, room) = state.withLock { (endOffset, allocatedSize) }
         if room - offset < minimumExtent / 2 { try grow(toHold: offset + minimumExtent / 2) }
@@ -167,6 +210,8 @@ public final class LogFile: @unchecked Sendable {
     }
 
     /// Extends the file with zeros until it holds `needed` bytes (by whole extents). Holds `growth` for the write.
+    /// Throws "cannot grow PATH: …" when the zeros cannot be written (ENOSPC: the disk is full); `allocated` stays,
+    /// and the next sync is a full fsync (the zeros written before the failure may have changed the size).
     private func grow(toHold needed: Int) throws(StoreError) {
         growth.lock()
         defer { growth.unlock() }
@@ -174,7 +219,12 @@ public final class LogFile: @unchecked Sendable {
         guard from < needed else { return }  // another thread grew it meanwhile
         var to = from
         while to < needed { to += extent(after: to) }
-        try FileIO.writeZeros(fd, from: from, to: to, path: path)
+        do throws(StoreError) {
+            try FileIO.writeZeros(fd, from: from, to: to, path: path, what: "grow")
+        } catch {
+            state.withLock { grown = true }
+            throw error
+        }
         state.withLock {
             allocatedSize = to
             grown = true

@@ -9,11 +9,14 @@ import SpeakBridgeSupport
 /// The client's journal of chunks not yet acknowledged by one desktop: `state/outbox/<DESKTOP-ID>.journal`.
 ///
 /// JSON lines: a header `{"session":"…","acked":N,"reserved":R,"boot":"…"}`, then `{"c":{chunk}}` for every chunk,
-/// `{"a":N}` for every cumulative ack and `{"r":R,"b":"…"}` for every reservation (below), then zero padding: a `LogFile` (records written in place with pwrite(2), synced with
-/// fdatasync(2) while the size stays). A chunk is written (one pwrite(2)) before it is sent, so killing `send` at
-/// any point loses nothing it accepted; the next `send` resends what the desktop has not acknowledged, and the
-/// desktop drops what it already has. `sync` is batched by the caller. The file is compacted on open when it is
-/// large or its last line torn (`compactAbove`), and an exclusive flock keeps two `send` processes from interleaving.
+/// `{"a":N}` for every cumulative ack and `{"r":R,"b":"…"}` for every reservation (below), and after an
+/// `outbox release` a `{"released":"FILE"}` per held file whose lines it queued here (`queueReleased`), then zero
+/// padding: a `LogFile` (records written in place with pwrite(2), synced with fdatasync(2) while the size stays).
+/// A chunk is written (one pwrite(2)) before it is sent, so killing `send` at any point loses nothing it accepted;
+/// the next `send` resends what the desktop has not acknowledged, and the desktop drops what it already has. `sync`
+/// is batched by the caller. The file is compacted on open when it is large or its last line torn
+/// (`compactAbove`), or when it names released held files (once they are settled), and an exclusive flock keeps two
+/// `send` processes from interleaving.
 /// An old journal without padding loads the same and gets its padding on open.
 ///
 /// Reservations: `send` does not fsync the record of a chunk the desktop acknowledged in time (its copy is durable:
@@ -77,7 +80,11 @@ public final class Outbox: @unchecked Sendable {
         // reservation, which no number ever journaled passed.
         nextSeq = (reservedBoot == self.boot ? last : max(last, reserved)) + 1
         do {
-            if loaded.session != nil && loaded.records <= Self.compactAbove && loaded.endsWithNewline
+            // Held files this journal names as released (an `outbox release` queued their lines here) are removed
+            // if a crash left them, and the directory fsynced; then the names can go with a compaction (below).
+            if !loaded.released.isEmpty { try OutboxShelf.settleReleased(loaded.released, journal: path) }
+            if loaded.released.isEmpty && loaded.session != nil && loaded.records <= Self.compactAbove
+                && loaded.endsWithNewline
                 && loaded.size <= Self.compactAbove + LogFile.journalExtents.maximum {
                 // Small and whole: written to as it is (an old file without padding gets it here). Rewriting it
                 // cost two fsyncs (file and directory) at every start, two of a one-shot `send --text`'s five; the
@@ -85,8 +92,9 @@ public final class Outbox: @unchecked Sendable {
                 log = try LogFile.open(path, end: loaded.records, extents: LogFile.journalExtents)
             } else {
                 // Compact: header + unacknowledged chunks, atomically. Also when the last line is torn (killed
-                // mid-write): writing after it would glue the next record onto the torn one; and when the file is
-                // far larger than its records (its padding is cut back to one extent).
+                // mid-write): writing after it would glue the next record onto the torn one; when the file is
+                // far larger than its records (its padding is cut back to one extent); and once its released
+                // names are settled (they are not needed any more: the first open after a release pays this).
                 log = try LogFile.create(path, records: Self.records(session: session, acked: acked,
                                                                      reserved: (reserved, reservedBoot), pending),
                                          extents: LogFile.journalExtents)
@@ -312,6 +320,47 @@ public final class Outbox: @unchecked Sendable {
         if let unsynced { throw unsynced }
     }
 
+    /// Queues the unacknowledged chunks of held journals after every line of this one, for `OutboxShelf.release`:
+    /// one atomic replace of the journal (`LogFile.replace`: a new file written and fsynced, renamed over it, the
+    /// directory fsynced) holding its header, `unacknowledged` (its chunks above `acked`: `pending` for a journal
+    /// just opened), each of `held`'s chunks numbered anew after them, and a record `{"released":"FILE"}` naming
+    /// each held file. So a crash leaves either the journal as it was or one with every released line and the
+    /// names of their files, never part of them: the caller removes the held files only after this returned
+    /// (their lines are queued), and a crash before their removal is durable leaves files this journal names,
+    /// which the next open of the journal removes (`init`, `OutboxShelf.settleReleased`) instead of a later
+    /// release queueing them again. The reservation in the header covers the new numbers.
+    /// Throws when the new journal could not be written (the journal is as it was) or, renamed into place, not
+    /// opened (either way the held files must stay: a journal that names them settles them when next opened).
+    /// Returns the error of the directory's fsync if only that failed: the new journal holds the name (`log` is
+    /// it), but may not survive a crash — the held files must stay.
+    func queueReleased(_ held: [(file: String, chunks: [Chunk])], after unacknowledged: [Chunk]) throws(StoreError)
+        -> StoreError? {
+        var chunks = unacknowledged.filter { $0.seq > acked }
+        var seq = nextSeq
+        for file in held {
+            for var chunk in file.chunks {
+                chunk.seq = seq
+                chunks.append(chunk)
+                seq += 1
+            }
+        }
+        var reservation = (reserved, reservedBoot)
+        if seq - 1 > reserved || !reservedThisBoot { reservation = (seq - 1 + Self.reservationStep, boot) }
+        var records = Self.records(session: session, acked: acked, reserved: reservation, chunks)
+        for file in held { records += Self.releasedLine(file.file) }
+        let (replaced, unsynced) = try LogFile.replace(path, records: records, extents: LogFile.journalExtents)
+        log = replaced
+        nextSeq = seq
+        (reserved, reservedBoot) = reservation
+        return unsynced
+    }
+
+    /// `{"released":"FILE"}` and a newline: the held journal FILE (a name in the outbox directory) was released
+    /// into this one (`queueReleased`).
+    static func releasedLine(_ file: String) -> [UInt8] {
+        JSONValue.object([("released", .string(file))]).encoded() + [0x0A]
+    }
+
     /// A whole journal's records: the header, then a record for each of `chunks`.
     static func records(session: String, acked: UInt64, reserved: (UInt64, String), _ chunks: [Chunk]) -> [UInt8] {
         var out = header(session: session, acked: acked, reserved: reserved)
@@ -364,6 +413,8 @@ public final class Outbox: @unchecked Sendable {
         /// The highest reservation, and the boot of the last one (header or record).
         var reserved: UInt64 = 0
         var reservedBoot = ""
+        /// The held files named by `{"released":…}` records: their lines are queued in this journal.
+        var released: [String] = []
     }
 
     static func load(_ path: String) throws(StoreError) -> Loaded {
@@ -384,6 +435,8 @@ public final class Outbox: @unchecked Sendable {
             } else if let r = v["r"]?.int64Value, r > 0, let b = v["b"]?.stringValue {
                 result.reserved = max(result.reserved, UInt64(r))
                 result.reservedBoot = b
+            } else if let file = v["released"]?.stringValue {
+                result.released.append(file)
             } else if let c = v["c"], let chunk = try? MessageCodec.decodeChunk(c) {
                 if chunk.seq > (result.chunks.last?.seq ?? result.acked) { result.chunks.append(chunk) }
             } else if let a = v["a"]?.int64Value, a > 0 {

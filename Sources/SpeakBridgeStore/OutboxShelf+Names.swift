@@ -35,6 +35,14 @@ extension OutboxShelf {
         return names
     }
 
+    /// The desktops (compact IDs, sorted) with a held journal in the outbox directory, by name only: the ones
+    /// `outbox release` goes through. Unlike `list`, this includes a held file whose lines an interrupted release
+    /// already queued, so that a release again removes it (opening the live journal does).
+    public static func heldDesktops(home: Home) throws(StoreError) -> [String] {
+        try home.prepare()
+        return Set((journalNames(home.outboxDirectory) ?? []).filter { $0.heldSince != nil }.map(\.desktop)).sorted()
+    }
+
     /// Whether the outbox directory holds a held journal of `desktop`, by name only (nothing opened or parsed).
     /// `send` asks this at start and counts the held lines (`heldCount`) only when it is true; false means
     /// `heldCount` would be 0. An unreadable directory answers true (then `heldCount` decides).

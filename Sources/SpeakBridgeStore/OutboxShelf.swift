@@ -10,9 +10,21 @@ import SpeakBridgeProtocol
 /// - `<ID>.journal`: the live journal `send` uses (see `Outbox`).
 /// - `<ID>.held-<UNIX TIME>.journal`: lines queued under an earlier pairing with that desktop. `join` moves the
 ///   live journal aside this way when it pairs again (`hold`), so lines typed for the old pairing are never
-///   delivered first, or at all, unless the user says so: `release` appends them to the live journal (they go
+///   delivered first, or at all, unless the user says so: `release` queues them in the live journal (they go
 ///   out with the next `send`, after what is already queued there), `clear` drops them.
 /// Every change takes the live journal's lock (`<ID>.journal.lock`), so it never races a running `send`.
+///
+/// Release, crash-safe at every step (no line lost, none queued twice):
+/// 1. The live journal is replaced atomically by one holding its lines, then the held files' lines, and a record
+///    `{"released":"FILE"}` naming each held file (`Outbox.queueReleased`: fsynced, renamed, directory fsynced).
+///    A crash before the rename leaves both as they were: a release again queues them once.
+/// 2. The held files are removed, and the directory fsynced. A crash before that is durable can leave held files
+///    whose lines are queued; the live journal names them, so whatever opens it next under the lock — `send`,
+///    `release` (`Outbox.init`), `join` (`hold`), `clear` — removes them first (`settleReleased`), the directory
+///    fsynced after, and `list` does not count them as held. Only after that fsync may the names go: `Outbox`
+///    then compacts the journal without them (`hold` moves them aside with it, `clear` keeps or removes it). A
+///    held file only ever comes from the live journal itself (`hold` renames it), so no file a live journal names
+///    can appear again while that journal is live.
 public enum OutboxShelf {
     public struct Entry: Sendable {
         public var desktop: String
@@ -40,11 +52,19 @@ public enum OutboxShelf {
     }
 
     /// The entries of `names` that hold at least one unacknowledged line (each journal loaded), sorted as `list`.
+    /// A held file that a live journal among `names` names as released is left out: its lines are queued there (a
+    /// release that a crash interrupted; the next open of that journal removes the file).
     static func entries(_ home: Home, _ names: [JournalName]) throws(StoreError) -> [Entry] {
         var entries: [Entry] = []
-        for name in names {
+        var released = Set<String>()
+        // Live journals first, so that their released names are known before the held files come.
+        for name in names.sorted(by: { ($0.heldSince == nil ? 0 : 1) < ($1.heldSince == nil ? 0 : 1) }) {
+            if name.heldSince != nil && released.contains(name.file) { continue }
             let path = home.outboxDirectory + "/" + name.file
             let loaded = try Outbox.load(path)
+            if name.heldSince == nil {
+                released.formUnion(loaded.released.filter { $0.hasPrefix(name.desktop + heldMarker) })
+            }
             let pending = loaded.chunks.filter { $0.seq > loaded.acked }
             guard !pending.isEmpty else { continue }
             entries.append(Entry(desktop: name.desktop, held: name.heldSince != nil, heldSince: name.heldSince,
@@ -69,6 +89,8 @@ public enum OutboxShelf {
     public static func hold(home: Home, desktop: DeviceID, now: Date = Date()) throws(StoreError) -> Int {
         let live = livePath(home, desktop)
         let loaded = try Outbox.load(live)
+        // Before the journal moves aside with the names in it: held files it names must not be released again.
+        if !loaded.released.isEmpty { try settleReleased(loaded.released, journal: live) }
         let count = loaded.chunks.filter { $0.seq > loaded.acked }.count
         guard FileIO.exists(live) else { return 0 }
         if count == 0 {
@@ -102,34 +124,70 @@ public enum OutboxShelf {
         return count
     }
 
-    /// Appends every held line of `desktop` to its live journal (oldest pairing first) and removes the held
-    /// files. Waits for a running `send` to that desktop. Returns how many lines were released.
+    /// Queues every held line of `desktop` in its live journal (oldest pairing first), then removes the held files
+    /// (the type's doc: crash-safe at every step). Waits for a running `send` to that desktop. Returns how many lines
+    /// were released. A release that a crash interrupted is finished first, by opening the live journal: its held
+    /// files are removed, not released again.
     public static func release(home: Home, desktop: DeviceID, waiting: () -> Void = {}) throws(StoreError) -> Int {
         let outbox = try Outbox(home: home, desktop: desktop, waiting: waiting)
         let held = try list(home: home).filter { $0.held && $0.desktop == desktop.compact }
-        var released = 0
+        guard !held.isEmpty else { return 0 }
+        var files: [(file: String, chunks: [Chunk])] = []
         for entry in held {
             let loaded = try Outbox.load(entry.path)
-            let texts = loaded.chunks.filter { $0.seq > loaded.acked }.map(\.text)
-            _ = try outbox.append(texts: texts)
-            try outbox.sync()
-            guard unlink(entry.path) == 0 else {
-                throw .shelf(.io("remove", entry.path, errno: errno),
-                             "its \(texts.count) line(s) are also queued in the live journal now, so a later release "
-                             + "would queue them twice",
-                             hint: "remove that file by hand (its lines go out with the next `send`)")
-            }
-            released += texts.count
+            let name = entry.path.split(separator: "/").last.map(String.init) ?? entry.path
+            files.append((name, loaded.chunks.filter { $0.seq > loaded.acked }))
         }
-        // The held files' removal must be durable: else a crash could bring them back, and a later release would
-        // queue their lines a second time.
-        if released > 0, !FileIO.syncDirectory(of: outbox.path) {
+        let released = files.reduce(0) { $0 + $1.chunks.count }
+        if let unsynced = try outbox.queueReleased(files, after: outbox.pending) {
+            throw .shelf(unsynced, "\(released) held line(s) were queued in the live journal, but that may not "
+                         + "survive a crash, so the held files are kept: run `speakbridge outbox release` again "
+                         + "(it removes them once the journal is durable; nothing is queued twice)")
+        }
+        for entry in held {
+            guard unlink(entry.path) == 0 || errno == ENOENT else {
+                throw .shelf(.io("remove", entry.path, errno: errno),
+                             "its \(entry.count) line(s) are queued in the live journal, which names this file as "
+                             + "released: the next `send` or `outbox release` to this desktop removes it, and nothing "
+                             + "is queued twice")
+            }
+        }
+        guard FileIO.syncDirectory(of: outbox.path) else {
             throw .unsyncedShelf(home, errno: errno,
                                  "\(released) held line(s) are in the live journal (synced) and go out with the next "
-                                 + "`send`, but the held files' removal may not survive a crash: after one they "
-                                 + "could be held again, and a later release would send them twice")
+                                 + "`send`, but the held files' removal may not survive a crash: if they come back, "
+                                 + "the next `send` or `outbox release` removes them again (the live journal names "
+                                 + "them as released), so nothing is sent twice")
         }
         return released
+    }
+
+    /// Removes the held files among `names` — read from the live journal at `journal`, whose lines a release
+    /// queued there (`Outbox.queueReleased`) — that are still there, and fsyncs the directory, so that the journal
+    /// can drop the names. The caller holds the lock. A name that is not one of this desktop's held files is
+    /// ignored. Throws if a file cannot be removed or the directory cannot be fsynced: the names must then stay.
+    /// `sync` false: no fsync here, for a caller that fsyncs the directory itself right after and reports a failure
+    /// (`clear`; the journal keeps the names).
+    static func settleReleased(_ names: [String], journal: String, sync: Bool = true) throws(StoreError) {
+        var parts = journal.split(separator: "/", omittingEmptySubsequences: false)
+        let base = parts.popLast().map(String.init) ?? journal
+        let directory = parts.joined(separator: "/")
+        let prefix = String(base.dropLast(suffix.count)) + heldMarker
+        for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) && !name.contains("/") {
+            let held = directory + "/" + name
+            guard unlink(held) == 0 || errno == ENOENT else {
+                throw .shelf(.io("remove", held, errno: errno),
+                             "an interrupted `speakbridge outbox release` queued its lines in \(journal) already; "
+                             + "it must be removed before that journal is used, or its lines would be queued twice",
+                             hint: "check the disk, or remove that file by hand (its lines are queued), then try again")
+            }
+        }
+        guard !sync || FileIO.syncDirectory(of: journal) else {
+            throw .shelf(.io("sync", directory, errno: errno),
+                         "held files whose lines an interrupted `speakbridge outbox release` queued in \(journal) "
+                         + "were removed, but the removal may not survive a crash",
+                         hint: "check the disk, then try again")
+        }
     }
 
     /// Drops `desktop`'s queued lines: held ones, and the live journal too unless `heldOnly`. Refuses (throws
@@ -141,8 +199,14 @@ public enum OutboxShelf {
             try list(home: home).filter { $0.desktop == desktop && ($0.held || !heldOnly) }
         }
         guard try !wanted().isEmpty else { return 0 }
-        let lockFD = try Outbox.lock(home.outboxDirectory + "/" + desktop + suffix, wait: false)
+        let live = home.outboxDirectory + "/" + desktop + suffix
+        let lockFD = try Outbox.lock(live, wait: false)
         defer { close(lockFD) }
+        // Held files whose lines an interrupted release queued go first: they are not held lines any more (`list`
+        // leaves them out), and a `clear` of the live journal would otherwise bring their lines back as held. The
+        // fsync of the directory below covers their removal too.
+        let names = try Outbox.load(live).released
+        if !names.isEmpty { try settleReleased(names, journal: live, sync: false) }
         // Listed again under the lock: a `release`, `join` or `send` that ended in between changed what is there
         // (lines moved into the live journal, held, or acknowledged), and a count from before would be wrong.
         let entries = try wanted()

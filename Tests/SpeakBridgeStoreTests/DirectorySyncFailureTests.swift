@@ -118,25 +118,59 @@ struct DirectorySyncFailureTests {
         }
     }
 
-    @Test("release: the lines are in the live journal, the held file is gone, and the failed directory sync is an error")
+    /// The live journal, replaced with the held lines and the held file's name, may not be durable: the held file
+    /// stays (before: the lines were appended, the file removed, and a crash could bring it back to be released
+    /// twice). Whichever survives a crash, each line is queued once: the next open of the journal removes the held
+    /// file it names.
+    @Test("release: the journal replace's directory sync fails: an error, the held file kept; each line queued once")
     func releaseReportsFailedSync() throws {
         try withFailingDisk { disk in
             try queue(["a", "b"])
-            _ = try OutboxShelf.hold(home: home, desktop: desktop)
+            _ = try OutboxShelf.hold(home: home, desktop: desktop, now: Date(timeIntervalSince1970: 1_700_000_000))
             try queue(["new"])
             disk.failingDirectories = true
             let error = storeError { () throws(StoreError) in
                 _ = try OutboxShelf.release(home: home, desktop: desktop)
             }
             let message = try #require(error?.message)
-            #expect(message.hasPrefix("cannot sync \(home.outboxDirectory): Input/output error: 2 held line(s) are in "
-                                      + "the live journal (synced)"))
-            #expect(message.contains("a later release would send them twice"))
+            #expect(message == "cannot sync \(home.outboxDirectory)/\(desktop.compact).journal: Input/output error: "
+                    + "2 held line(s) were queued in the live journal, but that may not survive a crash, so the held "
+                    + "files are kept: run `speakbridge outbox release` again (it removes them once the journal is "
+                    + "durable; nothing is queued twice)")
             #expect(disk.failedDirectorySyncs >= 1)
-            #expect(disk.failedSyncs == 0, "the live journal's own sync succeeded")
+            #expect(disk.failedSyncs == 0, "the new journal's own sync succeeded")
+            #expect(files().contains(desktop.compact + ".held-1700000000.journal"))
             disk.failingDirectories = false
             let entries = try OutboxShelf.list(home: home)
-            #expect(entries.count == 1 && !entries[0].held && entries[0].count == 3)
+            #expect(entries.count == 1 && !entries[0].held && entries[0].count == 3, "queued, not held")
+            #expect(try OutboxShelf.release(home: home, desktop: desktop) == 0)
+            #expect(!files().contains(desktop.compact + ".held-1700000000.journal"))
+            #expect(try Outbox(home: home, desktop: desktop).pending.map(\.text) == ["new", "a", "b"])
+        }
+    }
+
+    /// What a kill between queueing the held lines and removing the held file leaves, made here by an unlink that
+    /// fails: the lines in the live journal, the held file still there. Before: a release again queued its lines a
+    /// second time (sent twice).
+    @Test("release: the held file cannot be removed after its lines were queued; a release again queues nothing twice")
+    func releaseSurvivesFailedRemoval() throws {
+        try withFailingDisk { disk in
+            try queue(["a", "b"])
+            _ = try OutboxShelf.hold(home: home, desktop: desktop, now: Date(timeIntervalSince1970: 1_700_000_000))
+            try queue(["new"])
+            let held = home.outboxDirectory + "/" + desktop.compact + ".held-1700000000.journal"
+            disk.failUnlinks(endingWith: ".held-1700000000.journal")
+            let error = storeError { () throws(StoreError) in
+                _ = try OutboxShelf.release(home: home, desktop: desktop)
+            }
+            #expect(error?.message == "cannot remove \(held): Input/output error: its 2 line(s) are queued in the live "
+                    + "journal, which names this file as released: the next `send` or `outbox release` to this "
+                    + "desktop removes it, and nothing is queued twice")
+            #expect(disk.failedUnlinks == 1)
+            #expect(files().contains(desktop.compact + ".held-1700000000.journal"))
+            disk.failingUnlinks = false
+            #expect(try OutboxShelf.release(home: home, desktop: desktop) == 0, "before: 2, queued a second time")
+            #expect(!files().contains(desktop.compact + ".held-1700000000.journal"))
             #expect(try Outbox(home: home, desktop: desktop).pending.map(\.text) == ["new", "a", "b"])
         }
     }

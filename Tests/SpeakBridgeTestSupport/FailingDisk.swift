@@ -6,8 +6,10 @@ import Foundation
 /// A directory on "a disk that fails": Tests/fuse/failfs.c (FUSE, libfuse3; compiled here on first use into the
 /// package's .build/failfs/) mounted over it, passing every operation through to a backing directory, except that
 /// fsync(2)/fdatasync(2) of a file return EIO while `failing` is on, fsync(2) of a directory returns EIO while
-/// `failingDirectories` is on (or of one directory: `failDirectorySyncs(only:)`), and unlink(2) returns EIO while
-/// `failingUnlinks` is on (or of some files: `failUnlinks(endingWith:)`). The one boundary crossed with a stand-in:
+/// `failingDirectories` is on (or of one directory: `failDirectorySyncs(only:)`), unlink(2) returns EIO while
+/// `failingUnlinks` is on (or of some files: `failUnlinks(endingWith:)`), a write is cut short and the next ones fail
+/// after `cutNextWrite(after:thenFailing:)`, and writes past a file's end get only `freeSpace` bytes (a full disk:
+/// 0) while it is set. The one boundary crossed with a stand-in:
 /// this VM has no device-mapper (dm-error/dm-flakey) to make a real block device fail; the FUSE mount is a real
 /// filesystem the kernel talks to, so the code under test sees real failed syscalls.
 ///
@@ -122,6 +124,27 @@ public final class FailingDisk: Sendable {
         set { if newValue { failUnlinks() } else { unlink(control + ".unlink") } }
     }
 
+    /// The next write(2) stores only its first `bytes` bytes and returns that count (a short write; all of it if it
+    /// is shorter), and the `failing` writes after it fail with EIO; then writes succeed again. A bad block under a
+    /// write, then the failures that follow it.
+    public func cutNextWrite(after bytes: Int, thenFailing failing: Int = 1) {
+        _ = FileManager.default.createFile(atPath: control + ".short", contents: Data("\(bytes) \(failing)".utf8))
+    }
+
+    /// The bytes free on the disk (nil: no limit, the default). The part of a write past its file's end takes from
+    /// them: it is cut short where they run out, and fails with ENOSPC when none of it fits; bytes written within a
+    /// file's size take none (blocks already allocated, as on ext4). 0: a full disk.
+    public var freeSpace: Int? {
+        get { (try? String(contentsOfFile: control + ".space", encoding: .utf8)).flatMap { Int($0) } }
+        set {
+            if let newValue {
+                _ = FileManager.default.createFile(atPath: control + ".space", contents: Data("\(newValue)".utf8))
+            } else {
+                unlink(control + ".space")
+            }
+        }
+    }
+
     private func failed(_ kind: String) -> Int {
         ((try? String(contentsOfFile: control + ".count", encoding: .utf8)) ?? "").split(separator: "\n")
             .filter { $0.hasPrefix(kind + " ") }.count
@@ -136,11 +159,19 @@ public final class FailingDisk: Sendable {
     /// How many unlinks failed so far.
     public var failedUnlinks: Int { failed("unlink") }
 
+    /// How many writes were cut short (`cutNextWrite`) or failed after one, so far.
+    public var failedWrites: Int { failed("short") + failed("write") }
+
+    /// How many writes were cut short or failed for want of `freeSpace`, so far.
+    public var spaceFailures: Int { failed("space") }
+
     /// Unmounts (lazily, if something still holds it), stops failfs and removes the backing directory.
     public func unmount() {
         failing = false
         failingDirectories = false
         failingUnlinks = false
+        freeSpace = nil
+        unlink(control + ".short")
         if umount(mountPoint) != 0 { umount2(mountPoint, Int32(MNT_DETACH)) }
         _ = child.wait(timeout: .seconds(5))  // exits once unmounted; SIGTERM past that
         child.stop()

@@ -10,10 +10,18 @@
  *   - while FILE.dir exists, each fsync of a directory (FUSE_FSYNCDIR) returns EIO; of every directory if FILE.dir
  *     is empty, else only of the one whose path in the mount it holds (e.g. "/outbox");
  *   - while FILE.unlink exists, each unlink returns EIO (and removes nothing): of every file if FILE.unlink is empty,
- *     else only of those whose path in the mount ends with what it holds (e.g. ".held-1700000000.journal").
- * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH", "dir PATH" or
- * "unlink PATH". Writes, renames and (unless failed) unlinks still reach BACKING, as on a disk whose writeback fails
- * without the writer knowing.
+ *     else only of those whose path in the mount ends with what it holds (e.g. ".held-1700000000.journal");
+ *   - while FILE.short exists, holding "N M": the next write stores only its first N bytes (all of it if shorter)
+ *     and returns that count, and the M writes after it (none if M is left out) fail with EIO; then FILE.short is
+ *     removed. A write cut short by a bad block, then the failures that follow it;
+ *   - while FILE.space exists, holding N: the disk has N bytes free. The part of a write that lies past the end of
+ *     its file takes space (a write is cut short where the space runs out, and fails with ENOSPC when none of that
+ *     part fits; FILE.space is counted down); bytes written within the file's size take none, as when they
+ *     overwrite blocks already allocated on ext4. A full disk: N = 0.
+ * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH", "dir PATH",
+ * "unlink PATH", "short PATH" (a write cut short by FILE.short), "write PATH" (a write failed by it) or "space PATH"
+ * (a write cut short or failed by FILE.space). Writes, renames and (unless failed) unlinks still reach BACKING, as on
+ * a disk whose writeback fails without the writer knowing.
  * Runs in the foreground (-f) until unmounted (fusermount3 -u, or umount as root).
  *
  * Why C and not fuse-python: fuse-python 1.0.5 (Debian 12) crashes in its fsyncdir wrapper, and a filesystem
@@ -50,18 +58,24 @@ static int backing(char out[PATH_MAX], const char *path) {
     char var[PATH_MAX];                     \
     if (!backing(var, path)) return -ENAMETOOLONG
 
-/* True (and the failure counted) while the control file `suffix` names exists. */
-static int failing(const char *kind, const char *suffix, const char *path) {
+/* Appends "KIND PATH" to FILE.count; the caller holds count_lock. */
+static void count_failure(const char *kind, const char *path) {
     char name[PATH_MAX];
-    snprintf(name, sizeof name, "%s%s", control, suffix);
-    if (access(name, F_OK) != 0) return 0;
     snprintf(name, sizeof name, "%s.count", control);
-    pthread_mutex_lock(&count_lock);
     FILE *f = fopen(name, "a");
     if (f) {
         fprintf(f, "%s %s\n", kind, path);
         fclose(f);
     }
+}
+
+/* True (and the failure counted) while the control file `suffix` names exists. */
+static int failing(const char *kind, const char *suffix, const char *path) {
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%s%s", control, suffix);
+    if (access(name, F_OK) != 0) return 0;
+    pthread_mutex_lock(&count_lock);
+    count_failure(kind, path);
     pthread_mutex_unlock(&count_lock);
     return 1;
 }
@@ -226,10 +240,72 @@ static int ff_read(const char *path, char *buf, size_t size, off_t offset, struc
     return n < 0 ? -errno : (int)n;
 }
 
+/* Writes `text` over the control file FILE<ext>. */
+static void write_control(const char *ext, const char *text) {
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%s%s", control, ext);
+    FILE *f = fopen(name, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* How many bytes of a write of `size` at `offset` to `fd` FILE.short and FILE.space let through (0: it fails with
+   *failure), counting them down; the caller holds count_lock. */
+static size_t allowed_bytes(const char *path, int fd, size_t size, off_t offset, int *failure) {
+    char text[64];
+    if (read_control(".short", text, sizeof text, 0) >= 0) {
+        long long cut = -1, after = 0;
+        char name[PATH_MAX];
+        sscanf(text, "%lld %lld", &cut, &after);
+        if (cut >= 0) {
+            snprintf(text, sizeof text, "-1 %lld", after);
+            if (after > 0) write_control(".short", text);
+            else if (snprintf(name, sizeof name, "%s.short", control) < PATH_MAX) unlink(name);
+            if ((size_t)cut >= size) return size;
+            count_failure("short", path);
+            if (cut > 0) return (size_t)cut;
+            *failure = EIO;
+            return 0;
+        }
+        snprintf(text, sizeof text, "-1 %lld", after - 1);
+        if (after > 1) write_control(".short", text);
+        else if (snprintf(name, sizeof name, "%s.short", control) < PATH_MAX) unlink(name);
+        count_failure("write", path);
+        *failure = EIO;
+        return 0;
+    }
+    if (read_control(".space", text, sizeof text, 0) >= 0) {
+        long long free_bytes = atoll(text);
+        struct stat st;
+        if (fstat(fd, &st) != 0) return size;
+        /* The bytes before the file's end take no space; the rest does. */
+        size_t within = offset >= st.st_size ? 0 : (size_t)(st.st_size - offset) < size ? (size_t)(st.st_size - offset) : size;
+        size_t allowed = size;
+        if ((long long)(size - within) > free_bytes) {
+            allowed = within + (size_t)(free_bytes > 0 ? free_bytes : 0);
+            count_failure("space", path);
+            if (allowed == 0) {
+                *failure = ENOSPC;
+                return 0;
+            }
+        }
+        snprintf(text, sizeof text, "%lld", free_bytes - (long long)(allowed - within));
+        write_control(".space", text);
+        return allowed;
+    }
+    return size;
+}
+
 static int ff_write(const char *path, const char *buf, size_t size, off_t offset, struct fuse_file_info *fi) {
-    (void)path;
-    ssize_t n = pwrite((int)fi->fh, buf, size, offset);
-    return n < 0 ? -errno : (int)n;
+    int failure = 0;
+    pthread_mutex_lock(&count_lock);
+    size_t allowed = allowed_bytes(path, (int)fi->fh, size, offset, &failure);
+    ssize_t n = allowed == 0 && size > 0 ? -1 : pwrite((int)fi->fh, buf, allowed, offset);
+    int code = n < 0 && failure == 0 ? errno : failure;
+    pthread_mutex_unlock(&count_lock);
+    return n < 0 ? -code : (int)n;
 }
 
 static int ff_statfs(const char *path, struct statvfs *st) {

@@ -78,8 +78,7 @@ struct OutboxCommand: ParsableCommand {
         func run() throws {
             let home = homeOptions.resolved
             do {
-                let entries = try OutboxShelf.list(home: home).filter(\.held)
-                let targets = try desktop.map { [try resolveDesktop(home, $0)] } ?? Array(Set(entries.map(\.desktop))).sorted()
+                let targets = try desktop.map { [try resolveDesktop(home, $0)] } ?? OutboxShelf.heldDesktops(home: home)
                 var total = 0
                 for compact in targets {
                     guard let id = try? DeviceID(parsing: compact) else { continue }
