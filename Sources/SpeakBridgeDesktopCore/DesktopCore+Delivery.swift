@@ -3,7 +3,8 @@ import SpeakBridgeProtocol
 /// Chunks in, acks out: the ledger decides what is new, the pipeline (outside) writes it, durable levels come back.
 /// Backpressure: a device over the high-water mark has its connections paused (resumed when it drained); at the
 /// hard limit a message is refused by closing that connection with 1013 (nothing of it is accepted, so the client
-/// resends it after reconnecting).
+/// resends it after reconnecting). A chunk for a new session beyond the device's bound is answered with
+/// `too-many-sessions` and its connection closed too (1013), for the same reason.
 extension DesktopCore {
     /// Appends to `out` (the caller's actions: no array of its own per chunk message, no copy into the caller's).
     mutating func deliver(device: DeviceID, session: String, chunks: [Chunk], on id: ConnectionID,
@@ -28,7 +29,10 @@ extension DesktopCore {
         }
         let offer = ledgers.values[index].offer(session: session, chunks: chunks)
         if let refusal = offer.refusal {
+            // Answered, then closed (1013): a later chunk of this session accepted on the same connection would be
+            // a forward jump, and its ack would cover the refused chunks. The client resends after reconnecting.
             out += send([.error(code: SessionLedger.Refusal.code, message: refusal.message, expected: nil)], on: id)
+            out += close(id, .failed(.chunkRefused(device, SessionLedger.Refusal.code)))
             return
         }
         for retirement in offer.retired {

@@ -4,8 +4,9 @@
 /// What a client sees is only the close code (and its short text): 1000 for everything a handshake or a session
 /// decided (a `bye`, a refused or failed handshake — never with a hint why —, a broken session), 1008 for a policy
 /// refusal outside the handshake (unknown path, a pairing connection while no code is active, a connected device
-/// revoked), 1011 when a pairing could not be saved, 1013 when the device's undelivered backlog is at the hard
-/// limit or a connection kept sending config messages that the desktop had not answered yet.
+/// revoked, a refused chunk message), 1011 when a pairing could not be saved, 1013 when the device's undelivered
+/// backlog is at the hard limit, a chunk for a new session met the device's session bound, or a connection kept
+/// sending config messages that the desktop had not answered yet.
 public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The device said `bye`: a normal end.
     case bye(DeviceID)
@@ -47,6 +48,11 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case undecryptable(DeviceID)
         /// The device's undelivered backlog is at the hard limit: it resends after reconnecting.
         case overloaded(DeviceID)
+        /// A chunk message was refused (answered with `error`: malformed, too large, or a new session beyond the
+        /// device's bound): the connection is closed after the error, so that a later chunk's ack on it cannot
+        /// cover the refused one (the desktop accepts forward jumps). The client keeps it and resends after
+        /// reconnecting.
+        case chunkRefused(DeviceID, ProtocolErrorCode)
         /// The connection kept sending config messages while `DesktopCore.configAskedLimit` of them waited for the
         /// config module's answer (reading it was paused well before that).
         case configBacklog(DeviceID)
@@ -79,6 +85,8 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case .rejected(.tooManyConnections): return (1008, "too many connections of this device")
         case .failed(.overloaded): return (1013, "too much undelivered; try again later")
         case .failed(.configBacklog): return (1013, "too many config messages waiting; try again later")
+        case .failed(.chunkRefused(_, .tooManySessions)): return (1013, "session refused; try again later")
+        case .failed(.chunkRefused): return (1008, "chunk refused")
         case .failed(.cannotSavePairing): return (1011, "cannot save pairing")
         default: return (1000, "")
         }
@@ -109,6 +117,8 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
             case .undecryptable(let device): return "undecryptable transport message from \(device)"
             case .overloaded(let device): return "\(device): too much undelivered; refused until it drains"
             case .configBacklog(let device): return "\(device): too many config messages waiting for an answer"
+            case let .chunkRefused(device, code):
+                return "\(device): a chunk message was refused (\(code)); closed, so that no later ack covers it"
             case .cannotSavePairing(let why): return "pairing could not be saved: \(why)"
             case .internalError(let why): return why
             }

@@ -337,7 +337,14 @@ public struct ResponderMachine {
             }
             // Bounded as the peer's decoder bounds it (the description can quote what the peer sent).
             let text = PeerText.utf8Prefix(error.description, maxBytes: MessageCodec.maxErrorMessageBytes)
-            return encryptAndSend(.error(code: error.code, message: text, expected: nil))
+            let answer = encryptAndSend(.error(code: error.code, message: text, expected: nil))
+            // A refused chunk message also ends the connection (after the error): the desktop accepts forward
+            // jumps, so the ack of a later chunk on it would cover this one, and a client that drops what is acked
+            // would lose it. After reconnecting, `resume` tells the client where to resend from.
+            if let type = MessageCodec.typeOfUndecodable(plaintext), type == "chunk" || type == "chunks" {
+                return answer + fail(.failed(.chunkRefused(device, error.code)))
+            }
+            return answer
         }
         switch message {
         case .resume(let session, _):

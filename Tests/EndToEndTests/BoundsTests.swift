@@ -77,7 +77,7 @@ struct BoundsTests {
         #expect(try sender.wait(timeout: 60).status == 0)
     }
 
-    @Test("4,200 session IDs from one device: at most 64 live, 4,160 admitted then too-many-sessions; a retired session is never delivered twice; status answers; restart keeps it; another device gets acks")
+    @Test("4,200 session IDs from one device: at most 64 live, 4,160 admitted then too-many-sessions (and closed); a retired session is never delivered twice; status answers; restart keeps it; another device gets acks")
     func manySessionsStayBounded() throws {
         let pair = Pair()
         defer { pair.stop() }
@@ -86,7 +86,7 @@ struct BoundsTests {
         let other = try pairOther(pair)
         defer { try? FileManager.default.removeItem(atPath: other) }
 
-        let device = try DeviceSession(home: pair.phoneHome, port: pair.port)
+        var device = try DeviceSession(home: pair.phoneHome, port: pair.port)
         defer { device.close() }
         var acked = 0
         var refused: [String] = []
@@ -106,13 +106,23 @@ struct BoundsTests {
         }
         #expect(acked == 64 + 4_096)
         #expect(refused.isEmpty)
-        // Now the device has used all it may: every further new session is refused and nothing of it is accepted.
-        for i in 4_160..<4_200 {
-            device.send(.chunk(session: "m-\(i)", Chunk(seq: 1, text: "m-\(i)")))
-            let answer = try device.receive()
-            guard case let .error(code, _, _) = answer else { Issue.record("m-\(i): \(answer)"); break }
+        // Now the device has used all it may: every further new session is refused, nothing of it is accepted,
+        // and the connection is closed after the error (so that no later ack on it could cover the refused chunk).
+        device.send(.chunk(session: "m-4160", Chunk(seq: 1, text: "m-4160")))
+        let answer = try device.receive()
+        guard case let .error(code, _, _) = answer else { Issue.record("m-4160: \(answer)"); return }
+        #expect(code == .tooManySessions)
+        try device.link.waitClosed(timeout: 10)
+        device.close()
+        for i in 4_161..<4_164 {
+            let next = try DeviceSession(home: pair.phoneHome, port: pair.port)
+            defer { next.close() }
+            next.send(.chunk(session: "m-\(i)", Chunk(seq: 1, text: "m-\(i)")))
+            guard case let .error(code, _, _) = try next.receive() else { Issue.record("m-\(i) not refused"); break }
             #expect(code == .tooManySessions)
+            try next.link.waitClosed(timeout: 10)
         }
+        device = try DeviceSession(home: pair.phoneHome, port: pair.port)
 
         let status = try run(["status", "--json"], home: pair.desktopHome, timeout: 10)
         #expect(status.status == 0)
@@ -126,15 +136,15 @@ struct BoundsTests {
         device.send(.chunk(session: "m-0", Chunk(seq: 2, text: "m-0 again")))
         #expect(try device.receive { if case .ack("m-0", _) = $0 { true } else { false } } == .ack(session: "m-0", seq: 2))
         // A refused session left nothing: resume says 0, and its chunk never reached the sink.
-        device.send(.resume(session: "m-4199", delivered: nil))
-        #expect(try device.receive { if case .resume("m-4199", _) = $0 { true } else { false } } == .resume(session: "m-4199", delivered: 0))
+        device.send(.resume(session: "m-4163", delivered: nil))
+        #expect(try device.receive { if case .resume("m-4163", _) = $0 { true } else { false } } == .resume(session: "m-4163", delivered: 0))
 
         #expect(try run(["send", "--text", "other device line"], home: other, timeout: 30).status == 0)
         device.close()
         let lines = pair.daemon!.stdout.split(separator: "\n")
         let first = lines.filter { $0 == "m-0" }.count
         let second = lines.filter { $0 == "m-0 again" }.count
-        let refusedWritten = lines.contains("m-4199")
+        let refusedWritten = (4_160..<4_164).contains { lines.contains(Substring("m-\($0)")) }
         let otherWritten = lines.contains("other device line")
         #expect(first == 1)
         #expect(second == 1)

@@ -91,7 +91,7 @@ struct SessionTests {
         #expect(desk.submitted.last?.chunks.map(\.seq) == [4])
     }
 
-    @Test("the 65th session with every other in flight is refused with too-many-sessions; nothing of it accepted")
+    @Test("the 65th session with every other in flight is refused with too-many-sessions and closed; nothing of it accepted")
     func tooManySessions() throws {
         let phone = Phone.paired()
         var desk = Desk(clients: [phone.client])
@@ -105,13 +105,50 @@ struct SessionTests {
         guard case .error(let code, _, _)? = s.received(from: &desk).first else { Issue.record("no refusal"); return }
         #expect(code == .tooManySessions)
         #expect(desk.submitted.count == SessionLedger.defaultMaxLive)
-        #expect(desk.closes.isEmpty, "a refused session does not close the connection")
-        // Once one session is durable it can be retired, and the new session is taken.
+        // Closed after the error (1013): a later chunk of "extra" on it would be a forward jump whose ack covers
+        // the refused one.
+        #expect(desk.closes[s.id] == .failed(.chunkRefused(phone.id, .tooManySessions)))
+        #expect(desk.closes[s.id]?.closeCode.code == 1013)
+        // Once one session is durable it can be retired, and the new session is taken (on a new connection).
         desk.run(.durable([level(phone, "s0", 1)]))
-        _ = s.received(from: &desk)
-        s.send(.chunk(session: "extra", Chunk(seq: 1, text: "x")), to: &desk)
+        var t = try phone.open(&desk)
+        _ = t.received(from: &desk)
+        t.send(.chunk(session: "extra", Chunk(seq: 1, text: "x")), to: &desk)
         #expect(desk.retired.map(\.1.session) == ["s0"])
         #expect(desk.submitted.last?.session == "extra")
+    }
+
+    /// A refused chunk followed, on the same connection, by the next chunk of its session: accepting that one
+    /// (a forward jump) and acking it would tell a client that drops what is acked that the refused chunk is in
+    /// every sink. The connection ends with the refusal, so nothing after it is taken on that connection.
+    @Test("a refused chunk (too large, malformed, too many sessions) closes its connection: no later ack covers it")
+    func aRefusedChunkIsNeverCoveredByALaterAck() throws {
+        let phone = Phone.paired()
+        var desk = Desk(clients: [phone.client])
+        var s = try phone.open(&desk)
+        _ = s.received(from: &desk)
+        let big = String(repeating: "x", count: 16_385)
+        try s.sendRaw(#"{"type":"chunk","session":"s","seq":1,"text":"\#(big)"}"#, to: &desk)
+        guard case .error(.tooLarge, _, _)? = s.received(from: &desk).first else { Issue.record("no too-large"); return }
+        #expect(desk.closes[s.id] == .failed(.chunkRefused(phone.id, .tooLarge)))
+        #expect(desk.closes[s.id]?.closeCode.code == 1008)
+        s.send(.chunk(session: "s", Chunk(seq: 2, text: "second")), to: &desk)
+        #expect(desk.submitted.isEmpty, "a chunk after the refused one was taken on the same connection")
+        #expect(!s.received(from: &desk).contains { if case .ack = $0 { true } else { false } })
+
+        var t = try phone.open(&desk)
+        _ = t.received(from: &desk)
+        try t.sendRaw(#"{"type":"chunks","session":"s","chunks":[{"seq":1,"text":"a"},{"seq":3,"text":"gap"}]}"#, to: &desk)
+        guard case .error(.malformed, _, _)? = t.received(from: &desk).first else { Issue.record("no malformed"); return }
+        #expect(desk.closes[t.id] == .failed(.chunkRefused(phone.id, .malformed)))
+        // A message that is no chunk is still only answered.
+        var u = try phone.open(&desk)
+        _ = u.received(from: &desk)
+        try u.sendRaw(#"{"type":"teleport"}"#, to: &desk)
+        guard case .error(.unknownType, _, _)? = u.received(from: &desk).first else { Issue.record("no unknown-type"); return }
+        #expect(desk.closes[u.id] == nil)
+        u.send(.chunk(session: "s", Chunk(seq: 1, text: "resent")), to: &desk)
+        #expect(desk.submitted.map(\.chunks.first?.text) == ["resent"])
     }
 
     @Test("backlog: over the high-water mark reading pauses, drained it resumes, at the hard limit 1013")
