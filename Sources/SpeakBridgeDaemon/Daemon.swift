@@ -62,10 +62,12 @@ public final class Daemon: @unchecked Sendable {
         }, onDrained: { devices in
             box.driver?.post(.drained(devices))
         }, onHeld: { sink, reason, held in
-            // A sink holds chunks: the devices are told (`held`); a cleared hold needs no message (acks follow).
+            // A sink holds chunks: the devices are told (`held`), only the kind of hold (`HeldReason`: the sink's
+            // own reason names windows, files, keys held; it stays in the log and `status`); a cleared hold needs
+            // no message (acks follow).
             guard let reason else { return }
             let levels = held.map { SessionLevel(device: $0.device, session: $0.session, seq: $0.firstHeldSeq) }
-            box.driver?.post(.sinkHeld(sink: sink, reason: reason, levels))
+            box.driver?.post(.sinkHeld(sink: sink, reason: HeldReason.forDevices(reason), levels))
         })
         driver = CoreDriver(
             core: DesktopCore(configuration: .init(localStatic: identity.privateKey, localName: name,

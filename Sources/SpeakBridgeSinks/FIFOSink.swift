@@ -183,7 +183,7 @@ public final class FIFOSink: TextSink {
         if current.fd < 0 {
             switch open(&current) {
             case .ready, .full: break
-            case .noReader: throw SinkError(message: "no reader on FIFO \(path)", hint: noReaderHint)
+            case .noReader: throw SinkError(message: HeldReason.Marker.noReader + path, hint: noReaderHint)
             case .failed(let reason): throw SinkError(message: reason)
             }
         }
@@ -208,7 +208,7 @@ public final class FIFOSink: TextSink {
     private func writeFailure(_ err: Int32) -> (message: String, hint: String?) {
         switch err {
         case EAGAIN: (fullReason, nil)
-        case EPIPE: ("no reader on FIFO \(path)", noReaderHint)
+        case EPIPE: (HeldReason.Marker.noReader + path, noReaderHint)
         default: ("writing to FIFO \(path) failed: \(POSIX.describe(err))", nil)
         }
     }

@@ -31,7 +31,7 @@ struct FocusGuard: Sendable {
     /// the focus has moved).
     mutating func check(session: String, focused: FocusedWindow?, targetGone: (FocusedWindow) -> Bool = { _ in false }) -> Verdict {
         guard let focused else {
-            return .hold("no window has the keyboard focus: held until one has it")
+            return .hold(HeldReason.Marker.noFocus + ": held until one has it")
         }
         guard let target = targets[session] else {
             remember(session, focused)
@@ -42,10 +42,11 @@ struct FocusGuard: Sendable {
             return .type
         }
         if targetGone(target) {
-            return .hold("the window \"\(target.name)\" this session typed into is gone (focus is on \"\(focused.name)\"): "
+            return .hold(HeldReason.Marker.windowGone + "\(target.name)" + HeldReason.Marker.windowGoneMiddle
+                         + " (focus is on \"\(focused.name)\"): "
                          + "held until `\(Self.retargetCommand)`")
         }
-        return .hold("focus moved from window \"\(target.name)\" to \"\(focused.name)\": held until focus returns or "
+        return .hold(HeldReason.Marker.focusMoved + "\(target.name)\" to \"\(focused.name)\": held until focus returns or "
                      + "`\(Self.retargetCommand)`")
     }
 

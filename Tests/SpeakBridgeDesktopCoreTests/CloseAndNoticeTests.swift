@@ -148,9 +148,9 @@ struct CloseAndNoticeTests {
         var desk = Desk(clients: [phone.client])
         var s = try phone.open(&desk)
         _ = s.received(from: &desk)
-        try s.sendRaw(#"{"type":"chunk","session":"s"}"#, to: &desk)
+        try s.sendRaw(#"{"type":"resume"}"#, to: &desk)
         guard case .error(.malformed, _, _)? = s.received(from: &desk).first else { Issue.record("no malformed reply"); return }
-        #expect(desk.closes[s.id] == nil)
+        #expect(desk.closes[s.id] == nil, "a malformed message that is no chunk is only answered")
         for raw in [#"{"type":"error"}"#, #"{"type":"error","code":7}"#, #"{"type":"error","code":"x","message":[]}"#] {
             var t = try phone.open(&desk)
             _ = t.received(from: &desk)
