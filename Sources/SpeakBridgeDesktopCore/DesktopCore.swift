@@ -309,14 +309,26 @@ public struct DesktopCore {
 
     /// Closes `id` (counted once here) and forgets it.
     mutating func close(_ id: ConnectionID, _ reason: CloseReason) -> [DesktopAction] {
-        guard forget(id) != nil else { return [] }
+        guard let connection = forget(id) else { return [] }
         stats.count(reason)
         let line = LogLine(.info, "connection closed: \(reason)")
-        // A refusal before authentication is a stranger's to repeat; a revoke or anything later is not.
+        // A refusal before authentication is a stranger's to repeat; the closes of a paired device's connections
+        // are that device's to repeat (a stolen key opening and closing connections in a loop); a revoke is not.
         if case .rejected(let rejection) = reason, rejection.isBeforeAuthentication {
             return (throttle.admit(.connectionRefused, line, now: now).map { [.log($0)] } ?? []) + [.close(id, reason)]
         }
+        if let device = connection.device, !Self.isRevocation(reason) {
+            return (throttle.admit(.device(device), line, now: now).map { [.log($0)] } ?? []) + [.close(id, reason)]
+        }
         return [.log(line), .close(id, reason)]
+    }
+
+    /// A close because the device was revoked: the user's own act, always logged.
+    static func isRevocation(_ reason: CloseReason) -> Bool {
+        switch reason {
+        case .rejected(.revoked), .rejected(.revokedDuringHandshake): return true
+        default: return false
+        }
     }
 
     /// Drops connection `id` and what refers to it (its device's pause and ack-target entries).

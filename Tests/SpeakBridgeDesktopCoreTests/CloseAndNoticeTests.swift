@@ -142,6 +142,40 @@ struct CloseAndNoticeTests {
         #expect(desk.core.stats.rejected == 30)
     }
 
+    /// A paired device decides how many connections it opens and closes (a stolen key in a loop): the close lines
+    /// of each device are held to 5 in 10 s, counted at the window's end; another device's, and a revocation, are
+    /// still logged.
+    @Test("a paired device's connection closes are logged at most 5 times in 10 s, per device; revocations always")
+    func aDevicesClosesAreThrottledPerDevice() throws {
+        let loud = Phone.paired()
+        let quiet = Phone.paired()
+        var desk = Desk(clients: [loud.client, quiet.client])
+        let start = desk.now
+        for _ in 0..<40 {
+            var s = try loud.open(&desk)
+            s.send(.bye, to: &desk)
+        }
+        var q = try quiet.open(&desk)
+        q.send(.bye, to: &desk)
+        let closes = desk.logs.filter { $0.message.hasPrefix("connection closed:") }
+        #expect(closes.filter { $0.message.contains("\(loud.id)") }.count == 5, "\(closes.map(\.message))")
+        #expect(closes.filter { $0.message.contains("\(quiet.id)") }.count == 1)
+        #expect(desk.core.stats.closedNormally == 41)
+        desk.now = start + LogThrottle.interval + 0.05
+        desk.run(.tick)
+        #expect(desk.logs.last?.message == "35 more closed connections of \(loud.id) in the 10 s before, not shown")
+        #expect(desk.core.nextDeadline == nil)
+        // A revocation is the user's act: logged whatever the device did before.
+        for _ in 0..<6 {
+            var s = try loud.open(&desk)
+            s.send(.bye, to: &desk)
+        }
+        let s = try loud.open(&desk)
+        desk.run(.revoked(loud.id))
+        #expect(desk.closes[s.id] == .rejected(.revoked(loud.id)))
+        #expect(desk.logs.contains { $0.message == "connection closed: \(loud.id) was revoked" }, "\(desk.logs.suffix(3))")
+    }
+
     @Test("a client's error closes the session, well-formed or malformed; other malformed messages are answered")
     func clientErrors() throws {
         let phone = Phone.paired()
