@@ -161,7 +161,7 @@ def decode(data: bytes) -> dict:
     elif kind == "hello":
         out["agent"] = _string(value, "agent", 128, required=False) or ""
     elif kind == "resume":
-        if "delivered" in value:
+        if value.get("delivered") is not None:  # parser rule 7: null counts as absent
             out["delivered"] = _seq(value["delivered"], "delivered", 0)
         out["session"] = _session(value)
     elif kind == "chunk":
@@ -200,7 +200,7 @@ def decode(data: bytes) -> dict:
     elif kind == "error":
         out["code"] = _string(value, "code", 64)
         out["message"] = _string(value, "message", 1024, required=False) or ""
-        if "expected" in value:
+        if value.get("expected") is not None:  # parser rule 7: null counts as absent
             out["expected"] = _seq(value["expected"], "expected", 1)
     return out
 
