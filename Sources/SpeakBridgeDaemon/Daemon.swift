@@ -44,6 +44,7 @@ public final class Daemon: @unchecked Sendable {
     let web: WebFront
 
     public init(options: DaemonOptions) throws {
+        if let name = options.name, let problem = DaemonOptions.nameProblem(name) { throw DaemonNameError(description: problem) }
         self.options = options
         lockFD = try options.home.lockDaemon()
         identity = try Identity.loadOrCreate(options.home)

@@ -65,13 +65,15 @@ extension Daemon {
         do {
             let addresses = NetworkAddresses.forListening(host: options.host)
             let secret = SymmetricKey.random()
-            let expiry = Date().timeIntervalSince1970 + Double(options.pairingLifetime)
+            // Whole seconds, the expiry the code carries: the desktop enforces exactly the rule a client can check
+            // (`now < expiry`, PROTOCOL.md "Expiry"), not a fraction of a second more.
+            let expiry = UInt32(Date().timeIntervalSince1970 + Double(options.pairingLifetime))
             let code = try PairingCode(publicKey: identity.publicKey.rawRepresentation, secretKey: secret,
-                                       expiry: UInt32(expiry), port: UInt16(server.port),
+                                       expiry: expiry, port: UInt16(server.port),
                                        addresses: Array(addresses.prefix(PairingCode.maxAddresses)))
             // A `pair --web` code pairs through the browser route only (PairingCodeState): used with a native
             // `join`, it would pair a native device, which may pull and push config.
-            driver.send(.pairingCodeIssued(secret, expiry: expiry, kind: wanted ? .browser : .native))
+            driver.send(.pairingCodeIssued(secret, expiry: Double(expiry), kind: wanted ? .browser : .native))
             Console.info("pairing code issued, valid for \(options.pairingLifetime) s")
             return .pair(PairReply(code: code.encoded(), expires: Int64(code.expiry),
                                    lifetime: Int64(options.pairingLifetime), id: identity.deviceID.description,

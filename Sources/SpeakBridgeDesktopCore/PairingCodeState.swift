@@ -3,7 +3,7 @@ import SpeakBridgeProtocol
 
 /// The pairing code currently offered, if any, as a value with a manual clock (seconds since 1970).
 /// One at a time: a new code replaces the old one. A code is single use (consumed when a handshake's first
-/// message decrypts under it), expires at its expiry, and dies after `maxFailures` failed handshakes (someone
+/// message decrypts under it), is live while `now < expiry` (the expiry the code carries, whole seconds), and dies after `maxFailures` failed handshakes (someone
 /// guessing, or a stale code). Its secret is in self-wiping storage, dropped the moment the code is consumed,
 /// replaced, expired or dead.
 ///
@@ -47,16 +47,16 @@ public struct PairingCodeState: Sendable {
         return a.secret
     }
 
-    /// A code is live (any route).
+    /// A code is live (any route): `now < expiry`, as PROTOCOL.md states the rule.
     public func isActive(at now: Double) -> Bool {
         guard let a = active else { return false }
-        return now <= a.expiry
+        return now < a.expiry
     }
 
     /// A code is live that a connection of the `route` kind may pair with.
     public func isActive(at now: Double, for route: DeviceKind) -> Bool {
         guard let a = active else { return false }
-        return now <= a.expiry && Self.admits(a.kind, route)
+        return now < a.expiry && Self.admits(a.kind, route)
     }
 
     /// The kind of the live code, nil when none.
@@ -68,7 +68,7 @@ public struct PairingCodeState: Sendable {
     }
 
     public mutating func expire(at now: Double) {
-        if let a = active, now > a.expiry { active = nil }
+        if let a = active, now >= a.expiry { active = nil }
     }
 
     public mutating func consume() { active = nil }

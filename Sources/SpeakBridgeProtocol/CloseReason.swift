@@ -2,11 +2,13 @@
 /// sees, the line in the desktop's log and the one counter `status` adds it to.
 ///
 /// What a client sees is only the close code (and its short text): 1000 for everything a handshake or a session
-/// decided (a `bye`, a refused or failed handshake — never with a hint why —, a broken session), 1008 for a policy
-/// refusal outside the handshake (unknown path, a pairing connection while no code is active, a connected device
-/// revoked, a refused chunk message), 1011 when a pairing could not be saved, 1013 when the device's undelivered
-/// backlog is at the hard limit, a chunk for a new session met the device's session bound, or a connection kept
-/// sending config messages that the desktop had not answered yet.
+/// decided (a `bye`, a refused or failed handshake — never with a hint why —, a pairing message 1 that came after
+/// the code was used up, replaced or expired, a broken session), 1008 for a policy refusal outside the handshake
+/// (unknown path, a pairing connection opened while no code is active, a device revoked once its handshake proved
+/// it — connected, or between its message 1 and its first transport message —, a refused chunk message), 1011 when
+/// a pairing could not be saved, 1013 when the device's undelivered backlog is at the hard limit, a chunk for a new
+/// session met the device's session bound, or a connection kept sending config messages that the desktop had not
+/// answered yet.
 public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The device said `bye`: a normal end.
     case bye(DeviceID)
@@ -26,7 +28,9 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case pairingCodeGone
         /// Message 1 names a key that is not paired (never, or revoked).
         case unknownDevice
-        /// The device was revoked between its message 1 and its first transport message.
+        /// The device was revoked (or paired again) between its message 1 and its first transport message: 1008
+        /// "revoked" like a revocation while connected (its transport message proved the handshake; before
+        /// 2026-12-07 it was closed with 1000).
         case revokedDuringHandshake(DeviceID)
         /// The device was revoked while connected.
         case revoked(DeviceID)
@@ -81,7 +85,7 @@ public enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .rejected(.unknownPath): return (1008, "unknown path")
         case .rejected(.noPairingCode): return (1008, "no pairing code active")
-        case .rejected(.revoked): return (1008, "revoked")
+        case .rejected(.revoked), .rejected(.revokedDuringHandshake): return (1008, "revoked")
         case .rejected(.tooManyConnections): return (1008, "too many connections of this device")
         case .failed(.overloaded): return (1013, "too much undelivered; try again later")
         case .failed(.configBacklog): return (1013, "too many config messages waiting; try again later")

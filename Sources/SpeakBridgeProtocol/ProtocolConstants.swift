@@ -34,6 +34,9 @@ public enum SpeakBridgeProtocol {
     public static let maxUnauthenticatedPerAddress = 8
     /// Largest device name, in UTF-8 bytes.
     public static let maxNameBytes = 64
+    /// Largest desktop name (`serve --name`), in UTF-8 bytes: it is both `pair-accept`'s `name` (at most
+    /// `maxNameBytes`) and the mDNS instance name, a DNS label (at most 63).
+    public static let maxDesktopNameBytes = 63
 }
 
 /// What a connection is for. It selects the WebSocket path and is bound into the Noise prologue,

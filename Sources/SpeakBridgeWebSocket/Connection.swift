@@ -39,6 +39,12 @@ final class Connection {
     let maxQueuedBytes: Int
     /// The message being reassembled from frames.
     var incoming: MessageReassembler
+    /// Server only: the application paused reading (`WebSocketServer.pauseReceiving`). While paused the peer's
+    /// PONGs stay unread in the kernel too, so the loop itself confirms the connection's validity to lws
+    /// (`ServiceLoop.confirmPausedValidity`) instead of letting the hang-up timer drop a peer it stopped reading.
+    var receivePaused = false
+    /// Server, paused: when the loop next confirms validity for it (nanoseconds on the monotonic clock).
+    var validityRefresh: UInt64?
     /// Client only: its socket is read only when asked (`ServiceLoop+LazyReceive.swift`).
     var lazyReceive = false
     /// Lazy, and reading until the socket holds nothing more (in `ServiceLoop.peeking`).

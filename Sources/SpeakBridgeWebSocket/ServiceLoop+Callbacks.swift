@@ -180,6 +180,7 @@ extension ServiceLoop {
             // Frames lws already read stay buffered and are delivered after a resume; no new bytes are read
             // from the socket meanwhile, so the peer's TCP window fills and it is held back by the kernel.
             lws_rx_flow_control(wsi, enabled ? 1 : 0)
+            if !connection.isClient { setValidityKept(connection, wsi, paused: !enabled) }
         case let .receiveLazily(id, lazy):
             setLazy(id, lazy)
         case let .receivePending(id):
@@ -283,6 +284,7 @@ extension ServiceLoop {
         let due = connections.values
             .filter { ($0.deadline ?? .max) <= now }
             .sorted { $0.id.rawValue < $1.id.rawValue }
+        confirmPausedValidity(now: now)
         for connection in due {
             connection.deadline = nil
             if connection.isClient {
@@ -294,6 +296,39 @@ extension ServiceLoop {
             }
         }
         rescheduleDeadlineTimer()
+    }
+
+    /// Server: reading `connection` was paused (`paused`) or resumed by the application. A paused connection's PONGs
+    /// wait unread in the kernel, and lws's validity policy would hang it up `hangupAfter` seconds after its last
+    /// confirmed sign of life (close 1006, no close frame) although the peer may be alive and answering: the loop
+    /// confirms its validity now and every `validityRefreshInterval` while it stays paused. On resume it confirms
+    /// once more, so the peer gets the full `hangupAfter` from then (its PONGs are read again), and the usual policy
+    /// applies.
+    func setValidityKept(_ connection: Connection, _ wsi: OpaquePointer, paused: Bool) {
+        guard connection.receivePaused != paused else { return }
+        connection.receivePaused = paused
+        lws_validity_confirmed(wsi)
+        connection.validityRefresh = paused ? monotonicNanoseconds() + validityRefreshInterval : nil
+        rescheduleDeadlineTimer()
+    }
+
+    /// Half the hang-up time (at least half a second), in nanoseconds: always confirmed before lws would hang up.
+    var validityRefreshInterval: UInt64 {
+        guard case let .server(configuration) = role else { return 15_000_000_000 }
+        return max(500_000_000, UInt64(configuration.hangupAfter) * 500_000_000)
+    }
+
+    /// From the deadline timer: confirms the validity of every paused server connection whose refresh is due.
+    func confirmPausedValidity(now: UInt64) {
+        for connection in connections.values {
+            guard let refresh = connection.validityRefresh, refresh <= now else { continue }
+            guard connection.receivePaused, connection.pendingClose == nil, let wsi = connection.wsi else {
+                connection.validityRefresh = nil
+                continue
+            }
+            lws_validity_confirmed(wsi)
+            connection.validityRefresh = now + validityRefreshInterval
+        }
     }
 
     // MARK: both sides

@@ -454,13 +454,17 @@ final class ServiceLoop: @unchecked Sendable {
         sink.deliver(event)
     }
 
-    /// Points the lws timer at the earliest pending deadline (or cancels it).
+    /// Points the lws timer at the earliest pending deadline or validity refresh of a paused connection (or cancels
+    /// it).
     func rescheduleDeadlineTimer() {
         guard let context else { return }
         var earliest = stopRequested ? stopDeadline : UInt64.max
         for connection in connections.values {
             if let deadline = connection.deadline, deadline < earliest {
                 earliest = deadline
+            }
+            if let refresh = connection.validityRefresh, refresh < earliest {
+                earliest = refresh
             }
         }
         if earliest == UInt64.max {

@@ -58,6 +58,8 @@ public final class WebSocketServer: Sendable {
     /// Backpressure: stops reading from a connection's socket until ``resumeReceiving(_:)``. The peer's
     /// sends then stall in the kernel's buffers (TCP flow control), so it cannot make this process buffer
     /// more. Events already read may still arrive. Ignored for unknown connections.
+    /// Its PONGs are not read either, so while paused the connection is never hung up for want of a sign of life
+    /// (`hangupAfter`); from ``resumeReceiving(_:)`` on it has the full `hangupAfter` again.
     public func pauseReceiving(_ connection: WebSocketConnectionID) {
         loop.enqueue(.setReceiving(connection, false))
     }

@@ -110,6 +110,23 @@ enum FrameVectors {
         ("nesting of 8 levels", #"{"type":"bye","x":[[[[[[{}]]]]]]}"#),
         ("a config- type (reserved for config transfer) is parsed, members kept in order",
          #"{"type":"config-offer","keys":["ui.theme"],"clock":7}"#),
+        // The canonical encoding (PROTOCOL.md, "Canonical encoding"): which scalars are written as \uXXXX, each
+        // class at its edges, and what stays raw next to them (U+00A0, U+200D, U+2027, U+202F, U+2065, U+206A).
+        ("canonical escapes: C0, DEL, C1, bidi controls and U+2028/9 as \\uXXXX, their neighbours raw",
+         "{\"type\":\"chunk\",\"session\":\"s\",\"seq\":1,\"text\":\"\\u0001\\u001f\u{7F}~\u{80}\u{85}\u{9B}\u{9F}\u{A0}é"
+            + "\u{61B}\u{61C}\u{61D}\u{200D}\u{200E}\u{200F}\u{2027}\u{2028}\u{2029}\u{202A}\u{202E}\u{202F}"
+            + "\u{2065}\u{2066}\u{2069}\u{206A}€😀/\"}"),
+        ("canonical escapes in other string members too (a batched chunk's speaker)",
+         "{\"type\":\"chunks\",\"session\":\"s\",\"chunks\":[{\"seq\":1,\"text\":\"\u{2066}x\u{2069}\","
+            + "\"speaker\":\"\u{202E}S\u{85}\"}]}"),
+        ("canonical numbers: exponential below 0.0001, positional from there",
+         #"{"type":"chunk","session":"s","seq":1,"text":"a","start":0.00001,"end":0.0001}"#),
+        ("canonical numbers: positional up to 2^53, exponential above",
+         #"{"type":"chunk","session":"s","seq":1,"text":"a","start":9007199254740992,"end":9100000000000000}"#),
+        ("canonical numbers: 1e15 positional, 1e16 exponential, shortest digits",
+         #"{"type":"chunk","session":"s","seq":1,"text":"a","start":1e15,"end":1.5E16}"#),
+        ("canonical numbers: shortest round-trip digits",
+         #"{"type":"chunk","session":"s","seq":1,"text":"a","start":0.1000000000000000055511151231257827,"end":123456.789e3}"#),
     ]
 
     static func rejectedPlaintexts() -> [(String, [UInt8], String)] {

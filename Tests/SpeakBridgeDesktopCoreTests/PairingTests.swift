@@ -92,6 +92,25 @@ struct PairingTests {
         #expect(desk.persisted.isEmpty)
     }
 
+    @Test("a code is live while now < expiry (PROTOCOL.md): at its expiry it is dead, at connect and at message 1")
+    func deadAtItsExpiry() throws {
+        var desk = Desk()
+        let issued = desk.now
+        let secret = desk.issueCode(lifetime: 120)
+        let c = desk.newConnection()
+        desk.now = issued + 119.5
+        desk.run(.connected(c, path: SpeakBridgeProtocol.pairPath, remote: "127.0.0.1"))
+        #expect(desk.closes[c] == nil, "live a moment before its expiry")
+        desk.now = issued + 120  // exactly the expiry (before 2026-12-07 the desktop still accepted it: now <= expiry)
+        var machine = try InitiatorMachine(intent: .pair, localStatic: X25519PrivateKey(), desktopKey: Desk.publicKey,
+                                           psk: secret, firstMessage: .pair(name: "on the second"))
+        desk.run(.frame(c, try machine.start()))
+        #expect(desk.closes[c] == .rejected(.pairingCodeGone))
+        let (_, c2) = try Phone().startPairing(&desk, secret: secret)
+        #expect(desk.closes[c2] == .rejected(.noPairingCode))
+        #expect(desk.persisted.isEmpty)
+    }
+
     @Test("a new code replaces the old one")
     func replaced() throws {
         var desk = Desk()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The independent Python client (Examples/python-client), written from Pairing/PROTOCOL.md alone:
-#   1. check-vectors: every file in Pairing/vectors/ (pairing codes, handshakes byte for byte, frames);
+#   1. check-vectors: every file in Pairing/vectors/ (pairing codes, handshakes byte for byte, frames); held.py and
+#      client_rules.py: what the client does with a `held`, acks above what it sent, and `null` members;
 #   2. against the REAL Swift daemon on loopback: join with a code from `pair --json`; send 200 lines paced,
 #      kill -9 the client mid-stream, run it again with 20 more lines, and require lines 1..220 exactly once and
 #      in order on the daemon's FIFO; a used code and a wrong psk are refused and write nothing;
@@ -67,6 +68,20 @@ if [ -n "$counts" ]; then
     echo "ok   held.py ran: $1 passed, $2 failed"
 else
     fail "held.py did not run: $out"
+fi
+
+# 2c. Client rules only a misbehaving desktop can probe: acks and `delivered` clamped to what was sent; `null`
+#     members count as absent (client_rules.py: a scripted desktop).
+out=$("$PY" "$ROOT/Tests/python/client_rules.py" "$CLIENT_DIR/sbclient.py" 2>&1)
+echo "$out" | grep -v '^client_rules: ' | sed 's/^/  /'
+counts=$(echo "$out" | sed -n 's/^client_rules: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+    set -- $counts
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "ok   client_rules.py ran: $1 passed, $2 failed"
+else
+    fail "client_rules.py did not run: $out"
 fi
 
 # 3. Against the real daemon.

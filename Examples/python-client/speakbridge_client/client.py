@@ -158,6 +158,10 @@ class Sender:
         self.input: asyncio.Queue = asyncio.Queue()
         self.input_done = False
         self.sent_through = 0       # highest seq sent on the current connection
+        # Highest seq ever sent in this session: chunks held from an earlier run count (that run may have sent them).
+        # An ack or a resume's `delivered` is believed only up to it (PROTOCOL.md, "Client rules": a desktop cannot
+        # have delivered what it was never sent, and believing it would drop chunks it never got).
+        self.highest_sent = max((c["seq"] for c in journal.pending), default=journal.acked)
         self.last_send = 0.0
         self.last_progress = 0.0
         self.started = time.monotonic()
@@ -286,13 +290,14 @@ class Sender:
                         continue  # a newer desktop: ignore what we cannot read
                     kind = message["type"]
                     if kind == "resume" and message["session"] == session:
-                        self.journal.ack(message.get("delivered", 0))
+                        self.journal.ack(min(message.get("delivered", 0), self.highest_sent))
                         resumed = True
                         self.last_progress = time.monotonic()
                     elif kind == "ack" and message["session"] == session:
-                        if message["seq"] > self.journal.acked:
+                        seq = min(message["seq"], self.highest_sent)
+                        if seq > self.journal.acked:
                             self.last_progress = time.monotonic()
-                        self.journal.ack(message["seq"])
+                        self.journal.ack(seq)
                     elif kind == "error":
                         log(f"desktop reported {escape(message['code'])}: {escape(message['message'])}")
                     elif kind == "held" and message["session"] == session:
@@ -346,6 +351,7 @@ class Sender:
                 self.last_progress = time.monotonic()  # the stall clock starts with the first chunk in flight
             await ws.send(hs.encrypt(messages.encode(message)))
             self.sent_through = batch[-1]["seq"]
+            self.highest_sent = max(self.highest_sent, self.sent_through)
             self.last_send = time.monotonic()
             pending = pending[len(batch):]
 

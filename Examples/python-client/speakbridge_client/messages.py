@@ -161,7 +161,7 @@ def decode(data: bytes) -> dict:
     elif kind == "hello":
         out["agent"] = _string(value, "agent", 128, required=False) or ""
     elif kind == "resume":
-        if "delivered" in value:
+        if value.get("delivered") is not None:  # parser rule 7: null counts as absent
             out["delivered"] = _seq(value["delivered"], "delivered", 0)
         out["session"] = _session(value)
     elif kind == "chunk":
@@ -200,12 +200,18 @@ def decode(data: bytes) -> dict:
     elif kind == "error":
         out["code"] = _string(value, "code", 64)
         out["message"] = _string(value, "message", 1024, required=False) or ""
-        if "expected" in value:
+        if value.get("expected") is not None:  # parser rule 7: null counts as absent
             out["expected"] = _seq(value["expected"], "expected", 1)
     return out
 
 
 # Canonical encoding: members in PROTOCOL.md's table order, no whitespace.
+
+# Written as \uXXXX besides the C0 controls: DEL, the C1 controls, the bidi formatting characters and the line and
+# paragraph separators (PROTOCOL.md, "Canonical encoding").
+_ESCAPED = ({0x7F, 0x061C, 0x200E, 0x200F, 0x2028, 0x2029} | set(range(0x80, 0xA0)) | set(range(0x202A, 0x202F))
+            | set(range(0x2066, 0x206A)))
+
 
 def _encode_string(s: str) -> str:
     out = ['"']
@@ -221,7 +227,7 @@ def _encode_string(s: str) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append("\\t")
-        elif o < 0x20 or o == 0x7F:
+        elif o < 0x20 or o in _ESCAPED:
             out.append(f"\\u{o:04x}")
         else:
             out.append(ch)
@@ -235,7 +241,7 @@ def _encode_value(v) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else "null"
+        return _encode_float(v) if math.isfinite(v) else "null"
     if isinstance(v, str):
         return _encode_string(v)
     if isinstance(v, list):
@@ -245,6 +251,20 @@ def _encode_value(v) -> str:
     if v is None:
         return "null"
     raise TypeError(type(v))
+
+
+def _encode_float(v: float) -> str:
+    """PROTOCOL.md's number form: the shortest round-trip digits (as `repr`), positional for 0 and magnitudes from
+    0.0001 to 2^53, else exponential (`1e-05`, `9.1e+15`). `repr` already writes that except from 2^53 to 1e16,
+    which it writes positionally; such a value is an integer, so its digits are those of `repr`'s integer part."""
+    text = repr(v)
+    if abs(v) <= 2.0 ** 53 or "e" in text:
+        return text
+    sign = "-" if text.startswith("-") else ""
+    whole = text.lstrip("-").split(".")[0]
+    digits = whole.rstrip("0")
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{mantissa}e+{len(whole) - 1:02d}"
 
 
 ORDER = {

@@ -35,7 +35,9 @@ struct Serve: ParsableCommand {
     @Flag(name: .long, help: "Do not sanitize control characters and escape sequences from peers.")
     var raw = false
 
-    @Option(name: .long, help: "Name announced over mDNS and shown to paired devices (default: none).")
+    @Option(name: .long, help: ArgumentHelp(
+        "Name announced over mDNS and shown to paired devices, 1 to 63 bytes of UTF-8 (default: SpeakBridge and the first four characters of the device ID).",
+        valueName: "NAME"))
     var name: String?
 
     @Flag(name: .customLong("no-mdns"), help: "Do not publish this desktop over mDNS.")
@@ -49,6 +51,9 @@ struct Serve: ParsableCommand {
     func validate() throws {
         guard (1...3_600).contains(pairingLifetime) else {
             throw ValidationError("--pairing-lifetime must be between 1 and 3600 seconds")
+        }
+        if let name, let problem = DaemonOptions.nameProblem(name) {
+            throw ValidationError("--name: \(problem)")
         }
     }
 
