@@ -65,20 +65,45 @@ extension ConfigTransaction {
         return try updates(for: records)
     }
 
+    /// What `config accept` did.
+    public struct Accepted: Sendable, Equatable {
+        /// Keys whose pending change is now the value.
+        public var applied: [String] = []
+        /// Keys whose pending change a newer value superseded meanwhile (dropped).
+        public var superseded: [String] = []
+        /// Keys whose pending change came from a device that is no longer paired: not applied, left pending for
+        /// `config reject` (changes an older version kept after the device was revoked).
+        public var unpaired: [String] = []
+    }
+
     /// `config accept [KEY…]`: applies pending changes that are still newer than the local value; the others
-    /// were superseded meanwhile and are dropped. One commit for all.
-    public mutating func acceptPending(_ keys: [String]?) throws(ConfigError) -> (applied: [String], superseded: [String]) {
-        var applied: [String] = [], superseded: [String] = []
+    /// were superseded meanwhile and are dropped. A change from a device `paired` says no longer is paired is
+    /// never applied (revoking a stolen device must not leave what it planted one `accept` away). One commit for all.
+    public mutating func acceptPending(_ keys: [String]?, paired: (DeviceID) -> Bool) throws(ConfigError) -> Accepted {
+        var out = Accepted()
         for key in try selectPending(keys) {
-            let p = document.pending.removeValue(forKey: key)!
+            let p = document.pending[key]!
+            guard paired(p.from) else {
+                out.unpaired.append(key)
+                continue
+            }
+            document.pending[key] = nil
             if Merge.incomingWins(p.record.version, over: document.records[key]?.version) {
                 document.records[key] = p.record
-                applied.append(key)
+                out.applied.append(key)
             } else {
-                superseded.append(key)
+                out.superseded.append(key)
             }
         }
-        return (applied, superseded)
+        return out
+    }
+
+    /// Drops every pending change `device` offered (it was revoked); returns how many.
+    @discardableResult
+    public mutating func dropPending(from device: DeviceID) -> Int {
+        let before = document.pending.count
+        document.pending = document.pending.filter { $0.value.from != device }
+        return before - document.pending.count
     }
 
     /// `config reject [KEY…]`.

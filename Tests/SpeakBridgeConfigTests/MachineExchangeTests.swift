@@ -219,7 +219,7 @@ struct MachineExchangeTests {
         try pair.desk.store.update { tx throws(ConfigError) in
             tx.outbox.items.append(StagedOutbox.Item(id: "s-7", device: device(9), kind: .pull, keys: nil, staged: 0))
         }
-        #expect(try pair.desk.store.forgetStaged(for: pair.phone.id) == 2)
+        #expect(try pair.desk.store.forget(device: pair.phone.id).staged == 2)
         #expect(pair.stagedOnDesk == ["s-7"])
     }
 }
