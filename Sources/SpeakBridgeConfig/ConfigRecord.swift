@@ -45,7 +45,25 @@ public struct ConfigUpdate: Sendable, Equatable {
 }
 
 /// A change a peer offered that waits for the user's consent (policy `ask`).
-public struct PendingRecord: Sendable, Equatable {
+public struct PendingRecord: Sendable, Equatable, Identifiable {
+    /// One device's change of one key. Changes of the same key from different devices wait side by side: a device
+    /// can replace only its own pending change (with a newer one), never another device's.
+    public struct ID: Sendable, Hashable, Comparable {
+        public var key: String
+        public var from: DeviceID
+
+        public init(key: String, from: DeviceID) {
+            self.key = key
+            self.from = from
+        }
+
+        public static func < (a: ID, b: ID) -> Bool {
+            a.key != b.key ? a.key < b.key : a.from.description < b.from.description
+        }
+    }
+
+    public var id: ID { ID(key: record.key, from: from) }
+
     public var record: ConfigRecord
     public var from: DeviceID
     public var fromName: String

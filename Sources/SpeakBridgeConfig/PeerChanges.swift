@@ -4,7 +4,8 @@ import SpeakBridgeProtocol
 ///
 /// Order: (1) every entry is checked — a trust key anywhere, a version too far in the future, or a value out of
 /// bounds (`ConfigValue.validate`) rejects the whole batch and nothing changes; (2) the policy for the sender decides: `deny` stores nothing, `ask` holds newer
-/// entries as pending (except the keys `acceptOverride` covers: those apply), `accept` applies them; (3) keys
+/// entries as pending (except the keys `acceptOverride` covers: those apply), one per (key, sender): a sender
+/// replaces only its own pending change of a key, never another device's; `accept` applies them; (3) keys
 /// outside `only` (an answer to a pull that did not ask for them) are left out: not stored, not held, not listed
 /// (the caller reports them); (4) per key, last writer wins (`Merge`); local-only keys are skipped; (5) the clock
 /// observes the version of every entry not left out by (3), so later local writes win over what was just seen.
@@ -33,6 +34,7 @@ extension ConfigTransaction {
         let policy = document.policy.policy(for: device)
         if policy == .deny && !updates.isEmpty { return ConfigResult(batch: "", status: .denied) }
         var result = ConfigResult(batch: "", status: .unchanged)
+        let pendingKeys = Set(document.pending.keys.map(\.key))
         for u in updates where only.contains(u.key) {
             document.clock.observe(u.version, now: now)
             if document.localOnly.contains(u.key) {
@@ -46,17 +48,21 @@ extension ConfigTransaction {
             }
             if policy == .accept || acceptOverride.contains(u.key) {
                 document.records[u.key] = record(u, stickySecret: local?.isSecret ?? false)
-                if let p = document.pending[u.key], !Merge.incomingWins(p.record.version, over: u.version) {
-                    document.pending[u.key] = nil
+                if pendingKeys.contains(u.key) {  // pending changes this one supersedes, from any device, go
+                    document.pending = document.pending.filter {
+                        $0.key.key != u.key || Merge.incomingWins($0.value.record.version, over: u.version)
+                    }
                 }
                 result.applied.append(u.key)
             } else {
-                if let p = document.pending[u.key], !Merge.incomingWins(u.version, over: p.record.version) {
+                // Only this device's own pending change of the key can be replaced (by a newer one).
+                let id = PendingRecord.ID(key: u.key, from: device)
+                if let p = document.pending[id], !Merge.incomingWins(u.version, over: p.record.version) {
                     result.pending.append(u.key)  // the same or a newer change already waits
                     continue
                 }
-                document.pending[u.key] = PendingRecord(record: record(u, stickySecret: local?.isSecret ?? false),
-                                                        from: device, fromName: name, received: Int64(now / 1_000))
+                document.pending[id] = PendingRecord(record: record(u, stickySecret: local?.isSecret ?? false),
+                                                     from: device, fromName: name, received: Int64(now / 1_000))
                 result.pending.append(u.key)
             }
         }

@@ -62,7 +62,7 @@ struct Config: ParsableCommand {
         func run() throws {
             let tx = try ConfigCLI.run { try ConfigCLI.store(homeOptions.resolved).read() }
             guard let record = tx.document.records[key], !record.isDeleted else {
-                let hint = tx.document.pending[key].map { "a change from \"\($0.fromName)\" waits: `speakbridge config pending`" }
+                let hint = tx.document.pending(of: key).first.map { "a change from \"\($0.fromName)\" waits: `speakbridge config pending`" }
                 throw CLIError("\(PeerText.escape(key, limit: 128)) is not set", hint: hint ?? "list the keys with `speakbridge config list`")
             }
             let shown = try ConfigCLI.run { try tx.shown(record, reveal: reveal) }
