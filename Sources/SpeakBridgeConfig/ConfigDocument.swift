@@ -6,7 +6,7 @@ import SpeakBridgeProtocol
 /// {"version":1,"clock":{"ms":…,"counter":…},"policy":{"default":"ask","devices":{"ID":"accept"}},"share":"public",
 ///  "localOnly":["key"],
 ///  "entries":[{"key":"k","version":"MS:C:DEVICE","value":…} | {…,"secret":true,"ref":"…"} | {…,"deleted":true}],
-///  "pending":[{"from":"ID","name":"phone","received":UNIX, <entry fields>}]}
+///  "pending":[{"from":"ID","name":"phone","received":UNIX,"bytes":N, <entry fields>}]}
 /// ```
 public struct ConfigDocument: Sendable, Equatable {
     public var clock = HybridLogicalClock()
@@ -48,7 +48,7 @@ public struct ConfigDocument: Sendable, Equatable {
                 let p = pending[id]!
                 guard case .object(let fields) = Self.json(p.record) else { return .null }
                 return .object([("from", .string(p.from.description)), ("name", .string(p.fromName)),
-                                ("received", .integer(p.received))] + fields)
+                                ("received", .integer(p.received)), ("bytes", .integer(Int64(p.bytes)))] + fields)
             })),
         ])
         return doc.encoded() + [0x0A]
@@ -117,8 +117,10 @@ public struct ConfigDocument: Sendable, Equatable {
         for item in doc["pending"]?.arrayValue ?? [] {
             let r = try record(item)
             guard let from = item["from"]?.stringValue.flatMap({ try? DeviceID(parsing: $0) }) else { throw damaged }
+            // `bytes` as stored when it is plausible; otherwise measured (`PendingRecord.init`).
+            let stored = item["bytes"]?.int64Value.flatMap { (0...Int64(ConfigKey.maxBytes + ConfigValue.maxStringBytes)).contains($0) ? Int($0) : nil }
             let p = PendingRecord(record: r, from: from, fromName: item["name"]?.stringValue ?? "",
-                                  received: item["received"]?.int64Value ?? 0)
+                                  received: item["received"]?.int64Value ?? 0, bytes: stored)
             d.pending[p.id] = p
         }
         return d
