@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import SpeakBridgeProtocol
+import SpeakBridgeStore
 import Testing
 
 /// Found by review (a stolen phone key): a change the phone offered under policy `ask` survived `devices revoke`,
@@ -45,6 +46,32 @@ struct ConfigRevokeTests {
         try offerPlantedSecret(pair)
         #expect(secrets(pair).contains(Self.planted), "held pending: its secret is in the backend")
         try check(pair, revoke: try run(["devices", "revoke", "phone"], home: pair.desktopHome))
+    }
+
+    @Test("a pending change from a device no longer paired (left by an older version): marked, never accepted, rejectable")
+    func leftoverFromUnpairedDevice() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        #expect(try run(["config", "list"], home: pair.desktopHome).status == 0)  // creates the home
+        let gone = "081040G2081040G2"  // no device of this home
+        let ms = Int64(Date().timeIntervalSince1970 * 1_000)
+        let doc = JSONValue.object([
+            ("version", .integer(1)), ("clock", .object([("ms", .integer(ms)), ("counter", .integer(0))])),
+            ("entries", .array([])),
+            ("pending", .array([.object([("from", .string("0810-40G2-0810-40G2")), ("name", .string("old phone")),
+                                         ("received", .integer(ms / 1_000)), ("key", .string("ui.theme")),
+                                         ("version", .string("\(ms):0:\(gone)")), ("value", .string("evil"))])])),
+        ])
+        try FileIO.atomicWrite(pair.desktopHome + "/config/settings.json", doc.encoded())
+
+        let pending = try run(["config", "pending"], home: pair.desktopHome)
+        #expect(pending.stdout.contains("ui.theme") && pending.stdout.contains("no longer paired"), "\(pending.stdout)")
+        #expect(try run(["config", "pending", "--json"], home: pair.desktopHome).stdout.contains(#""paired":false"#))
+        let accept = try run(["config", "accept"], home: pair.desktopHome)
+        #expect(accept.status == 0 && accept.stderr.contains("not applied 1 from a device that is no longer paired"), "\(accept.stderr)")
+        #expect(try run(["config", "get", "ui.theme"], home: pair.desktopHome).status != 0, "nothing applied")
+        #expect(try run(["config", "reject", "ui.theme"], home: pair.desktopHome).status == 0)
+        #expect(try run(["config", "pending"], home: pair.desktopHome).stderr.contains("nothing pending"))
     }
 
     @Test("the same with the daemon stopped before the revoke (the CLI works on the files)")
