@@ -30,8 +30,9 @@ final class CoreDriver: @unchecked Sendable {
     let effects = DispatchQueue(label: "sb-effects")
     /// How long after a connection's handshake its device's "last seen" is written (`touchPeer`).
     static let lastSeenDelay: DispatchTimeInterval = .seconds(1)
-    /// Runs config calls one at a time, each taken from `configWork` (`callConfig`); also entered directly
-    /// (`sync`) for a revoke, which then waits at most for the call running now.
+    /// Runs config calls one at a time, each taken from `configWork` (`callConfig`). A revoke enters it directly
+    /// (`sync`, DaemonControl): it runs after as many calls as were waiting, though not necessarily after every
+    /// one of the revoked device (round robin); one of those run later finds the device unpaired and is refused.
     let configCalls = DispatchQueue(label: "sb-config")
     /// Config calls not yet run, per device (round robin).
     private let configWork = Locked(FairQueue<DeviceID, @Sendable () -> Void>())
