@@ -1,5 +1,7 @@
+import Foundation
 import SpeakBridgeConfig
 import SpeakBridgeProtocol
+import SpeakBridgeStore
 import Testing
 
 /// Found by review: one cap of 2,048 keys was shared by the records and every device's pending changes, so one
@@ -72,5 +74,22 @@ struct PendingQuotaTests {
         try s.policy(.accept, for: thief)
         #expect(errorCode { _ = try s.apply(offers("more", 0..<49, ms: s.clock.ms, by: thief), from: thief) } == .tooLarge)
         #expect(try s.apply(offers("more", 0..<48, ms: s.clock.ms, by: thief), from: thief).status == .applied)
+    }
+
+    @Test("a pending change's bytes are stored with it; one stored without them (older version) is measured again")
+    func bytesPersisted() throws {
+        let s = try TestStore("quota-persist", device: desk)
+        defer { s.remove() }
+        let secret = ConfigUpdate(key: "a.apiKey", version: HLCTimestamp(ms: s.clock.ms, counter: 0, device: thief),
+                                  body: .secret("sk-123456"))
+        _ = try s.apply([secret, update("a.name", "abc", ms: s.clock.ms, by: thief)], from: thief)
+        func bytes() throws -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: try s.store.read().document.pending.values.map { ($0.record.key, $0.bytes) })
+        }
+        #expect(try bytes() == ["a.apiKey": 8 + 9, "a.name": 6 + 3], "the secret's real length, read back from the file")
+        let text = String(decoding: s.fileBytes, as: UTF8.self)
+            .replacingOccurrences(of: #""bytes":\d+,"#, with: "", options: .regularExpression)
+        try FileIO.atomicWrite(s.home.settingsFile, Array(text.utf8))
+        #expect(try bytes() == ["a.apiKey": 8 + 4_096, "a.name": 6 + 3], "without `bytes`, a secret counts as the largest value")
     }
 }
