@@ -6,16 +6,22 @@ import SpeakBridgeProtocol
 /// {"version":1,"clock":{"ms":…,"counter":…},"policy":{"default":"ask","devices":{"ID":"accept"}},"share":"public",
 ///  "localOnly":["key"],
 ///  "entries":[{"key":"k","version":"MS:C:DEVICE","value":…} | {…,"secret":true,"ref":"…"} | {…,"deleted":true}],
-///  "pending":[{"from":"ID","name":"phone","received":UNIX, <entry fields>}]}
+///  "pending":[{"from":"ID","name":"phone","received":UNIX,"bytes":N, <entry fields>}]}
 /// ```
 public struct ConfigDocument: Sendable, Equatable {
     public var clock = HybridLogicalClock()
     public var policy = PolicySettings()
     public var localOnly: Set<String> = []
     public var records: [String: ConfigRecord] = [:]
-    public var pending: [String: PendingRecord] = [:]
+    /// Changes waiting for consent, per (key, device that offered it).
+    public var pending: [PendingRecord.ID: PendingRecord] = [:]
 
     public init() {}
+
+    /// The pending changes of `key`, from every device that offered one.
+    public func pending(of key: String) -> [PendingRecord] {
+        pending.values.filter { $0.record.key == key }
+    }
 
     /// Secret references that records and pending changes use (the rest of the backend is garbage).
     var referencedSecrets: Set<String> {
@@ -38,11 +44,11 @@ public struct ConfigDocument: Sendable, Equatable {
             ("shareConfirmed", .bool(policy.share == .all)),
             ("localOnly", .array(localOnly.sorted().map { .string($0) })),
             ("entries", .array(records.keys.sorted().map { Self.json(records[$0]!) })),
-            ("pending", .array(pending.keys.sorted().map { key in
-                let p = pending[key]!
+            ("pending", .array(pending.keys.sorted().map { id in
+                let p = pending[id]!
                 guard case .object(let fields) = Self.json(p.record) else { return .null }
                 return .object([("from", .string(p.from.description)), ("name", .string(p.fromName)),
-                                ("received", .integer(p.received))] + fields)
+                                ("received", .integer(p.received)), ("bytes", .integer(Int64(p.bytes)))] + fields)
             })),
         ])
         return doc.encoded() + [0x0A]
@@ -111,8 +117,11 @@ public struct ConfigDocument: Sendable, Equatable {
         for item in doc["pending"]?.arrayValue ?? [] {
             let r = try record(item)
             guard let from = item["from"]?.stringValue.flatMap({ try? DeviceID(parsing: $0) }) else { throw damaged }
-            d.pending[r.key] = PendingRecord(record: r, from: from, fromName: item["name"]?.stringValue ?? "",
-                                             received: item["received"]?.int64Value ?? 0)
+            // `bytes` as stored when it is plausible; otherwise measured (`PendingRecord.init`).
+            let stored = item["bytes"]?.int64Value.flatMap { (0...Int64(ConfigKey.maxBytes + ConfigValue.maxStringBytes)).contains($0) ? Int($0) : nil }
+            let p = PendingRecord(record: r, from: from, fromName: item["name"]?.stringValue ?? "",
+                                  received: item["received"]?.int64Value ?? 0, bytes: stored)
+            d.pending[p.id] = p
         }
         return d
     }

@@ -42,15 +42,17 @@ public final class ConfigPeerHandler: PeerConfigHandler {
         return output.messages.map(ConfigWire.message)
     }
 
-    /// A revoked device: forgets its batches in progress and everything staged for it, so nothing staged reaches
-    /// it if it is ever paired again.
+    /// A revoked device: forgets its batches in progress, everything staged for it (so nothing staged reaches it if
+    /// it is ever paired again) and every change it offered that waits for consent, with their secrets
+    /// (`ConfigStore.forget(device:)`): a stolen device's key revoked leaves nothing of it for `config accept`.
     public func deviceRevoked(_ device: DeviceID) {
         machines.withLock { _ = $0.removeValue(forKey: device) }
         do {
-            let dropped = try store.forgetStaged(for: device)
-            if dropped > 0 { Console.info("config: dropped \(dropped) push/pull item(s) staged for the revoked device \(device)") }
+            let dropped = try store.forget(device: device)
+            if dropped.staged > 0 { Console.info("config: dropped \(dropped.staged) push/pull item(s) staged for the revoked device \(device)") }
+            if dropped.pending > 0 { Console.info("config: dropped \(dropped.pending) pending change(s) from the revoked device \(device)") }
         } catch {
-            Console.error("config: cannot drop what was staged for the revoked device \(device): \(error.message)", hint: error.hint)
+            Console.error("config: cannot drop the config of the revoked device \(device): \(error.message)", hint: error.hint)
         }
     }
 

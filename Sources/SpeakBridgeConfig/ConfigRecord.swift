@@ -45,18 +45,61 @@ public struct ConfigUpdate: Sendable, Equatable {
 }
 
 /// A change a peer offered that waits for the user's consent (policy `ask`).
-public struct PendingRecord: Sendable, Equatable {
+public struct PendingRecord: Sendable, Equatable, Identifiable {
+    /// One device's change of one key. Changes of the same key from different devices wait side by side: a device
+    /// can replace only its own pending change (with a newer one), never another device's.
+    public struct ID: Sendable, Hashable, Comparable {
+        public var key: String
+        public var from: DeviceID
+
+        public init(key: String, from: DeviceID) {
+            self.key = key
+            self.from = from
+        }
+
+        public static func < (a: ID, b: ID) -> Bool {
+            a.key != b.key ? a.key < b.key : a.from.description < b.from.description
+        }
+    }
+
+    public var id: ID { ID(key: record.key, from: from) }
+
+    /// What this change counts against its device's pending quota (`ConfigTransaction.maxPendingBytesPerDevice`):
+    /// the key's bytes plus the value's (a string's or secret's UTF-8 bytes, 8 for a number or boolean, 0 for a
+    /// deletion).
+    public var bytes: Int
+
     public var record: ConfigRecord
     public var from: DeviceID
     public var fromName: String
     /// Unix seconds when it arrived.
     public var received: Int64
 
-    public init(record: ConfigRecord, from: DeviceID, fromName: String, received: Int64) {
+    /// `bytes` nil: measured from `record`; a secret, whose value the record does not hold, then counts as the
+    /// largest a value may be (settings.json written before the quota did not store `bytes`).
+    public init(record: ConfigRecord, from: DeviceID, fromName: String, received: Int64, bytes: Int? = nil) {
         self.record = record
         self.from = from
         self.fromName = fromName
         self.received = received
+        self.bytes = bytes ?? Self.bytes(key: record.key, body: record.body)
+    }
+
+    static func bytes(key: String, body: ConfigRecord.Body) -> Int {
+        switch body {
+        case .value(let v): return key.utf8.count + v.bytes
+        case .secret: return key.utf8.count + ConfigValue.maxStringBytes
+        case .deleted: return key.utf8.count
+        }
+    }
+
+    /// `bytes` of a change as it arrived (a secret's actual length).
+    static func bytes(of u: ConfigUpdate) -> Int {
+        switch u.body {
+        case .value(let v): return u.key.utf8.count + v.bytes
+        case .secret(let s): return u.key.utf8.count + s.utf8.count
+        case .deleted: return u.key.utf8.count
+        }
     }
 }
 

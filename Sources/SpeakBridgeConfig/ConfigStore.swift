@@ -56,13 +56,27 @@ public final class ConfigStore: Sendable {
         }
     }
 
-    /// Removes everything staged for `device` (it was revoked); returns how many items were dropped.
+    /// What `forget(device:)` dropped.
+    public struct Forgotten: Sendable, Equatable {
+        /// Push/pull items staged for the device.
+        public var staged = 0
+        /// Changes the device offered that waited for consent.
+        public var pending = 0
+    }
+
+    /// A revoked device: removes everything staged for it and every pending change it offered, in one commit.
+    /// The secrets of those pending changes leave the secret backend with that commit (`prune`), so neither a
+    /// later `config accept` nor anything reading the backend finds what a since revoked (perhaps stolen) device
+    /// planted.
     @discardableResult
-    public func forgetStaged(for device: DeviceID) throws(ConfigError) -> Int {
-        try update { tx throws(ConfigError) -> Int in
-            let before = tx.outbox.items.count
+    public func forget(device: DeviceID) throws(ConfigError) -> Forgotten {
+        try update { tx throws(ConfigError) -> Forgotten in
+            var dropped = Forgotten()
+            let staged = tx.outbox.items.count
             tx.outbox.items.removeAll { $0.device == device }
-            return before - tx.outbox.items.count
+            dropped.staged = staged - tx.outbox.items.count
+            dropped.pending = tx.dropPending(from: device)
+            return dropped
         }
     }
 

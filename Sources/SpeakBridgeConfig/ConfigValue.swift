@@ -22,6 +22,12 @@ public enum ConfigValue: Sendable, Equatable {
     /// kept exactly.
     public static let maxNumberMagnitude: Int64 = (1 << 53) - 1
 
+    /// Size counted against a pending quota: a string's UTF-8 bytes, 8 for a number or a boolean.
+    public var bytes: Int {
+        if case .string(let s) = self { return s.utf8.count }
+        return 8
+    }
+
     public var json: JSONValue {
         switch self {
         case .string(let s): return .string(s)

@@ -65,36 +65,71 @@ extension ConfigTransaction {
         return try updates(for: records)
     }
 
-    /// `config accept [KEY…]`: applies pending changes that are still newer than the local value; the others
-    /// were superseded meanwhile and are dropped. One commit for all.
-    public mutating func acceptPending(_ keys: [String]?) throws(ConfigError) -> (applied: [String], superseded: [String]) {
-        var applied: [String] = [], superseded: [String] = []
+    /// What `config accept` did.
+    public struct Accepted: Sendable, Equatable {
+        /// Keys whose pending change is now the value.
+        public var applied: [String] = []
+        /// Keys whose pending change a newer value superseded meanwhile (dropped).
+        public var superseded: [String] = []
+        /// Keys whose pending change came from a device that is no longer paired: not applied, left pending for
+        /// `config reject` (changes an older version kept after the device was revoked).
+        public var unpaired: [String] = []
+    }
+
+    /// `config accept [KEY…]`: per key, the newest pending change (several devices may each have offered one) is
+    /// applied if it is still newer than the local value; the key's other pending changes, and one a newer value
+    /// superseded meanwhile, are dropped. A change from a device `paired` says no longer is paired is never
+    /// applied (revoking a stolen device must not leave what it planted one `accept` away) and stays pending.
+    /// One commit for all.
+    public mutating func acceptPending(_ keys: [String]?, paired: (DeviceID) -> Bool) throws(ConfigError) -> Accepted {
+        var out = Accepted()
         for key in try selectPending(keys) {
-            let p = document.pending.removeValue(forKey: key)!
-            if Merge.incomingWins(p.record.version, over: document.records[key]?.version) {
-                document.records[key] = p.record
-                applied.append(key)
-            } else {
-                superseded.append(key)
+            let offers = document.pending(of: key).sorted { Merge.incomingWins($0.record.version, over: $1.record.version) }
+            var appliedKey = false, supersededKey = false, unpairedKey = false
+            for p in offers {
+                guard paired(p.from) else {
+                    unpairedKey = true
+                    continue
+                }
+                document.pending[p.id] = nil
+                if Merge.incomingWins(p.record.version, over: document.records[key]?.version) {
+                    document.records[key] = p.record
+                    appliedKey = true
+                } else {
+                    supersededKey = true
+                }
             }
+            if appliedKey { out.applied.append(key) }
+            if supersededKey && !appliedKey { out.superseded.append(key) }
+            if unpairedKey { out.unpaired.append(key) }
         }
-        return (applied, superseded)
+        return out
     }
 
-    /// `config reject [KEY…]`.
+    /// Drops every pending change `device` offered (it was revoked); returns how many.
+    @discardableResult
+    public mutating func dropPending(from device: DeviceID) -> Int {
+        let before = document.pending.count
+        document.pending = document.pending.filter { $0.value.from != device }
+        return before - document.pending.count
+    }
+
+    /// `config reject [KEY…]`: drops the pending changes of those keys (from every device); returns the keys.
     public mutating func rejectPending(_ keys: [String]?) throws(ConfigError) -> [String] {
-        let selected = try selectPending(keys)
-        for key in selected { document.pending[key] = nil }
-        return selected
+        let selected = Set(try selectPending(keys))
+        document.pending = document.pending.filter { !selected.contains($0.key.key) }
+        return selected.sorted()
     }
 
+    /// The keys named (each must have a pending change), or every key with one; sorted, each once.
     func selectPending(_ keys: [String]?) throws(ConfigError) -> [String] {
-        guard let keys, !keys.isEmpty else { return document.pending.keys.sorted() }
-        for key in keys where document.pending[key] == nil {
+        let waiting = Set(document.pending.keys.map(\.key))
+        guard let keys, !keys.isEmpty else { return waiting.sorted() }
+        for key in keys where !waiting.contains(key) {
             throw ConfigError(.local, "no pending change for \(ConfigKey.printable(key))",
                               hint: "see them with `speakbridge config pending`")
         }
-        return keys
+        return Set(keys).sorted()
     }
 
     /// Shown value of a record: masked for secrets unless `reveal`.

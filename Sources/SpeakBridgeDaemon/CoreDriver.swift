@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import SpeakBridgeDelivery
 import SpeakBridgeDesktopCore
 import SpeakBridgeProtocol
 import SpeakBridgeStore
@@ -15,7 +16,10 @@ import SpeakBridgeWebSocket
 /// (as `queue.sync` on its own queue did), never a silent deadlock. Blocking work goes to two serial
 /// effect queues — `effects` (sb-effects: peers.json, fsynced) and `configCalls` (sb-config: the config module,
 /// which may wait on the keyring over D-Bus, so a slow keyring never delays a pairing) — and its results come back
-/// through `post`: nothing inside `queue` waits for a disk flush or for D-Bus.
+/// through `post`: nothing inside `queue` waits for a disk flush or for D-Bus. Config calls wait in `configWork`,
+/// one FIFO per device (so a connection's messages are answered in order), served round robin (the sinks'
+/// `FairQueue`): a device with many requests waiting (pulls on eight connections) delays another device's request
+/// by the call running and at most one more of its own, not by all of them.
 // `@unchecked Sendable` is sound: `core`, `server`, `ticker`, `armedFor` and `submittedOn` are read and written only
 // inside `queue` (`queue.sync`, or a block on its dispatch queue; "on `queue`" below means that) — except
 // `stopTicking`'s cancel of `ticker`, which `attach` set before, and cancelling a dispatch source is thread-safe; the
@@ -26,7 +30,12 @@ final class CoreDriver: @unchecked Sendable {
     let effects = DispatchQueue(label: "sb-effects")
     /// How long after a connection's handshake its device's "last seen" is written (`touchPeer`).
     static let lastSeenDelay: DispatchTimeInterval = .seconds(1)
+    /// Runs config calls one at a time, each taken from `configWork` (`callConfig`). A revoke enters it directly
+    /// (`sync`, DaemonControl): it runs after as many calls as were waiting, though not necessarily after every
+    /// one of the revoked device (round robin); one of those run later finds the device unpaired and is refused.
     let configCalls = DispatchQueue(label: "sb-config")
+    /// Config calls not yet run, per device (round robin).
+    private let configWork = Locked(FairQueue<DeviceID, @Sendable () -> Void>())
     /// On `queue`.
     private var core: DesktopCore
     /// On `queue`; set by `attach` before the first transport event is handled.
@@ -184,15 +193,29 @@ final class CoreDriver: @unchecked Sendable {
                 }
             case let .configOpened(id, device, name):
                 guard let handler = configHandler else { continue }
-                configCalls.async { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
+                callConfig(for: device) { [self] in post(.configReplies(id, handler.sessionOpened(device: device, name: name))) }
             case let .configRequest(id, device, name, type, body):
                 guard let handler = configHandler else { continue }
-                configCalls.async { [self] in
+                callConfig(for: device) { [self] in
                     post(.configReplies(id, handler.handle(from: device, name: name, type: type, body: body)))
                 }
             case .log(let line):
                 Self.log(line)
             }
+        }
+    }
+
+    /// Queues a config call of `device` and one turn of `configCalls`, which runs the call whose turn it is (round
+    /// robin over devices, `FairQueue`) — not necessarily this one: every turn runs one call, so all run.
+    private func callConfig(for device: DeviceID, _ call: @escaping @Sendable () -> Void) {
+        configWork.withLock { $0.append(device, CollectionOfOne(call)) }
+        configCalls.async { [configWork] in
+            let next = configWork.withLock { queue -> (@Sendable () -> Void)? in
+                guard let (device, calls) = queue.next(limit: 1, budget: 1, weight: { _ in 1 }) else { return nil }
+                queue.consume(device, taken: calls.count, of: calls.count)
+                return calls.first
+            }
+            next?()
         }
     }
 

@@ -121,8 +121,9 @@ extension Daemon {
         }
         if case .failure(let error) = removal { return .failure(ControlFailure(error.description, hint: error.hint)) }
         driver.send(.revoked(peer.id))
-        // The config module forgets what was staged for it: on its queue (it writes the config store), after any
-        // config request of that device queued before; the reply waits for it.
+        // The config module forgets what was staged for it and what it offered: on its queue (it writes the config
+        // store), never beside a config call; the reply waits for it. A call of that device still waiting in the
+        // round robin (CoreDriver.configWork) runs later and is refused: the device is no longer in peers.json.
         if let handler = options.configHandler { driver.configCalls.sync { handler.deviceRevoked(peer.id) } }
         Console.info("revoked \"\(peer.name)\" (\(peer.id))")
         return .revoked(RevokeReply(id: peer.id.description, name: peer.name))

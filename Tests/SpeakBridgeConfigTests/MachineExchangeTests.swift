@@ -46,7 +46,7 @@ struct MachineExchangeTests {
         #expect(try pair.exchange([.pull(batch: "p1", keys: ["deepgram.apiKey"])]))
         #expect(try pair.phone.value("deepgram.apiKey") == nil)
         let pending = try pair.phone.store.read().document.pending
-        #expect(Set(pending.keys) == ["deepgram.apiKey"] && pending["deepgram.apiKey"]?.record.isSecret == true)
+        #expect(Set(pending.values.map(\.record.key)) == ["deepgram.apiKey"] && pending.values.first?.record.isSecret == true)
         #expect(!pair.transcript.joined().contains("withheld"))
     }
 
@@ -219,7 +219,7 @@ struct MachineExchangeTests {
         try pair.desk.store.update { tx throws(ConfigError) in
             tx.outbox.items.append(StagedOutbox.Item(id: "s-7", device: device(9), kind: .pull, keys: nil, staged: 0))
         }
-        #expect(try pair.desk.store.forgetStaged(for: pair.phone.id) == 2)
+        #expect(try pair.desk.store.forget(device: pair.phone.id).staged == 2)
         #expect(pair.stagedOnDesk == ["s-7"])
     }
 }

@@ -16,8 +16,8 @@ struct PolicyTests {
         #expect(r.status == .pending && r.pending == ["a", "b"])
         #expect(try s.value("a") == nil)
         #expect(try s.value("b") == "\"mine\"")
-        let (applied, superseded) = try s.store.update { tx throws(ConfigError) in try tx.acceptPending(["a"]) }
-        #expect(applied == ["a"] && superseded.isEmpty)
+        let done = try s.store.update { tx throws(ConfigError) in try tx.acceptPending(["a"], paired: { _ in true }) }
+        #expect(done.applied == ["a"] && done.superseded.isEmpty)
         #expect(try s.value("a") == "\"x\"")
         #expect(try s.store.update { tx throws(ConfigError) in try tx.rejectPending(nil) } == ["b"])
         #expect(try s.value("b") == "\"mine\"")
@@ -30,8 +30,8 @@ struct PolicyTests {
         defer { s.remove() }
         _ = try s.apply([update("a", "x", ms: s.clock.ms - 100, by: desk)], from: desk)
         try s.set("a", .string("local"))
-        let (applied, superseded) = try s.store.update { tx throws(ConfigError) in try tx.acceptPending(nil) }
-        #expect(applied.isEmpty && superseded == ["a"])
+        let done = try s.store.update { tx throws(ConfigError) in try tx.acceptPending(nil, paired: { _ in true }) }
+        #expect(done.applied.isEmpty && done.superseded == ["a"])
         #expect(try s.value("a") == "\"local\"")
     }
 

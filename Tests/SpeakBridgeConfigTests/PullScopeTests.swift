@@ -73,7 +73,7 @@ struct PullScopeTests {
         #expect(try pair.exchange([.pull(batch: "p1", keys: ["ui.theme"])]))
         #expect(try pair.phone.value("ui.theme") == "\"dark\"")
         #expect(try pair.phone.value("deepgram.apiKey") == nil, "--accept covers only the key the pull named")
-        #expect(Set(try pair.phone.store.read().document.pending.keys) == ["deepgram.apiKey"])
+        #expect(Set(try pair.phone.store.read().document.pending.values.map(\.record.key)) == ["deepgram.apiKey"])
         #expect(pair.stagedOnDesk.isEmpty, "the staged push was answered (pending), so it is delivered")
 
         // Without keys, --accept covers everything the exchange brings (README: "fetch what is shared or staged,

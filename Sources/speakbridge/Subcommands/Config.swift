@@ -62,7 +62,7 @@ struct Config: ParsableCommand {
         func run() throws {
             let tx = try ConfigCLI.run { try ConfigCLI.store(homeOptions.resolved).read() }
             guard let record = tx.document.records[key], !record.isDeleted else {
-                let hint = tx.document.pending[key].map { "a change from \"\($0.fromName)\" waits: `speakbridge config pending`" }
+                let hint = tx.document.pending(of: key).first.map { "a change from \"\($0.fromName)\" waits: `speakbridge config pending`" }
                 throw CLIError("\(PeerText.escape(key, limit: 128)) is not set", hint: hint ?? "list the keys with `speakbridge config list`")
             }
             let shown = try ConfigCLI.run { try tx.shown(record, reveal: reveal) }
@@ -154,6 +154,7 @@ struct Config: ParsableCommand {
         func run() throws {
             let tx = try ConfigCLI.run { try ConfigCLI.store(homeOptions.resolved).read() }
             let pending = tx.document.pending.keys.sorted().map { tx.document.pending[$0]! }
+            let paired = try ConfigCLI.pairedDevices(homeOptions.resolved)
             let formatter = Date.ISO8601FormatStyle()
             func here(_ key: String) -> String {
                 guard let r = tx.document.records[key], !r.isDeleted else { return "(not set)" }
@@ -165,7 +166,8 @@ struct Config: ParsableCommand {
                              ("name", .string(p.fromName)), ("received", .integer(p.received)),
                              ("here", .string(here(p.record.key))),
                              ("incoming", .string((try? tx.shown(p.record, reveal: false)) ?? "?")),
-                             ("secret", .bool(p.record.isSecret)), ("version", .string(p.record.version.description))])
+                             ("secret", .bool(p.record.isSecret)), ("version", .string(p.record.version.description)),
+                             ("paired", .bool(paired.contains(p.from)))])
                 }).encoded(), as: UTF8.self))
                 return
             }
@@ -175,7 +177,8 @@ struct Config: ParsableCommand {
             }
             for p in pending {
                 let when = formatter.format(Date(timeIntervalSince1970: Double(p.received)))
-                Console.out("\(p.record.key)  from \"\(PeerText.escape(p.fromName, limit: 64))\" (\(p.from)) at \(when)\(p.record.isSecret ? "  (secret)" : "")")
+                Console.out("\(p.record.key)  from \"\(PeerText.escape(p.fromName, limit: 64))\" (\(p.from)) at \(when)\(p.record.isSecret ? "  (secret)" : "")"
+                            + (paired.contains(p.from) ? "" : "  (device no longer paired: accept skips it)"))
                 Console.out("  - \(here(p.record.key))")
                 Console.out("  + \((try? tx.shown(p.record, reveal: false)) ?? "?")")
             }
@@ -190,14 +193,23 @@ struct Config: ParsableCommand {
         @Argument(help: "Keys (default: all pending).") var keys: [String] = []
 
         func run() throws {
-            let store = try ConfigCLI.store(homeOptions.resolved)
-            let (applied, superseded) = try ConfigCLI.run {
-                try store.update { tx throws(ConfigError) in try tx.acceptPending(keys.isEmpty ? nil : keys) }
+            let home = homeOptions.resolved
+            let store = try ConfigCLI.store(home)
+            let paired = try ConfigCLI.pairedDevices(home)
+            let done = try ConfigCLI.run {
+                try store.update { tx throws(ConfigError) in
+                    try tx.acceptPending(keys.isEmpty ? nil : keys, paired: { paired.contains($0) })
+                }
             }
-            if applied.isEmpty && superseded.isEmpty { Console.info("nothing pending") }
-            if !applied.isEmpty { Console.info("applied \(applied.count): \(applied.joined(separator: ", "))") }
-            if !superseded.isEmpty {
-                Console.info("dropped \(superseded.count) already superseded here: \(superseded.joined(separator: ", "))")
+            if done.applied.isEmpty && done.superseded.isEmpty && done.unpaired.isEmpty { Console.info("nothing pending") }
+            if !done.applied.isEmpty { Console.info("applied \(done.applied.count): \(done.applied.joined(separator: ", "))") }
+            if !done.superseded.isEmpty {
+                Console.info("dropped \(done.superseded.count) already superseded here: \(done.superseded.joined(separator: ", "))")
+            }
+            if !done.unpaired.isEmpty {
+                Console.warning("not applied \(done.unpaired.count) from a device that is no longer paired: "
+                                + PeerText.escape(done.unpaired.joined(separator: ", "), limit: 512))
+                Console.info("hint: drop them with `speakbridge config reject \(PeerText.escape(done.unpaired.joined(separator: " "), limit: 512))`")
             }
         }
     }
@@ -307,6 +319,11 @@ enum ConfigCLI {
         } catch let error as StoreError {
             throw CLIError(error)
         }
+    }
+
+    /// The IDs of the devices paired now (`config accept` applies changes only from these).
+    static func pairedDevices(_ home: Home) throws -> Set<DeviceID> {
+        do { return Set(try PeerStore(home: home).all.map(\.id)) } catch { throw CLIError(error) }
     }
 
     static func peer(_ home: Home, _ query: String) throws -> Peer {

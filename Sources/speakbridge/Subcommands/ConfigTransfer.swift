@@ -152,17 +152,19 @@ enum ConfigTransfer {
         }
     }
 
-    /// A device revoked without a running daemon: drop what was staged for it (the daemon does this itself through
-    /// `PeerConfigHandler.deviceRevoked`). Never fails the revoke: a config that cannot be read only earns a warning.
-    static func forgetStaged(_ home: Home, _ device: DeviceID) {
+    /// A device revoked without a running daemon: drop what was staged for it and the changes it offered that
+    /// wait for consent, with their secrets (the daemon does this itself through `PeerConfigHandler.deviceRevoked`).
+    /// Never fails the revoke: a config that cannot be read only earns a warning.
+    static func forgetDevice(_ home: Home, _ device: DeviceID) {
         do {
             let identity = try Identity.loadOrCreate(home)
-            let dropped = try ConfigStore(home: home, device: identity.deviceID).forgetStaged(for: device)
-            if dropped > 0 { Console.info("dropped \(dropped) config push/pull item(s) staged for it") }
+            let dropped = try ConfigStore(home: home, device: identity.deviceID).forget(device: device)
+            if dropped.staged > 0 { Console.info("dropped \(dropped.staged) config push/pull item(s) staged for it") }
+            if dropped.pending > 0 { Console.info("dropped \(dropped.pending) pending config change(s) from it") }
         } catch let error as ConfigError {
-            Console.warning("cannot drop the config staged for it: \(error.message)")
+            Console.warning("cannot drop the config staged for it or pending from it: \(error.message)")
         } catch {
-            Console.warning("cannot drop the config staged for it: \(error)")
+            Console.warning("cannot drop the config staged for it or pending from it: \(error)")
         }
     }
 

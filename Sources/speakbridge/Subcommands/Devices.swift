@@ -83,7 +83,7 @@ struct Devices: ParsableCommand {
                 }
                 try peers.remove(id: peer.id)
                 Console.info("revoked \"\(peer.name)\" (\(peer.id))")
-                ConfigTransfer.forgetStaged(home, peer.id)
+                ConfigTransfer.forgetDevice(home, peer.id)
             } catch let error as StoreError {
                 throw CLIError(error)
             }
