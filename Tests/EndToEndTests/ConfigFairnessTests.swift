@@ -28,7 +28,7 @@ struct ConfigFairnessTests {
         [("batch", .string(batch)), ("keys", .array([.string("none.none")]))]
     }
 
-    @Test("a device with 32 pulls queued on 8 connections delays another device's pull by a few calls, not 32")
+    @Test("a device with 32 pulls queued on 8 connections: another device's pull is answered after a few of them, not all 32")
     func pullsOfOneDeviceDoNotHoldAnother() throws {
         let pair = Pair()
         try pair.startDaemon(sinks: ["stdout"])
@@ -52,8 +52,12 @@ struct ConfigFairnessTests {
         let tablet = try RawConfigSession(tabletPeer, port: pair.port)
         defer { tablet.close() }
         let waited = Date().timeIntervalSince(start)
-        print("one config call alone: \(single) s; the tablet's pull behind 32 of the thief's: \(waited) s")
-        // Round robin: the call running, one of the thief's, then the tablet's (~3 calls; 32 before).
-        #expect(waited < max(2.0, 10 * single), "the tablet waited \(waited) s; one call takes \(single) s")
+        // How many of the thief's 32 pulls were answered before the tablet's (each answer is one frame, read into
+        // its link's inbox by the link's own thread as it arrives): the order, not the clock, is what is asserted.
+        let answeredBefore = thief.map { session in session.link.lock.withLock { session.link.inbox.count } }.reduce(0, +)
+        print("one config call alone: \(single) s; the tablet's pull behind 32 of the thief's: \(waited) s, "
+              + "\(answeredBefore) of them answered before it")
+        // Round robin: the call running, one of the thief's, then the tablet's (about 2; all 32 in one FIFO).
+        #expect(answeredBefore <= 8, "\(answeredBefore) of the thief's 32 pulls were answered before the tablet's")
     }
 }
