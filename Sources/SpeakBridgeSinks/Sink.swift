@@ -161,12 +161,31 @@ extension Sink {
 
     /// Text-only convenience for callers without a session (tests, one-off tools): `texts` become chunks 1… of an
     /// anonymous session of an all-zero device; `willComplete` is `willWrite`. (Every `TextSink` has its own.)
+    /// A used-up turn (`SinkError.Scope.turnUsedUp`) is no failure here: the rest is handed again at once, and
+    /// `willComplete(k)` comes once per k.
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
         let nobody = DeviceID(publicKeyDigest: Array(repeating: 0, count: 32))
         let items = texts.enumerated().map { index, text in
             SinkItem(device: nobody, session: "", chunk: Chunk(seq: UInt64(index) + 1, text: text))
         }
-        try deliver(items, willWrite: willComplete, didWrite: { _ in })
+        var done = 0
+        var announced = 0
+        while true {
+            do throws(SinkError) {
+                try deliver(Array(items[done...]), willWrite: { k in
+                    guard done + k > announced else { return }
+                    announced = done + k
+                    try willComplete(done + k)
+                }, didWrite: { _ in })
+                return
+            } catch where error.scope == .turnUsedUp {
+                done += error.delivered
+            } catch {
+                var failure = error
+                failure.delivered += done
+                throw failure
+            }
+        }
     }
 }
 

@@ -14,10 +14,19 @@ protocol Typist: Sendable {
     /// Whether the top-level window `id` still exists.
     func windowExists(_ id: UInt) -> Bool
     /// Types `keys` (`\n` is Enter) at the focus, from its scalar number `skipping` on. With `window` (only when
-    /// `tracksFocus`), stops early when that window loses the focus and returns how many scalars are typed by
-    /// then; nil when all are.
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int?
+    /// `tracksFocus`), stops early when that window loses the focus, and with `deadline` soon after it passed
+    /// (between two of the method's units: a checked run of scalars, a tool run); returns how many scalars are
+    /// typed by then, nil when all are.
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int?
     func close()
+}
+
+extension Typist {
+    /// `type` without a deadline.
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        try type(keys, skipping: skipping, in: window, until: nil)
+    }
 }
 
 /// X11: in-process XTEST with keysym remapping (`XKeyboard`).
@@ -49,8 +58,9 @@ final class X11Typist: Typist {
 
     func windowExists(_ id: UInt) -> Bool { keyboard.windowExists(id) }
 
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
-        try keyboard.type(keys, skipping: skipping, in: window)
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int? {
+        try keyboard.type(keys, skipping: skipping, in: window, until: deadline)
     }
 
     func close() { keyboard.close() }
@@ -210,18 +220,21 @@ final class ToolTypist: Typist {
         return nil
     }
 
-    /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
-    /// cannot be stopped midway.
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+    /// With `window` (sway), the focus is checked before each run after the first, and so is `deadline`; a run
+    /// is the unit that cannot be stopped midway (ydotool types a text in one run).
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
-                            hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
+                            hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)",
+                            scope: .session)
         }
         if tool == .ydotool, let problem = Self.ydotoolSocketProblem(environment: environment) { throw problem }
         var typed = skipping
         for (index, run) in runs(typing: keys).enumerated() {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
+            if index > 0, let deadline, ContinuousClock.now >= deadline { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
             do {
                 try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout)
