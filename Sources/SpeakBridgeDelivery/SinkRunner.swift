@@ -13,8 +13,8 @@ import SpeakBridgeSupport
 /// whose turn is up (`.turnUsedUp`: a long text being typed) goes behind the others, so it never keeps them waiting.
 // `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `delivering`, `revokedWhileDelivering`,
 // `currentProblem` and `reportedHold` are guarded by `condition`; `progressSlot` is touched only inside `deliver`, which runs only while this runner's `busy` is set
-// (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); the rest is set once
-// in init.
+// (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); `warnedWaiting`,
+// `warnedHolds` and `heldInARow` only by the runner thread (`run` and what it calls); the rest is set once in init.
 final class SinkRunner: @unchecked Sendable {
     typealias SessionKey = DeliveryPipeline.SessionKey
     typealias HeldChunk = DeliveryPipeline.HeldChunk
