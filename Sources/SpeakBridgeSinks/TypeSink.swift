@@ -59,7 +59,7 @@ public enum TypeBackend: String, Sendable, CaseIterable {
 /// - The daemon's `deliver` calls type for about `turn` each at most (checked between texts and while typing one):
 ///   then the call stops (`SinkError.Scope.turnUsedUp`) and the rest of the text is typed when it comes again,
 ///   after other devices' texts, so one device's long text cannot keep the keyboard from the others for minutes.
-///   (A text typed in one tool run, as ydotool types, is not cut.)
+///   (A tool run is not cut: wtype types a line per run, ydotool at most 128 characters.)
 /// - A text stopped midway (its turn used up, or its window lost the focus) is remembered per session: the rest is
 ///   typed when it comes again, also after other sessions typed meanwhile.
 /// - One typing call per text; `willComplete(k)` right before the call that types text k.

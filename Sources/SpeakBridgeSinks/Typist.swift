@@ -93,6 +93,9 @@ final class ToolTypist: Typist {
     /// Where the compositor says which window has the focus (sway's IPC); nil elsewhere.
     private let focus: SwayFocus?
     static let settle = 120  // milliseconds before wtype's first key
+    /// Most scalars one ydotool run types (about 1.5 s at its 12 ms a key): a long text goes in several runs, so
+    /// the focus and the sink's turn (`TypeSink.turn`) are checked between them.
+    static let ydotoolPiece = 128
 
     init(tool: Tool, path: String, environment: [String: String]) {
         self.tool = tool
@@ -162,7 +165,12 @@ final class ToolTypist: Typist {
         case .ydotool:
             // `--file /dev/stdin`, not `--file -`: ydotool 1.0.0 and 1.0.1 open a file named `-` (in the tool's working
             // directory, which ToolRunner sets to /); every version opens /dev/stdin.
-            return [(["type", "--file", "/dev/stdin"], Array(keys.utf8), keys.unicodeScalars.count)]
+            let scalars = Array(keys.unicodeScalars)
+            return stride(from: 0, to: max(scalars.count, 1), by: Self.ydotoolPiece).map { start in
+                let piece = scalars[start..<min(start + Self.ydotoolPiece, scalars.count)]
+                return (["type", "--file", "/dev/stdin"],
+                        Array(String(String.UnicodeScalarView(piece)).utf8), piece.count)
+            }
         case .wtype:
             // One run per line; Enter before every line but the first, and after the last when the text ends in one.
             var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -221,7 +229,7 @@ final class ToolTypist: Typist {
     }
 
     /// With `window` (sway), the focus is checked before each run after the first, and so is `deadline`; a run
-    /// is the unit that cannot be stopped midway (ydotool types a text in one run).
+    /// is the unit that cannot be stopped midway (ydotool types at most `ydotoolPiece` scalars in one).
     func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
         throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
