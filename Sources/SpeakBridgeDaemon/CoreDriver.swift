@@ -159,8 +159,10 @@ final class CoreDriver: @unchecked Sendable {
             case let .close(id, reason):
                 let (code, text) = reason.closeCode
                 server?.close(Self.transportID(id), code: code, reason: text)
-            case .markAuthenticated(let id):
-                server?.markAuthenticated(Self.transportID(id))
+            case let .markAuthenticated(id, device):
+                // A device's connections share one send-queue bound (`maxQueuedBytesPerGroup`): a device that
+                // reads none of its replies on its 8 connections holds 16 MiB of the daemon's memory, not 8 × 16.
+                server?.markAuthenticated(Self.transportID(id), group: device.description)
             case .pauseReading(let id):
                 server?.pauseReceiving(Self.transportID(id))
             case .resumeReading(let id):

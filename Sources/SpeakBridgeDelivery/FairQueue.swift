@@ -5,7 +5,9 @@ import DequeModule
 /// Order is kept within a key (a session's chunks stay in order); across keys it does not matter, so one device's
 /// backlog (up to its high-water mark) never sits in front of another device's line: a batch holds one key's
 /// items only, and a key that had a batch fully taken goes to the back of the round. A key whose batch was taken
-/// only in part stays in front (the sink may hold half a line of it, which must be finished first).
+/// only in part stays in front (the sink may hold half a line of it, which must be finished first), unless the
+/// sink said it holds none (`consume(…, behind: true)`: a key held for a reason of its own, or whose turn is up),
+/// so that a key the sink cannot take now never keeps the others waiting.
 /// Lanes and the ring are `Deque`s: taking from the front is O(taken), with no head index to compact.
 public struct FairQueue<Key: Hashable & Sendable, Element: Sendable>: Sendable {
     var lanes: [Key: Deque<Element>] = [:]
@@ -41,8 +43,12 @@ public struct FairQueue<Key: Hashable & Sendable, Element: Sendable>: Sendable {
         return (key, taken)
     }
 
-    /// `taken` items of the batch `next` returned for `key` (`of` items) were taken by the sink.
-    public mutating func consume(_ key: Key, taken: Int, of batchCount: Int) {
+    /// Keys with queued items.
+    public var keyCount: Int { ring.count }
+
+    /// `taken` items of the batch `next` returned for `key` (`of` items) were taken by the sink. `behind`: the key
+    /// goes to the back of the round even if not all of its batch was taken (the sink holds no half line of it).
+    public mutating func consume(_ key: Key, taken: Int, of batchCount: Int, behind: Bool = false) {
         guard let remaining = lanes[key]?.count else { return }
         let n = max(0, min(taken, remaining))
         lanes[key]!.removeFirst(n)
@@ -53,7 +59,7 @@ public struct FairQueue<Key: Hashable & Sendable, Element: Sendable>: Sendable {
             ring.removeAll { $0 == key }
             return
         }
-        if n == batchCount, ring.first == key {
+        if n == batchCount || behind, ring.first == key {
             ring.removeFirst()
             ring.append(key)
         }

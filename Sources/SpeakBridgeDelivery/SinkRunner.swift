@@ -8,11 +8,13 @@ import SpeakBridgeSupport
 /// `DeliveryClass` says, reports to the pipeline.
 /// Its queue is bounded by the pipeline's backlog rule (`BacklogMeter`): the daemon stops reading a device that
 /// is over the high-water mark and refuses its messages above the hard limit. It is fair between devices
-/// (`FairQueue`): one device's backlog never sits in front of another device's line.
+/// (`FairQueue`): one device's backlog never sits in front of another device's line, and a device the sink holds
+/// for a reason of its own (`SinkError.Scope.session`: its window lost the focus, a text the method cannot type) or
+/// whose turn is up (`.turnUsedUp`: a long text being typed) goes behind the others, so it never keeps them waiting.
 // `@unchecked Sendable` is sound: `queue`, `stopped`, `busy`, `delivering`, `revokedWhileDelivering`,
 // `currentProblem` and `reportedHold` are guarded by `condition`; `progressSlot` is touched only inside `deliver`, which runs only while this runner's `busy` is set
-// (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); the rest is set once
-// in init.
+// (by the runner thread or by an inline write, never both: `busy` is taken under `condition`); `warnedWaiting`,
+// `warnedHolds` and `heldInARow` only by the runner thread (`run` and what it calls); the rest is set once in init.
 final class SinkRunner: @unchecked Sendable {
     typealias SessionKey = DeliveryPipeline.SessionKey
     typealias HeldChunk = DeliveryPipeline.HeldChunk
@@ -45,6 +47,12 @@ final class SinkRunner: @unchecked Sendable {
     /// The reason the sink was last not ready for a whole second, as warned (once, until it takes a batch again).
     /// Only the runner thread (`run`) reads and writes it.
     var warnedWaiting: String?
+    /// Per device, the session hold (`SinkError.Scope.session`) last warned about, so that one is logged once
+    /// while other devices' texts go through between its retries. Only the runner thread (`run`) uses it.
+    var warnedHolds: [DeviceID: String] = [:]
+    /// Batches in a row that were held for their session's own reason and took nothing: once every queued device
+    /// was tried, the runner pauses before the next round. Only the runner thread (`run`) uses it.
+    var heldInARow = 0
     static let batchLimit = 256
     static let batchBytes = 64 << 10
     /// FIFO writes never block (the sink polls first), so when this sink is idle and ready, a new chunk is
@@ -101,7 +109,7 @@ final class SinkRunner: @unchecked Sendable {
         // No `waitUntilReady(.zero)` first: the FIFO's non-blocking write itself says when the pipe is full or has
         // no reader (no poll(2) per line). Such a pipe takes nothing; that is not reported as a problem here (the
         // runner thread waits for readiness and reports what lasts).
-        let (taken, problem, revoked) = deliver(batch)
+        let (taken, problem, revoked, _) = deliver(batch)
         report(batch[0..<taken], key: key)
         condition.locked {
             // The problem is set under this lock round trip, not one of its own (one lock pair per line less).
@@ -218,22 +226,33 @@ final class SinkRunner: @unchecked Sendable {
                 reportHeld(reason)  // not ready for a whole second: a problem worth telling the device
                 continue
             }
-            let (taken, problem, revoked) = deliver(batch)
+            let (taken, problem, revoked, scope) = deliver(batch)
             // A revocation is not the sink's doing: whatever it reported before (a full FIFO, a failing tool)
-            // still stands.
+            // still stands. A used-up turn is no problem at all.
             if !revoked {
                 if taken > 0 { warnedWaiting = nil }
-                setProblem(problem)
+                if scope != .turnUsedUp { setProblem(problem) }
             }
-            condition.locked {
-                finishDelivery(device, taken: taken, of: batch.count)
+            // Held for its session's own reason, or its turn is up: the device goes behind the others.
+            let behind = problem != nil && scope != .sink
+            let devices: Int = condition.locked {
+                finishDelivery(device, taken: taken, of: batch.count, behind: behind)
                 // Stopped because the device was revoked: what it still queues was accepted before, too.
                 if revoked, let generation = pipeline.revokedGeneration(device) {
                     queue.removeAll(device) { $0.generation < generation }
                 }
+                return queue.keyCount
             }
             report(batch[0..<taken])
             if revoked { continue }
+            if taken > 0 || scope != .session { heldInARow = 0 }
+            if !warnedHolds.isEmpty, taken > 0 || devices == 0 {
+                if devices == 0 { warnedHolds.removeAll() } else { warnedHolds[device] = nil }
+            }
+            if behind, let problem {
+                if scope == .session { heldSession(device, problem, tookNothing: taken == 0, devices: devices) }
+                continue
+            }
             if let problem, taken == 0, !writesInline {
                 reportHeld(problem)
             } else if problem == nil {
@@ -248,12 +267,30 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
-    /// Under `condition`, after the runner thread's delivery of a batch of `device`'s lane: `taken` items went.
-    private func finishDelivery(_ device: DeviceID, taken: Int, of count: Int) {
+    /// `device`'s batch was held for its session's own reason (`SinkError.Scope.session`): told once (log and
+    /// `onHeld`, for that device's sessions only), and once every queued device was tried without any taking
+    /// something, a pause before the next round, so that the sink is not hammered.
+    private func heldSession(_ device: DeviceID, _ problem: String, tookNothing: Bool, devices: Int) {
+        if warnedHolds[device] != problem {
+            warnedHolds[device] = problem
+            Console.warning("sink \(sink.label): \(problem)")
+        }
+        reportHeld(problem, only: device)
+        guard tookNothing else { return }
+        heldInARow += 1
+        if heldInARow >= devices {
+            heldInARow = 0
+            Threads.sleep(seconds: 0.2)
+        }
+    }
+
+    /// Under `condition`, after the runner thread's delivery of a batch of `device`'s lane: `taken` items went;
+    /// `behind`: the lane goes behind the others (see `FairQueue.consume`).
+    private func finishDelivery(_ device: DeviceID, taken: Int, of count: Int, behind: Bool = false) {
         busy = false
         delivering = nil
         deliveringCount = 0
-        queue.consume(device, taken: taken, of: count)
+        queue.consume(device, taken: taken, of: count, behind: behind)
         if let generation = revokedWhileDelivering {
             revokedWhileDelivering = nil
             queue.removeAll(device) { $0.generation < generation }
@@ -262,8 +299,9 @@ final class SinkRunner: @unchecked Sendable {
 
     /// Fires `onHeld` when a lasting problem starts, changes or holds new sessions, and when it clears (`reason`
     /// nil: with the sessions it held). A FIFO that is full for an instant is flow control, not a problem: only
-    /// the runner thread reports, after a whole second of waiting or a failed tool run.
-    func reportHeld(_ reason: String?) {
+    /// the runner thread reports, after a whole second of waiting or a failed tool run. `only`: the hold is that
+    /// device's own (`SinkError.Scope.session`), and only its sessions are reported held.
+    func reportHeld(_ reason: String?, only device: DeviceID? = nil) {
         let report: (String?, [HeldChunk])? = condition.locked {
             guard let reason else {
                 defer { reportedHold = nil }
@@ -271,7 +309,8 @@ final class SinkRunner: @unchecked Sendable {
             }
             var first: [SessionKey: UInt64] = [:]
             var order: [SessionKey] = []
-            queue.forEach { _, item in
+            queue.forEach { lane, item in
+                if let device, lane != device { return }
                 let key = SessionKey(device: item.device, session: item.session)
                 if first[key] == nil { order.append(key) }
                 first[key] = min(first[key] ?? .max, item.seq)
@@ -292,7 +331,8 @@ final class SinkRunner: @unchecked Sendable {
     /// is recorded per the sink's class: (a) at `willWrite`, rolled back if the write then fails; (b) at
     /// `didWrite`; (c) never (the sink holds its own). `revoked`: the sink was stopped before a write because the
     /// batch's device was revoked meanwhile (not a problem of the sink; the rest of the batch is not written).
-    func deliver(_ batch: [SinkItem]) -> (taken: Int, problem: String?, revoked: Bool) {
+    /// `scope`: whom the problem holds (`SinkError.Scope`); `.sink` when there is none.
+    func deliver(_ batch: [SinkItem]) -> (taken: Int, problem: String?, revoked: Bool, scope: SinkError.Scope) {
         let label = sink.label
         var recorder = ProgressRecorder(slot: progressSlot)
         defer { progressSlot = recorder.slot }
@@ -301,7 +341,7 @@ final class SinkRunner: @unchecked Sendable {
         let recordsAfter = deliveryClass == .recordAfterWrite
         let progress = self.progress
         // A batch is one device's, accepted before its revocation or not: then none of it is written.
-        if isRevoked(batch[0]) { return (0, nil, true) }
+        if isRevoked(batch[0]) { return (0, nil, true, .sink) }
         do throws(SinkError) {
             try sink.deliver(batch, willWrite: { (k: Int) throws -> Void in
                 // A tool sink is stopped between its runs (each may type for seconds). Asked again on the way out
@@ -323,18 +363,19 @@ final class SinkRunner: @unchecked Sendable {
             if let recordFailure {
                 let message = "cannot record progress: \(recordFailure.description)"
                 Console.warning("sink \(label): \(message)")
-                return (batch.count, message, false)
+                return (batch.count, message, false, .sink)
             }
             Trace.mark("sink", batch.last?.seq ?? 0)
             Console.debug("\(label): wrote \(batch.count) text(s)")
-            return (batch.count, nil, false)
+            return (batch.count, nil, false, .sink)
         } catch {
             let taken = min(error.delivered, batch.count)
             // Nothing to record or roll back: the device's progress went with it (a record of it is refused).
-            if isRevoked(batch[min(taken, batch.count - 1)]) { return (taken, nil, true) }
+            if isRevoked(batch[min(taken, batch.count - 1)]) { return (taken, nil, true, .sink) }
             // Logged once per distinct failure (a failing sink is retried every 200 ms), never with the text. Not a
             // full FIFO (flow control: the runner waits for room at once; a wait of a whole second is reported).
-            if error.message != problem && !error.waitsForRoom {
+            // Not a session's own hold (`run` logs it once per device) nor a used-up turn (no failure).
+            if error.message != problem && !error.waitsForRoom && error.scope == .sink {
                 Console.warning("sink \(label): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
             }
             if recordsAfter, taken > recorder.recorded {
@@ -357,7 +398,7 @@ final class SinkRunner: @unchecked Sendable {
                                              cached: nil, generation: batch[taken].generation)
                 }
             }
-            return (taken, error.message, false)
+            return (taken, error.message, false, error.scope)
         }
     }
 }

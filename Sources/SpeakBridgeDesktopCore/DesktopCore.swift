@@ -362,7 +362,7 @@ public struct DesktopCore {
                 var ids = authenticated[device] ?? []
                 ids.insert(id, at: ids.firstIndex { $0 > id } ?? ids.count)
                 authenticated[device] = ids
-                out.append(.markAuthenticated(id))
+                out.append(.markAuthenticated(id, device: device))
                 // Authenticated connections leave the admission counts, so a paired device (or a stolen key) that
                 // opened hundreds — each with its own send queue, and every ack going to each — would run the
                 // daemon out of descriptors and memory. The oldest goes: a phone that moved opens a new one.

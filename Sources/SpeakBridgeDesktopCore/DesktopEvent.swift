@@ -39,7 +39,7 @@ public enum DesktopAction: Sendable {
     case send(ConnectionID, [UInt8])
     case close(ConnectionID, CloseReason)
     /// The connection's handshake is complete (the transport may stop its handshake timer).
-    case markAuthenticated(ConnectionID)
+    case markAuthenticated(ConnectionID, device: DeviceID)
     case pauseReading(ConnectionID)
     case resumeReading(ConnectionID)
     /// Hand these accepted chunks to every sink; answer with `.pressure`.

@@ -161,12 +161,31 @@ extension Sink {
 
     /// Text-only convenience for callers without a session (tests, one-off tools): `texts` become chunks 1… of an
     /// anonymous session of an all-zero device; `willComplete` is `willWrite`. (Every `TextSink` has its own.)
+    /// A used-up turn (`SinkError.Scope.turnUsedUp`) is no failure here: the rest is handed again at once, and
+    /// `willComplete(k)` comes once per k.
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
         let nobody = DeviceID(publicKeyDigest: Array(repeating: 0, count: 32))
         let items = texts.enumerated().map { index, text in
             SinkItem(device: nobody, session: "", chunk: Chunk(seq: UInt64(index) + 1, text: text))
         }
-        try deliver(items, willWrite: willComplete, didWrite: { _ in })
+        var done = 0
+        var announced = 0
+        while true {
+            do throws(SinkError) {
+                try deliver(Array(items[done...]), willWrite: { k in
+                    guard done + k > announced else { return }
+                    announced = done + k
+                    try willComplete(done + k)
+                }, didWrite: { _ in })
+                return
+            } catch where error.scope == .turnUsedUp {
+                done += error.delivered
+            } catch {
+                var failure = error
+                failure.delivered += done
+                throw failure
+            }
+        }
     }
 }
 
@@ -182,12 +201,30 @@ public struct SinkError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The sink took what it had room for and waits for more (a full FIFO): flow control, not a failure. The
     /// runner does not warn about it; a wait that lasts a whole second is a problem it reports (`waitUntilReady`).
     public var waitsForRoom: Bool
+    /// Whom the failure holds: the whole sink (every device waits), or only the session of the text it stopped at.
+    public var scope: Scope
 
-    public init(delivered: Int = 0, message: String, hint: String? = nil, waitsForRoom: Bool = false) {
+    /// Whom a `SinkError` holds, and so what the daemon serves meanwhile.
+    public enum Scope: Sendable, Equatable {
+        /// The sink cannot write now (a tool that fails, no display, a held modifier key): every device waits.
+        case sink
+        /// Only the session of the text the sink stopped at is held, for a reason of its own (its target window
+        /// lost the focus, a character the method cannot type): the sink holds no half-written output of it that
+        /// another text could be written into, so the daemon serves other devices meanwhile and retries this
+        /// session after them. Its own texts keep their order.
+        case session
+        /// Not a failure: the sink used up its turn (`TypeSink.turn`) partway through a long text and keeps how far
+        /// it got; the daemon serves other devices, then hands the same text again and the sink goes on from there.
+        case turnUsedUp
+    }
+
+    public init(delivered: Int = 0, message: String, hint: String? = nil, waitsForRoom: Bool = false,
+                scope: Scope = .sink) {
         self.delivered = delivered
         self.message = message
         self.hint = hint
         self.waitsForRoom = waitsForRoom
+        self.scope = scope
     }
 
     public var description: String { message }

@@ -54,6 +54,14 @@ public enum TypeBackend: String, Sendable, CaseIterable {
 /// - Empty texts type nothing.
 /// - Focus safety where the method can see the focus (X11, see `FocusGuard`): a session types only into the
 ///   window focused at its first text; otherwise the text is held (`deliver` fails with the reason, nothing typed).
+///   Such a hold, and a text the method cannot type, hold only that session (`SinkError.Scope.session`): the
+///   daemon types other devices' texts meanwhile. No window focused at all holds every session.
+/// - The daemon's `deliver` calls type for about `turn` each at most (checked between texts and while typing one):
+///   then the call stops (`SinkError.Scope.turnUsedUp`) and the rest of the text is typed when it comes again,
+///   after other devices' texts, so one device's long text cannot keep the keyboard from the others for minutes.
+///   (A tool run is not cut: wtype types a line per run, ydotool at most 128 characters.)
+/// - A text stopped midway (its turn used up, or its window lost the focus) is remembered per session: the rest is
+///   typed when it comes again, also after other sessions typed meanwhile.
 /// - One typing call per text; `willComplete(k)` right before the call that types text k.
 public final class TypeSink: DescribedSink, FocusTrackingSink {
     public let pressEnter: Bool
@@ -63,14 +71,19 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
     private let focus = Locked(FocusGuard())
     /// Sessions that have typed (so their next text needs a separating space), least recent first, bounded.
     private let typedSessions = Locked<[String]>([])
-    /// A text whose typing stopped midway because the focus moved: the rest is typed when it comes again.
-    private let partial = Locked<Partial?>(nil)
+    /// Texts whose typing stopped midway (the focus moved, the turn was used up), at most one per session, least
+    /// recent first, bounded by `sessionMemory`: the rest is typed when the text comes again. A device's texts are
+    /// handed over in order, so it has at most one of them at a time (a revoked device's may stay until evicted).
+    private let partials = Locked<[Partial]>([])
     private struct Partial: Sendable {
         var session: String
         var keys: String
         var typed: Int
     }
     private static let sessionMemory = 256
+    /// How long one `deliver` call of the daemon's pipeline types at most, about (a text stops between two checked
+    /// runs of scalars, or tool runs).
+    public static let turn: Duration = .seconds(2)
 
     /// Throws when the method cannot be set up at all (tool not in PATH, X libraries missing), with a hint.
     public init(backend: TypeBackend, pressEnter: Bool, environment: [String: String]) throws(SinkError) {
@@ -138,10 +151,19 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
         try deliver(texts, sessions: Array(repeating: "", count: texts.count), willComplete: willComplete)
     }
 
+    /// Without a turn: types until done or held.
     public func deliver(_ texts: [String], sessions: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
+        try deliver(texts, sessions: sessions, turn: nil, willComplete: willComplete)
+    }
+
+    /// `turn`: how long this call types at most, about (the pipeline passes `TypeSink.turn`; nil: no limit).
+    public func deliver(_ texts: [String], sessions: [String], turn: Duration?,
+                        willComplete: (Int) throws -> Void) throws(SinkError) {
         let typist = typist.withLock { $0 }
+        let deadline = turn.map { ContinuousClock.now + $0 }
         for (index, text) in texts.enumerated() {
             let session = index < sessions.count ? sessions[index] : ""
+            if index > 0, let deadline, ContinuousClock.now >= deadline { throw turnUsedUp(delivered: index) }
             let continuing = typedSessions.withLock { $0.contains(session) }
             let keys = Self.keystrokes(for: text, pressEnter: pressEnter, continuing: continuing)
             var window: FocusedWindow?
@@ -152,19 +174,29 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
                 throw SinkError(delivered: index, message: "could not record progress: \(error)")
             }
             if keys.isEmpty { continue }
-            let resume = partial.withLock { $0.flatMap { $0.session == session && $0.keys == keys ? $0.typed : nil } ?? 0 }
+            let resume = partials.withLock { list in
+                list.first { $0.session == session }.flatMap { $0.keys == keys ? $0.typed : nil } ?? 0
+            }
             let stoppedAt: Int?
             do {
-                stoppedAt = try typist.type(keys, skipping: resume, in: window?.id)
+                stoppedAt = try typist.type(keys, skipping: resume, in: window?.id, until: deadline)
             } catch {
-                throw SinkError(delivered: index, message: error.message, hint: error.hint)
+                throw SinkError(delivered: index, message: error.message, hint: error.hint, scope: error.scope)
             }
-            partial.withLock { $0 = stoppedAt.map { Partial(session: session, keys: keys, typed: $0) } }
+            partials.withLock { list in
+                guard stoppedAt != nil || !list.isEmpty else { return }
+                list.removeAll { $0.session == session }
+                guard let stoppedAt else { return }
+                if list.count >= Self.sessionMemory { list.removeFirst() }
+                list.append(Partial(session: session, keys: keys, typed: stoppedAt))
+            }
             if stoppedAt != nil {
+                if let deadline, ContinuousClock.now >= deadline { throw turnUsedUp(delivered: index) }
                 throw SinkError(delivered: index,
                                 message: "focus moved away from window \"\(window?.name ?? "")\" while typing: the rest "
                                     + "of the text is held until focus returns or `\(FocusGuard.retargetCommand)`",
-                                hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
+                                hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now",
+                                scope: .session)
             }
             typedSessions.withLock { list in
                 list.removeAll { $0 == session }
@@ -172,6 +204,13 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
                 list.append(session)
             }
         }
+    }
+
+    /// This call typed for its whole `turn`: texts from `delivered` on (the rest of one, if it stopped midway) come
+    /// again at the session's next turn.
+    private func turnUsedUp(delivered: Int) -> SinkError {
+        SinkError(delivered: delivered, message: "typed for a whole turn: other devices' texts go first",
+                  scope: .turnUsedUp)
     }
 
     /// The session's target window when it has the focus; throws the hold reason otherwise.
@@ -182,8 +221,10 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
         }
         let verdict = focus.withLock { $0.check(session: session, focused: focused) { !typist.windowExists($0.id) } }
         if case .hold(let reason) = verdict {
+            // No window focused holds every session; a target that lost the focus holds only its own session.
             throw SinkError(delivered: delivered, message: reason,
-                            hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now")
+                            hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now",
+                            scope: focused == nil ? .sink : .session)
         }
         return focused
     }

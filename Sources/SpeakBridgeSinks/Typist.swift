@@ -14,10 +14,19 @@ protocol Typist: Sendable {
     /// Whether the top-level window `id` still exists.
     func windowExists(_ id: UInt) -> Bool
     /// Types `keys` (`\n` is Enter) at the focus, from its scalar number `skipping` on. With `window` (only when
-    /// `tracksFocus`), stops early when that window loses the focus and returns how many scalars are typed by
-    /// then; nil when all are.
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int?
+    /// `tracksFocus`), stops early when that window loses the focus, and with `deadline` soon after it passed
+    /// (between two of the method's units: a checked run of scalars, a tool run); returns how many scalars are
+    /// typed by then, nil when all are.
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int?
     func close()
+}
+
+extension Typist {
+    /// `type` without a deadline.
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+        try type(keys, skipping: skipping, in: window, until: nil)
+    }
 }
 
 /// X11: in-process XTEST with keysym remapping (`XKeyboard`).
@@ -49,8 +58,9 @@ final class X11Typist: Typist {
 
     func windowExists(_ id: UInt) -> Bool { keyboard.windowExists(id) }
 
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
-        try keyboard.type(keys, skipping: skipping, in: window)
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int? {
+        try keyboard.type(keys, skipping: skipping, in: window, until: deadline)
     }
 
     func close() { keyboard.close() }
@@ -83,6 +93,9 @@ final class ToolTypist: Typist {
     /// Where the compositor says which window has the focus (sway's IPC); nil elsewhere.
     private let focus: SwayFocus?
     static let settle = 120  // milliseconds before wtype's first key
+    /// Most scalars one ydotool run types (about 1.5 s at its 12 ms a key): a long text goes in several runs, so
+    /// the focus and the sink's turn (`TypeSink.turn`) are checked between them.
+    static let ydotoolPiece = 128
 
     init(tool: Tool, path: String, environment: [String: String]) {
         self.tool = tool
@@ -152,7 +165,12 @@ final class ToolTypist: Typist {
         case .ydotool:
             // `--file /dev/stdin`, not `--file -`: ydotool 1.0.0 and 1.0.1 open a file named `-` (in the tool's working
             // directory, which ToolRunner sets to /); every version opens /dev/stdin.
-            return [(["type", "--file", "/dev/stdin"], Array(keys.utf8), keys.unicodeScalars.count)]
+            let scalars = Array(keys.unicodeScalars)
+            return stride(from: 0, to: max(scalars.count, 1), by: Self.ydotoolPiece).map { start in
+                let piece = scalars[start..<min(start + Self.ydotoolPiece, scalars.count)]
+                return (["type", "--file", "/dev/stdin"],
+                        Array(String(String.UnicodeScalarView(piece)).utf8), piece.count)
+            }
         case .wtype:
             // One run per line; Enter before every line but the first, and after the last when the text ends in one.
             var lines = keys.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -210,18 +228,21 @@ final class ToolTypist: Typist {
         return nil
     }
 
-    /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
-    /// cannot be stopped midway.
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+    /// With `window` (sway), the focus is checked before each run after the first, and so is `deadline`; a run
+    /// is the unit that cannot be stopped midway (ydotool types at most `ydotoolPiece` scalars in one).
+    func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
+        throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
-                            hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)")
+                            hint: "use --sink clipboard for such text, or a compositor with the virtual-keyboard protocol (wtype)",
+                            scope: .session)
         }
         if tool == .ydotool, let problem = Self.ydotoolSocketProblem(environment: environment) { throw problem }
         var typed = skipping
         for (index, run) in runs(typing: keys).enumerated() {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
+            if index > 0, let deadline, ContinuousClock.now >= deadline { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
             do {
                 try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout)

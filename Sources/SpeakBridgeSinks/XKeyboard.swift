@@ -56,15 +56,17 @@ final class XKeyboard: Sendable {
     }
 
     /// Types `text` (see the flow above), `\n` as Return, from its scalar number `skipping` on. With `window`,
-    /// stops when that top-level window no longer has the focus (checked every `focusCheckInterval` scalars and
-    /// after every wait for a scratch keycode) and returns how many scalars of `text` are typed by then; nil
-    /// when all of it is.
-    func type(_ text: String, skipping: Int = 0, in window: UInt? = nil) throws(SinkError) -> Int? {
+    /// stops when that top-level window no longer has the focus, and with `deadline` once it passed (both checked
+    /// every `focusCheckInterval` scalars and after every wait for a scratch keycode), and returns how many
+    /// scalars of `text` are typed by then; nil when all of it is.
+    func type(_ text: String, skipping: Int = 0, in window: UInt? = nil,
+              until deadline: ContinuousClock.Instant? = nil) throws(SinkError) -> Int? {
         try state.withLock { state throws(SinkError) -> Int? in
             let connection = try connection(&state)
             let stoppedAt: Int?
             do throws(SinkError) {
-                stoppedAt = try type(text, skipping: skipping, in: window, on: connection, scratch: &state.scratch!)
+                stoppedAt = try type(text, skipping: skipping, in: window, until: deadline, on: connection,
+                                     scratch: &state.scratch!)
             } catch {
                 if isDead(connection) { drop(&state) }
                 throw error
@@ -177,8 +179,8 @@ final class XKeyboard: Sendable {
                               symbols: Array(UnsafeBufferPointer(start: table, count: count)))
     }
 
-    private func type(_ text: String, skipping: Int, in window: UInt?, on connection: Connection,
-                      scratch: inout ScratchKeys) throws(SinkError) -> Int? {
+    private func type(_ text: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?,
+                      on connection: Connection, scratch: inout ScratchKeys) throws(SinkError) -> Int? {
         guard let layout = readLayout(connection) else {
             throw SinkError(message: "cannot read the keyboard mapping of the X server at \(displayName)")
         }
@@ -205,7 +207,7 @@ final class XKeyboard: Sendable {
         }) {
             throw SinkError(message: "the keyboard layout of the X server at \(displayName) has no key for "
                                 + "U+\(String(missing.value, radix: 16, uppercase: true)) and no spare keycode to bind it to",
-                            hint: "use --sink clipboard for text outside the keyboard layout")
+                            hint: "use --sink clipboard for text outside the keyboard layout", scope: .session)
         }
         func tap(_ keycode: Int) {
             _ = lib.testFakeKeyEvent(display, UInt32(keycode), 1, 0)
@@ -218,13 +220,15 @@ final class XKeyboard: Sendable {
         }
         let clock = ContinuousClock()
         let windows = XWindows(lib: lib, connection: connection)
-        func focusMoved() -> Bool {
+        /// The focus moved away from `window`, or the deadline passed: the caller stops there.
+        func shouldStop() -> Bool {
+            if let deadline, clock.now >= deadline { return true }
             guard let window else { return false }
             _ = lib.sync(display, 0)  // the keys so far reached the window before the focus is looked at
             return windows.focused()?.id != window
         }
         for (index, scalar) in text.unicodeScalars.enumerated() where index >= skipping {
-            if index > skipping, (index - skipping) % Self.focusCheckInterval == 0, focusMoved() { return index }
+            if index > skipping, (index - skipping) % Self.focusCheckInterval == 0, shouldStop() { return index }
             let keysym = KeySymbol.keysym(for: scalar)
             var target: (keycode: Int, shift: Bool)
             // In a second layout group (e.g. "us,ru" switched to ru) a keycode types its group-2 symbols, which the
@@ -235,7 +239,7 @@ final class XKeyboard: Sendable {
                 target = found
             } else {
                 let (keycode, waited) = try bindScratch(keysym, display: display, layout: layout, scratch: &scratch, clock: clock)
-                if waited, focusMoved() { return index }
+                if waited, shouldStop() { return index }
                 target = (keycode, false)
             }
             if target.shift, let shiftKey { _ = lib.testFakeKeyEvent(display, UInt32(shiftKey), 1, 0) }

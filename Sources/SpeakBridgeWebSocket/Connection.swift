@@ -37,6 +37,8 @@ final class Connection {
     private(set) var outgoingBytes = 0
     /// Most bytes `outgoing` may hold (see `WebSocketServerConfiguration.maxQueuedBytes`).
     let maxQueuedBytes: Int
+    /// Server only: the peer's connections whose queues share one bound (`WebSocketServer.markAuthenticated(_:group:)`).
+    private(set) var group: OutgoingGroup?
     /// The message being reassembled from frames.
     var incoming: MessageReassembler
     /// Server only: the application paused reading (`WebSocketServer.pauseReceiving`). While paused the peer's
@@ -67,17 +69,22 @@ final class Connection {
 
     var nextOutgoing: [UInt8]? { outgoing.first }
 
-    /// Queues a message; false (and nothing queued) when it would take the queue over its bound.
+    /// Queues a message; false (and nothing queued) when it would take the queue, or its group's, over its bound.
     func enqueue(_ message: [UInt8]) -> Bool {
-        // Both are sizes of arrays held in memory, so their sum cannot overflow.
+        // All are sizes of arrays held in memory, so their sums cannot overflow.
         guard outgoingBytes + message.count <= maxQueuedBytes else { return false }
+        if let group {
+            guard group.bytes + message.count <= group.limit else { return false }
+            group.bytes += message.count
+        }
         outgoing.append(message)
         outgoingBytes += message.count
         return true
     }
 
-    /// Forgets everything queued (the connection is being closed because its peer does not read).
+    /// Forgets everything queued (the connection is being closed because its peer does not read, or is gone).
     func dropAllOutgoing() {
+        group?.bytes -= outgoingBytes
         outgoing = []
         outgoingBytes = 0
     }
@@ -85,5 +92,41 @@ final class Connection {
     func dropFirstOutgoing() {
         guard let sent = outgoing.popFirst() else { return }
         outgoingBytes -= sent.count
+        group?.bytes -= sent.count
+    }
+
+    /// Counts this connection's queue in `group` from now on (what it holds already included).
+    func join(_ group: OutgoingGroup) {
+        guard self.group !== group else { return }
+        leaveGroup()
+        self.group = group
+        group.members += 1
+        group.bytes += outgoingBytes
+    }
+
+    /// Takes this connection's queue out of its group (the connection is forgotten, or joins another).
+    func leaveGroup() {
+        guard let group else { return }
+        group.bytes -= outgoingBytes
+        group.members -= 1
+        self.group = nil
+    }
+}
+
+/// The connections of one peer (the daemon: one device's), whose outgoing queues together may hold at most
+/// `limit` bytes (`WebSocketServerConfiguration.maxQueuedBytesPerGroup`): a peer that opens several connections and
+/// reads none cannot make the server buffer the per-connection bound once per connection. Touched only on the
+/// service thread, like `Connection`.
+final class OutgoingGroup {
+    let name: String
+    let limit: Int
+    /// Bytes queued in its members' `outgoing`.
+    var bytes = 0
+    /// Connections counted in it.
+    var members = 0
+
+    init(name: String, limit: Int) {
+        self.name = name
+        self.limit = limit
     }
 }

@@ -166,9 +166,15 @@ extension ServiceLoop {
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }
             close(connection, code: code, reason: reason)
-        case let .markAuthenticated(id):
+        case let .markAuthenticated(id, groupName):
             guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
             connection.isAuthenticated = true
+            if let groupName, let configuration = serverConfiguration {
+                let group = outgoingGroups[groupName] ?? OutgoingGroup(name: groupName,
+                                                                        limit: configuration.maxQueuedBytesPerGroup)
+                outgoingGroups[groupName] = group
+                connection.join(group)
+            }
             admission.remove(id)
             authenticatedMarks.add(1, ordering: .relaxed)
             if connection.deadline != nil {
@@ -206,8 +212,8 @@ extension ServiceLoop {
         guard let connection = self.connection(id), connection.pendingClose == nil else { return }
         if writeNow(message, on: connection) { return }
         guard connection.enqueue(message) else {
-            // The peer keeps asking but does not read: drop what it did not take and close, rather than
-            // buffer without bound.
+            // The peer keeps asking but does not read (on this connection, or on all of its group's together):
+            // drop what it did not take and close, rather than buffer without bound.
             connection.dropAllOutgoing()
             close(connection, code: 1008, reason: "not reading")
             return

@@ -32,7 +32,7 @@ import Glibc
 enum Command: Sendable {
     case send(WebSocketConnectionID, [UInt8])
     case close(WebSocketConnectionID, code: UInt16, reason: String)
-    case markAuthenticated(WebSocketConnectionID)
+    case markAuthenticated(WebSocketConnectionID, group: String?)
     /// Stops (false) or resumes (true) reading from a connection's socket (lws rx flow control).
     case setReceiving(WebSocketConnectionID, Bool)
     /// Client: reads the socket only when asked (`receivePending`) or lazy is off (ServiceLoop+LazyReceive.swift).
@@ -152,6 +152,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
+    /// Groups of connections sharing a queue bound, by name, while they have members (`markAuthenticated`).
+    var outgoingGroups: [String: OutgoingGroup] = [:]
     /// The connection `connection(_:)` found last, while it is in `connections` (every removal goes through
     /// `removeConnection` or clears it): a paced line looks its connection up about four times.
     var lastFound: Connection?
@@ -344,6 +346,10 @@ final class ServiceLoop: @unchecked Sendable {
 
     /// `connections[id] = nil`, forgetting it as the last one found too.
     func removeConnection(_ id: WebSocketConnectionID) {
+        if let group = connections[id]?.group {
+            connections[id]?.leaveGroup()
+            if group.members == 0 { outgoingGroups[group.name] = nil }
+        }
         connections[id] = nil
         if lastFound?.id == id { lastFound = nil }
     }

@@ -38,6 +38,11 @@ public struct WebSocketServerConfiguration: Sendable {
     /// The default leaves room for the largest burst the daemon sends at once (a config batch: 64 parts of up to
     /// 64 KiB) several times over.
     public var maxQueuedBytes: Int = 16 << 20
+    /// Most bytes queued across the connections of one group (``WebSocketServer/markAuthenticated(_:group:)``: the
+    /// daemon makes each device's connections a group). A send that would take the group over it closes the
+    /// connection it was for, as `maxQueuedBytes` does ("not reading"), so a peer with several connections that
+    /// reads none cannot make the server buffer `maxQueuedBytes` once per connection.
+    public var maxQueuedBytesPerGroup: Int = 16 << 20
     /// Seconds without a sign of life from the peer before lws sends a PING.
     public var pingInterval: Int = 20
     /// Seconds without a sign of life (PONG or the handshake) before the connection is
@@ -78,6 +83,9 @@ public struct WebSocketServerConfiguration: Sendable {
         }
         guard maxQueuedBytes >= maxMessageSize else {
             throw .invalidConfiguration("maxQueuedBytes must be at least maxMessageSize")
+        }
+        guard maxQueuedBytesPerGroup >= maxMessageSize else {
+            throw .invalidConfiguration("maxQueuedBytesPerGroup must be at least maxMessageSize")
         }
         try validateLiveness(pingInterval: pingInterval, hangupAfter: hangupAfter)
     }

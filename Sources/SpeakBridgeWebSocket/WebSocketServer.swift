@@ -51,8 +51,10 @@ public final class WebSocketServer: Sendable {
     /// Call it once the application-level handshake succeeded. Until then a connection counts
     /// as unauthenticated from its TCP accept on, and may be evicted (`.closed` with reason
     /// "evicted: too many unauthenticated connections") when the server is full.
-    public func markAuthenticated(_ connection: WebSocketConnectionID) {
-        loop.enqueue(.markAuthenticated(connection))
+    /// `group`: the peer's name for ``WebSocketServerConfiguration/maxQueuedBytesPerGroup`` (the daemon: its device
+    /// ID); connections marked with the same group share that bound. nil: the connection's own bound only.
+    public func markAuthenticated(_ connection: WebSocketConnectionID, group: String? = nil) {
+        loop.enqueue(.markAuthenticated(connection, group: group))
     }
 
     /// Backpressure: stops reading from a connection's socket until ``resumeReceiving(_:)``. The peer's

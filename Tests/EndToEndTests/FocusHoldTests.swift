@@ -56,6 +56,58 @@ struct FocusHoldTests {
         #expect(RecordingXterm.typed("mailSecretA", dir) == "first")
     }
 
+    /// A device whose text is held because its window lost the focus must not hold another device's text: the
+    /// other device's new session types into the window focused now, while the held line stays held (nothing of it
+    /// typed anywhere) until the focus returns.
+    @Test("one device held by a focus change: another device's text is typed meanwhile")
+    func aHeldDeviceDoesNotHoldAnotherDevice() throws {
+        let x = try XServer()
+        defer { x.stop() }
+        let dir = Harness.tempDir("focus2")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (editor, editorID) = try RecordingXterm.start("editor", dir: dir, display: x.display)
+        defer { kill(editor.processIdentifier, SIGKILL); editor.waitUntilExit() }
+        let (other, otherID) = try RecordingXterm.start("other", dir: dir, display: x.display)
+        defer { kill(other.processIdentifier, SIGKILL); other.waitUntilExit() }
+        try RecordingXterm.focus(editorID, display: x.display)
+
+        let pair = Pair()
+        defer { pair.stop() }
+        try pair.startDaemon(sinks: ["type"], env: ["DISPLAY": x.display, "WAYLAND_DISPLAY": ""])
+        try pair.join()
+        let tablet = Harness.tempDir("tablet")
+        defer { try? FileManager.default.removeItem(atPath: tablet) }
+        let joined = try run(["join", try pair.pairCode(), "--name", "tablet"], home: tablet)
+        #expect(joined.status == 0, "\(joined.stderr)")
+
+        let (send, writer) = try pair.pipedSend()
+        defer { send.kill9() }
+        try writer.write(contentsOf: Data("first\n".utf8))
+        try Harness.wait("the first line in the editor") { RecordingXterm.typed("editor", dir) == "first" }
+        try RecordingXterm.focus(otherID, display: x.display)
+        try writer.write(contentsOf: Data("second\n".utf8))
+        try Harness.wait("send to print the desktop's held notice") { send.stderr.contains("desktop holds line 2 at type") }
+
+        let started = Date()
+        let hello = try Proc(["send", "--text", "hello"], home: tablet, label: "tablet")
+        defer { hello.kill9() }
+        try Harness.wait("the other device's text in the window focused now", timeout: 10) {
+            RecordingXterm.typed("other", dir) == "hello"
+        }
+        #expect(Date().timeIntervalSince(started) < 5, "the other device's text waited behind the held one")
+        #expect(try hello.wait(timeout: 30).status == 0, "\(hello.stderr)")
+        #expect(!hello.stderr.contains("holds"), "the other device was told it is held: \(hello.stderr)")
+        #expect(RecordingXterm.typed("editor", dir) == "first", "the held line was typed")
+
+        try RecordingXterm.focus(editorID, display: x.display)
+        try writer.close()
+        try Harness.wait("the held line in its own window once the focus returns") {
+            RecordingXterm.typed("editor", dir) == "first second"
+        }
+        #expect(try send.wait(timeout: 30).status == 0)
+        #expect(RecordingXterm.typed("other", dir) == "hello")
+    }
+
     @Test("type --here against a daemon without a typing sink: an error and a hint")
     func typeHereWithoutTypingSink() throws {
         let pair = Pair()

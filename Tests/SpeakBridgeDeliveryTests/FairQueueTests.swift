@@ -31,6 +31,23 @@ struct FairQueueTests {
         #expect(take(&q) == nil)
     }
 
+    @Test func aKeyHeldForItsOwnReasonGoesBehindTheOthersInOrder() {
+        var q = FairQueue<String, Int>()
+        q.append("held", [1, 2, 3])
+        q.append("b", [9])
+        let (key, items) = q.next(limit: 3, budget: .max, weight: { _ in 1 })!
+        #expect(key == "held" && items == [1, 2, 3])
+        q.consume("held", taken: 0, of: 3, behind: true)  // the sink holds none of it: "b" goes first
+        #expect(take(&q)! == ("b", [9]))
+        q.append("c", [7])
+        let again = q.next(limit: 3, budget: .max, weight: { _ in 1 })!
+        #expect(again.key == "held" && again.items == [1, 2, 3])
+        q.consume("held", taken: 1, of: 3, behind: true)  // part of it taken: the rest still waits its turn
+        #expect(take(&q)! == ("c", [7]))
+        #expect(take(&q)! == ("held", [2, 3]))
+        #expect(q.isEmpty && q.keyCount == 0)
+    }
+
     @Test func theBudgetBoundsABatchButAlwaysTakesOne() {
         var q = FairQueue<String, Int>()
         q.append("a", [5_000, 10, 10])

@@ -42,6 +42,13 @@ final class FakeSink: Sink {
         /// Write number n (1-based) pauses after its `willWrite`, before its bytes reach the medium, until the
         /// test signals `resume` (a slow tool run under way): `holding` is signalled when it pauses.
         var hold: Int?
+        /// This device's texts are held for a reason of their own (`SinkError.Scope.session`: a typing sink whose
+        /// session's window lost the focus), with this message; other devices' texts are written.
+        var heldDevice: (device: DeviceID, reason: String)?
+        /// Each write of this device's texts uses up `turns` calls (`SinkError.Scope.turnUsedUp`) before it is
+        /// written, as a long text typed across several turns; `turnsUsed` counts them.
+        var slowDevice: (device: DeviceID, turns: Int)?
+        var turnsUsed = 0
         var writes = 0
         var crashed = false
     }
@@ -84,6 +91,15 @@ final class FakeSink: Sink {
             if let failure = controls.withLock({ $0.failure }) {
                 throw SinkError(delivered: done, message: failure)
             }
+            if let held = controls.withLock({ $0.heldDevice }), held.device == items[done].device {
+                throw SinkError(delivered: done, message: held.reason, scope: .session)
+            }
+            let turnUsedUp = controls.withLock { c -> Bool in
+                guard let slow = c.slowDevice, slow.device == items[done].device else { return false }
+                c.turnsUsed += 1
+                return c.turnsUsed % slow.turns != 0
+            }
+            if turnUsedUp { throw SinkError(delivered: done, message: "turn used up", scope: .turnUsedUp) }
             do { try willWrite(end) } catch { throw SinkError(delivered: done, message: "\(error)") }
             let number = controls.withLock { c in
                 c.writes += 1

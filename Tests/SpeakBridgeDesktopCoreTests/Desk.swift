@@ -57,7 +57,7 @@ struct Desk {
             switch action {
             case let .send(id, frame): frames[id, default: []].append(frame)
             case let .close(id, reason): closes[id] = reason
-            case .markAuthenticated(let id): authenticated.append(id)
+            case .markAuthenticated(let id, _): authenticated.append(id)
             case .pauseReading(let id): pausedReading.append(id)
             case .resumeReading(let id): resumedReading.append(id)
             case let .submit(id, device, session, chunks):

@@ -186,6 +186,87 @@ struct TypeSinkX11Tests {
         #expect(browser.received() == "")
     }
 
+    /// A session held because its window lost the focus midway through a text holds only that session
+    /// (`Scope.session`): another session types meanwhile, and the held text keeps how far it got, so only its
+    /// rest is typed when the focus returns (once one text stopped midway was remembered for the whole sink, and
+    /// the other session's text made the held one start over).
+    @Test func aTextStoppedMidwayKeepsItsPlaceWhileAnotherSessionTypes() throws {
+        let server = try XvfbServer()
+        defer { server.stop() }
+        let editor = try XtermWindow(display: server.display, title: "editor")
+        defer { editor.stop() }
+        let browser = try XtermWindow(display: server.display, title: "browser")
+        defer { browser.stop() }
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
+        defer { sink.close() }
+        let text = String(String.UnicodeScalarView((0x4E00..<0x4E3C).map { Unicode.Scalar($0)! }))
+        try editor.focus()
+        let (browserID, display) = (browser.windowID, server.display)
+        let mover = BackgroundThread<Bool> {
+            sleepFor(.milliseconds(150))
+            return (try? runXdotool(["windowfocus", "--sync", browserID], display: display)) != nil
+        }
+        do {
+            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+            Issue.record("the whole text was typed although the focus moved")
+        } catch {
+            #expect(error.delivered == 0 && error.scope == .session)
+        }
+        #expect(mover.join(timeout: .seconds(10)) == true)
+        do {
+            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+            Issue.record("typed into a window the session did not start in")
+        } catch {
+            #expect(error.scope == .session, "a focus hold is the session's own: \(error.message)")
+        }
+        try sink.deliver(["other device"], sessions: ["laptop/7"]) { _ in }
+        #expect(browser.received(expecting: "other device") == "other device")
+        try editor.focus()
+        try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+        #expect(editor.received(expecting: text) == text)
+    }
+
+    /// A long text (600 distinct CJK characters through scratch keycodes: several seconds) is typed across turns
+    /// of about `TypeSink.turn` (`Scope.turnUsedUp`, nothing counted delivered until its last piece), another
+    /// session's text can be typed between two turns, and every character arrives once, in order.
+    @Test func aLongTextIsTypedAcrossTurnsWithAnotherSessionBetween() throws {
+        let server = try XvfbServer()
+        defer { server.stop() }
+        let editor = try XtermWindow(display: server.display, title: "editor")
+        defer { editor.stop() }
+        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
+        defer { sink.close() }
+        let text = String(String.UnicodeScalarView((0x4E00..<0x4E00 + 600).map { Unicode.Scalar($0)! }))
+        try editor.focus()
+        var turns = 0
+        var progress: [Int] = []
+        while true {
+            let started = ContinuousClock.now
+            do {
+                try sink.deliver([text], sessions: ["phone/1"], turn: TypeSink.turn) { progress.append($0) }
+                break
+            } catch {
+                #expect(error.scope == .turnUsedUp && error.delivered == 0, "\(error.message)")
+                #expect(ContinuousClock.now - started < TypeSink.turn + .seconds(2), "a turn went on far too long")
+                turns += 1
+                if turns == 1 { try sink.deliver(["hello"], sessions: ["laptop/7"]) { _ in } }
+                if turns > 60 || error.scope != .turnUsedUp { break }
+            }
+        }
+        #expect(turns >= 1, "typed in one turn: the text is too short to test turns here")
+        #expect(progress.allSatisfy { $0 == 1 })
+        let expectedCount = text.unicodeScalars.count + "hello".count
+        let deadline = ContinuousClock.now + .seconds(30)
+        var got = editor.received()
+        while got.unicodeScalars.count < expectedCount, ContinuousClock.now < deadline {
+            sleepFor(.milliseconds(20))
+            got = editor.received()
+        }
+        #expect(got.replacingOccurrences(of: "hello", with: "") == text, "characters lost or repeated")
+        #expect(got.unicodeScalars.count == expectedCount)
+        #expect(!got.hasPrefix("hello") && !got.hasSuffix("hello"), "the other session was not typed between turns")
+    }
+
     /// Scratch bindings stay while the sink lives (no revert race) and are gone when it closes.
     @Test func bindingsAreRemovedOnClose() throws {
         let server = try XvfbServer()

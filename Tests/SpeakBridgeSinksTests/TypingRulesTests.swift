@@ -130,6 +130,13 @@ import SpeakBridgeTestSupport
         let ydotool = ToolTypist(tool: .ydotool, path: "/usr/bin/ydotool", environment: [:])
         #expect(ydotool.arguments(typing: "-x") == [["type", "--file", "/dev/stdin"]])
         #expect(ydotool.runs(typing: "-x").map(\.input) == [Array("-x".utf8)])
+        // A long text goes in runs of at most 128 characters (each one ~1.5 s), so the focus and the typing sink's
+        // turn are checked between them; together they type the text once, in order.
+        let long = String(repeating: "ab ", count: 100)
+        let runs = ydotool.runs(typing: long)
+        #expect(runs.map(\.scalars) == [128, 128, 44])
+        #expect(runs.allSatisfy { $0.arguments == ["type", "--file", "/dev/stdin"] })
+        #expect(runs.flatMap { $0.input ?? [] } == Array(long.utf8))
     }
 
     /// The text never goes into a tool's arguments, which every local user can read in /proc/PID/cmdline while

@@ -171,6 +171,30 @@ struct OutgoingBoundTests {
         #expect(reason?.contains("not reading") == true, "closed: \(reason ?? "not closed")")
     }
 
+    /// Two raw connections of one group (one device's) that never read: each stays far below its own bound
+    /// (16 MiB sent to each, the bound 64 MiB), but together they pass the group's 4 MiB, and the connection whose
+    /// send would take the group over is closed ("not reading"). Before, each connection had only its own bound:
+    /// a device with 8 connections that read nothing held 8 × 16 MiB of the daemon's memory.
+    @Test func connectionsOfOneGroupThatDoNotReadAreClosedAtTheGroupBound() async throws {
+        var configuration = Loopback.patientConfiguration
+        configuration.maxQueuedBytes = 64 << 20
+        configuration.maxQueuedBytesPerGroup = 4 << 20
+        let log = EventLog()
+        let server = try WebSocketServer(configuration: configuration, onEvent: log.handler)
+        defer { server.shutdown() }
+        let raws = try (0..<2).map { _ in try RawWebSocket(port: server.port) }
+        for raw in raws { #expect(httpStatus(raw.upgrade()) == 101) }
+        #expect(await log.wait { log.openedIDs($0).count == 2 })
+        let ids = log.openedIDs()
+        for id in ids { server.markAuthenticated(id, group: "device") }
+        let reply = [UInt8](repeating: 0x41, count: 60 << 10)
+        // 16 MiB to each, alternately: more than the loopback socket buffers hold, far below each one's own bound.
+        for _ in 0..<273 { for id in ids { server.send(reply, to: id) } }
+        _ = await log.wait(timeout: .seconds(20)) { events in ids.contains { log.closedReason($0, events) != nil } }
+        let reasons = ids.compactMap { log.closedReason($0) }
+        #expect(reasons.contains { $0.contains("not reading") }, "closed: \(reasons)")
+    }
+
     /// The client side: a server that stops reading (here its own rx flow control, as a compromised desktop could
     /// while asking for more) cannot make a client buffer without bound either. Before, a client connection's
     /// queue had no bound.
