@@ -14,7 +14,13 @@ import SpeakBridgeSupport
 /// the server binds only in a directory that passes `PrivatePath.checkDirectory` and removes a stale socket only
 /// if it is a socket of ours; the client (`ControlClient`) checks the directory, that the path is a socket it
 /// owns (lstat), and after connecting that the listening process runs as the same user (SO_PEERCRED).
-// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; the other fields are set once in init.
+/// The other way round, whoever can connect can pair a device, revoke every device and read the status. The
+/// 0600 socket in its 0700 directory keeps other users out only as long as nobody loosens those modes (a
+/// `chmod` by hand, a runtime directory another tool made 0755, a bind mount), so the server itself serves only
+/// a process of this user or root: it asks the kernel who connected (SO_PEERCRED) before reading a byte, and
+/// closes any other connection unanswered, with a log line (`ControlRefusals`: at most one in 10 s).
+// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; `refusals` is a `Locked`; the other fields
+// are set once in init.
 public final class ControlServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) -> JSONValue
     struct HandlerBox: Sendable { let handle: Handler }
@@ -24,6 +30,7 @@ public final class ControlServer: @unchecked Sendable {
     let handler: HandlerBox
     let stopped = ThreadLock()
     var isStopped = false
+    let refusals = Locked(ControlRefusals())
 
     /// Answers each well-formed request with `handler`'s reply; anything else with a `ControlFailure`.
     public convenience init(path: String, typed handler: @escaping @Sendable (ControlRequest) -> ControlReply) throws(StoreError) {
@@ -89,6 +96,10 @@ public final class ControlServer: @unchecked Sendable {
                 usleep(10_000)
                 continue
             }
+            guard admits(client) else {
+                close(client)
+                continue
+            }
             let handler = self.handler
             Threads.start {
                 ControlClient.setTimeout(client, seconds: 5)
@@ -101,6 +112,21 @@ public final class ControlServer: @unchecked Sendable {
                 ControlClient.sendAll(client, handler.handle(request).encoded() + [0x0A])
             }
         }
+    }
+
+    /// Whether the process at the other end of `client` may be served: it runs as this user or as root
+    /// (SO_PEERCRED, the credentials it had when it connected). Checked on the accept thread, before a thread is
+    /// started or a byte read, so another user's connections cost no more than the accept and this call. A
+    /// refusal is logged (throttled by `refusals`).
+    func admits(_ client: Int32) -> Bool {
+        let credentials = PeerCredentials.of(client)
+        let error = errno
+        if let credentials, credentials.uid == geteuid() || credentials.uid == 0 { return true }
+        let now = ThreadCondition.monotonicNanoseconds
+        if let unlogged = refusals.withLock({ $0.admit(now: now) }) {
+            Console.warning(ControlRefusals.line(path: path, credentials: credentials, error: error, unlogged: unlogged))
+        }
+        return false
     }
 }
 
