@@ -109,13 +109,17 @@ final class ToolTypist: Typist {
 
     func windowExists(_ id: UInt) -> Bool { focus?.exists(id) ?? true }
 
-    /// wtype: one run that only sleeps (it connects, binds the seat and the virtual-keyboard manager, makes a
-    /// keyboard, types nothing); on sway, one focus query. ydotool: /dev/uinput must be writable.
+    /// wtype: the compositor must run as this user or root (`DisplayProbe.connectWayland`), then one run that
+    /// only sleeps (it binds the seat and the virtual-keyboard manager, makes a keyboard, types nothing); on sway,
+    /// one focus query. ydotool: /dev/uinput must be writable.
     func probe() throws(SinkError) {
         switch tool {
         case .wtype:
+            let compositor = try DisplayProbe.connectWayland(environment)
+            defer { Glibc.close(compositor) }
             do {
-                try ToolRunner.run(path, ["-s", "1"], input: nil, environment: environment, timeout: .seconds(5))
+                try ToolRunner.run(path, ["-s", "1"], input: nil, environment: environment, timeout: .seconds(5),
+                                   waylandSocket: compositor)
             } catch {
                 throw Self.wtypeProblem(error, environment: environment)
             }
@@ -211,7 +215,8 @@ final class ToolTypist: Typist {
     }
 
     /// With `window` (sway), the focus is checked before each run after the first; a run is the unit that
-    /// cannot be stopped midway.
+    /// cannot be stopped midway. Each wtype run gets a connection to a compositor of this user or root
+    /// (`DisplayProbe.connectWayland`); another user's is refused with nothing typed.
     func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
@@ -223,8 +228,13 @@ final class ToolTypist: Typist {
         for (index, run) in runs(typing: keys).enumerated() {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
+            // wtype connects through a connection made and judged here, before each run: the compositor the
+            // probe accepted may have gone since, and another user's taken its name.
+            let compositor = tool == .wtype ? try DisplayProbe.connectWayland(environment) : nil
+            defer { if let compositor { Glibc.close(compositor) } }
             do {
-                try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout)
+                try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout,
+                                   waylandSocket: compositor)
             } catch {
                 throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
             }

@@ -1,0 +1,85 @@
+import Foundation
+import Glibc
+import SpeakBridgeTestSupport
+import Testing
+@testable import SpeakBridgeSinks
+
+/// A Wayland compositor run by another user receives what is typed and copied: its socket is a name in a
+/// directory, which another user can hold when WAYLAND_DISPLAY points into a shared directory or the runtime
+/// directory is not private. The sinks check who listens (SO_PEERCRED) and who owns the socket file (lstat), and
+/// refuse another user's; wtype then gets the very connection judged (WAYLAND_SOCKET).
+@Suite(.serialized)
+struct ForeignCompositorTests {
+    /// A real sway run as `nobody` (setpriv) with a foot terminal recording its input: the type sink refuses at
+    /// its start-up check and at each text, and nothing reaches the terminal.
+    @Test(.enabled(if: WaylandCompositor.unavailable(.sway, foreign: true) == nil,
+                   "\(WaylandCompositor.unavailable(.sway, foreign: true) ?? "")"))
+    func typingIntoAnotherUsersCompositorIsRefused() throws {
+        let sway = try WaylandCompositor(.sway, foreign: true)
+        defer { sway.stop() }
+        let record = try sway.startFoot()
+        let refusal = "the Wayland compositor at \(sway.socketName) runs as uid 65534, not this user or root"
+        do {
+            let sink = try SinkFactory.make(.type(pressEnter: false), sanitize: true, environment: sway.environment)
+            defer { sink.close() }
+            Issue.record("a type sink started on another user's compositor: \((sink as? DescribedSink)?.method ?? "")")
+        } catch {
+            #expect(error.message.contains(refusal), "\(error.message)")
+            #expect(error.hint?.contains("WAYLAND_DISPLAY") == true)
+        }
+        // A sink that was never probed (or whose compositor changed hands after the probe) refuses each text.
+        let sink = try TypeSink(backend: .wtype, pressEnter: false, environment: sway.environment)
+        defer { sink.close() }
+        do {
+            try sink.deliver(["secret words"]) { _ in }
+            Issue.record("typed into another user's compositor")
+        } catch {
+            #expect(error.message.contains(refusal), "\(error.message)")
+        }
+        #expect(sway.received(record, expecting: "secret words", patience: .seconds(2)) == "")
+    }
+
+    /// The socket file is judged too, as ydotool's is: one of another user's is refused even when the process
+    /// listening is ours (the kernel asked on the connection says root here), and so is another user's symbolic
+    /// link to our socket. No compositor needed: a listening socket of this process stands in for one.
+    @Test(.enabled(if: geteuid() == 0, "needs root to give a socket file to another user"))
+    func aSocketFileOrLinkOfAnotherUserIsRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/wayland-9"
+        let fd = boundUnixSocket(at: path)
+        try #require(fd >= 0 && listen(fd, 16) == 0)  // never accepted: each check's connect waits in the backlog
+        defer { close(fd) }
+        let environment = ["WAYLAND_DISPLAY": "wayland-9", "XDG_RUNTIME_DIR": directory.path]
+        try DisplayProbe.checkWayland(environment)  // ours: accepted
+
+        let link = directory.path + "/wayland-link"
+        #expect(symlink(path, link) == 0)
+        try DisplayProbe.checkWayland(["WAYLAND_DISPLAY": link])  // our link to our socket: accepted
+        #expect(lchown(link, 65534, 65534) == 0)
+        #expect(throws: SinkError.self) { try DisplayProbe.checkWayland(["WAYLAND_DISPLAY": link]) }
+        do {
+            try DisplayProbe.checkWayland(["WAYLAND_DISPLAY": link])
+        } catch {
+            #expect(error.message == "the Wayland socket \(link) is a symbolic link of uid 65534, not this user or root: "
+                                   + "that user can point it at a compositor of theirs at any moment")
+        }
+
+        #expect(chown(path, 65534, 65534) == 0)
+        do {
+            try DisplayProbe.checkWayland(environment)
+            Issue.record("accepted a Wayland socket of another user")
+        } catch {
+            #expect(error.message == "the Wayland socket \(path) belongs to uid 65534, not this user or root: "
+                                   + "another user made it")
+        }
+        // The type sink's per-text check is the same: nothing is run.
+        let typist = ToolTypist(tool: .wtype, path: "/nonexistent/wtype", environment: environment)
+        do {
+            _ = try typist.type("hello", skipping: 0, in: nil)
+            Issue.record("typed towards another user's socket")
+        } catch {
+            #expect(error.message.contains("belongs to uid 65534"), "\(error.message)")
+        }
+    }
+}
