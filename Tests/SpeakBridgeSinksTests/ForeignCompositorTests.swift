@@ -39,6 +39,32 @@ struct ForeignCompositorTests {
         #expect(sway.received(record, expecting: "secret words", patience: .seconds(2)) == "")
     }
 
+    /// wl-copy gets the connection judged (WAYLAND_SOCKET) and copies through it to our compositor; to another
+    /// user's nothing is copied. The selection is read back with wl-paste, run as the compositor's user.
+    @Test(.enabled(if: WaylandCompositor.unavailable(.sway) == nil && WaylandCompositor.unavailable(.sway, foreign: true) == nil
+                   && systemTool("wl-copy") != nil && systemTool("wl-paste") != nil,
+                   "needs sway as ours and as nobody, and wl-clipboard"))
+    func copyingGoesOnlyToOurCompositor() throws {
+        let ours = try WaylandCompositor(.sway)
+        defer { ours.stop() }
+        let sink = try ClipboardSink(backend: .wlCopy, primary: false, environment: ours.environment)
+        try sink.probe()
+        try sink.deliver(["first words"]) { _ in }
+        #expect(try ours.selection(expecting: "first words") == "first words")
+
+        let theirs = try WaylandCompositor(.sway, foreign: true)
+        defer { theirs.stop() }
+        let refused = try ClipboardSink(backend: .wlCopy, primary: false, environment: theirs.environment)
+        #expect(throws: SinkError.self) { try refused.probe() }
+        do {
+            try refused.deliver(["secret words"]) { _ in }
+            Issue.record("copied to another user's compositor")
+        } catch {
+            #expect(error.message.contains("runs as uid 65534, not this user or root"), "\(error.message)")
+        }
+        #expect(try theirs.selection(expecting: "secret words", patience: .seconds(2)) != "secret words")
+    }
+
     /// The socket file is judged too, as ydotool's is: one of another user's is refused even when the process
     /// listening is ours (the kernel asked on the connection says root here), and so is another user's symbolic
     /// link to our socket. No compositor needed: a listening socket of this process stands in for one.

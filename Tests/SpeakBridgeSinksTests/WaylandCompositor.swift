@@ -136,6 +136,26 @@ final class WaylandCompositor {
         return record
     }
 
+    /// The clipboard's text as wl-paste (run as the compositor's user) reads it, waiting up to `patience` for it to
+    /// equal `expected`; nil when wl-paste finds none.
+    func selection(expecting expected: String, patience: Duration = .seconds(30)) throws -> String? {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: patience)
+        var last: String?
+        repeat {
+            let output = "\(runtimeDirectory)/paste-\(UInt32.random(in: 0 ... .max))"
+            let paste = try spawn(["/bin/sh", "-c", "exec wl-paste --no-newline > \(output)"], environment: [:])
+            paste.waitUntilExit()
+            last = paste.terminationStatus == 0 ? FileManager.default.contents(atPath: output).map {
+                String(decoding: $0, as: UTF8.self)
+            } : nil
+            unlink(output)
+            if last == expected { break }
+            sleepFor(.milliseconds(50))
+        } while clock.now < deadline
+        return last
+    }
+
     /// What `record` holds, waiting up to `patience` for it to equal `expected`.
     func received(_ record: String, expecting expected: String, patience: Duration = .seconds(30)) -> String {
         let clock = ContinuousClock()
