@@ -184,8 +184,17 @@ final class ToolTypist: Typist {
     /// a socket must be this user's or root's, and so must a symbolic link (its owner could point it elsewhere at
     /// any moment) and the socket it leads to. Anything else there (a plain file, a directory) is harmless: ydotool
     /// cannot connect to it, and 0.1.8 then types through /dev/uinput. The sticky /tmp keeps a socket of ours or
-    /// root's from being replaced. Left: the moment between this check and the tool's connect, while none exists
-    /// (the next check then refuses).
+    /// root's from being replaced.
+    ///
+    /// Left, and not closable from here: the moment between this check and the tool's own connect(2), while no
+    /// socket exists at a path (the next check then finds one and refuses). For wtype and wl-copy the window is
+    /// closed by handing them a connection made and judged here (libwayland's WAYLAND_SOCKET,
+    /// `DisplayProbe.connectWayland`); ydotool has no such way in: 0.1.8 connects to the fixed path
+    /// /tmp/.ydotool_socket itself (seen with Debian 12's build: given a stream socket listening there, it
+    /// connected and sent its key events to it), and 1.x to the path it is given. A connection of ours, judged with
+    /// SO_PEERCRED and closed just before, says nothing about the one ydotool makes after it; a path we control
+    /// (YDOTOOL_SOCKET, 1.x only) would need a relay of our own in front of ydotoold. Running ydotoold, as root or
+    /// this user, keeps the name taken.
     static func ydotoolSocketProblem(environment: [String: String]) -> SinkError? {
         var candidates: [String] = []
         if let chosen = environment["YDOTOOL_SOCKET"], !chosen.isEmpty { candidates.append(chosen) }
