@@ -104,7 +104,8 @@ enum DisplayProbe {
         guard let address = UnixAddress(path) else {
             throw SinkError(message: "Wayland socket path is too long: \(shown)")
         }
-        guard let fd = address.connectedStream() else {
+        // With patience: the sink thread must not hang in connect(2) on a compositor that does not accept.
+        guard let fd = address.connectedStream(patience: .seconds(5)) else {
             let reason = POSIX.describe(errno)
             throw SinkError(message: "cannot connect to Wayland display \(name) (\(shown): \(reason))",
                             hint: "check that the compositor runs and WAYLAND_DISPLAY/XDG_RUNTIME_DIR name its socket")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SpeakBridgeSupport
 import SpeakBridgeTestSupport
 import Testing
 @testable import SpeakBridgeSinks
@@ -63,6 +64,31 @@ struct ForeignCompositorTests {
             #expect(error.message.contains("runs as uid 65534, not this user or root"), "\(error.message)")
         }
         #expect(try theirs.selection(expecting: "secret words", patience: .seconds(2)) != "secret words")
+    }
+
+    /// A listener that never accepts (a wedged compositor, or another user holding the name) makes the check fail
+    /// after its patience instead of holding the sink thread in connect(2) for ever: the tool run it replaced had
+    /// a timeout.
+    @Test func aCompositorThatNeverAcceptsIsGivenUpOn() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/wayland-8"
+        let fd = boundUnixSocket(at: path)
+        try #require(fd >= 0 && listen(fd, 0) == 0)
+        defer { close(fd) }
+        var queued: [Int32] = []  // fill the backlog
+        defer { queued.forEach { close($0) } }
+        while let one = UnixAddress(path)?.connectedStream(patience: .zero) { queued.append(one) }
+        try #require(errno == ETIMEDOUT)
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            try DisplayProbe.checkWayland(["WAYLAND_DISPLAY": path])
+            Issue.record("connected to a listener that does not accept")
+        } catch {
+            #expect(error.message.contains("timed out"), "\(error.message)")
+        }
+        #expect(clock.now - start < .seconds(30))
     }
 
     /// The socket file is judged too, as ydotool's is: one of another user's is refused even when the process
