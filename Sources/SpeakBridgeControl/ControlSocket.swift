@@ -47,7 +47,7 @@ public final class ControlServer: @unchecked Sendable {
     public init(path: String, handler: @escaping Handler) throws(StoreError) {
         self.path = path
         self.handler = HandlerBox(handle: handler)
-        var addr = try ControlClient.address(path)
+        let address = try ControlClient.address(path)
         try PrivatePath.checkDirectory(ControlClient.directory(of: path))
         // A socket file left by a killed daemon: remove it only if it is our socket and nobody answers on it.
         switch try ControlClient.inspect(path) {
@@ -63,9 +63,7 @@ public final class ControlServer: @unchecked Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
         let old = umask(0o177)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let rc = address.withSockaddr { bind(fd, $0, $1) }
         umask(old)
         guard rc == 0, listen(fd, 16) == 0 else {
             let code = errno
@@ -155,7 +153,7 @@ public enum ControlClient {
         var noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
                                   hint: "start it with `speakbridge serve` (same --home)")
         noDaemon.noDaemon = true
-        var addr = try address(path)
+        let address = try address(path)
         var info = stat()
         if lstat(directory(of: path), &info) != 0 && errno == ENOENT { throw noDaemon }
         try PrivatePath.checkDirectory(directory(of: path))
@@ -163,10 +161,7 @@ public enum ControlClient {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
         defer { close(fd) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw noDaemon }
+        guard address.withSockaddr({ connect(fd, $0, $1) }) == 0 else { throw noDaemon }
         try checkPeer(fd, path: path)
         setTimeout(fd, seconds: timeout)
         sendAll(fd, request.encoded() + [0x0A])
@@ -211,29 +206,20 @@ public enum ControlClient {
     }
 
     public static func isAlive(path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0, var addr = try? address(path) else { return false }
-        defer { close(fd) }
-        return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        } == 0
+        guard let fd = (try? address(path))?.connectedStream() else { return false }
+        close(fd)
+        return true
     }
 
-    static func address(_ path: String) throws(StoreError) -> sockaddr_un {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard bytes.count < capacity else {
-            throw StoreError("the control socket path is \(bytes.count) bytes, longer than the \(capacity - 1) a Unix "
-                             + "socket allows: \(path)",
+    /// The socket's address (`UnixAddress`), or an error that says how to shorten a path too long for one.
+    static func address(_ path: String) throws(StoreError) -> UnixAddress {
+        guard let address = UnixAddress(path) else {
+            let capacity = MemoryLayout.size(ofValue: sockaddr_un().sun_path)
+            throw StoreError("the control socket path is \(path.utf8.count) bytes, longer than the \(capacity - 1) a "
+                             + "Unix socket allows: \(path)",
                              hint: "use a shorter --home, or set XDG_RUNTIME_DIR to a short private directory")
         }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in bytes.enumerated() { raw[i] = b }
-            raw[bytes.count] = 0
-        }
-        return addr
+        return address
     }
 
     /// Writes on a socket without raising SIGPIPE if the peer has gone (MSG_NOSIGNAL).
