@@ -15,14 +15,15 @@ BIN_DEBUG   = $(SCRATCH)/debug/speakbridge
 BIN_RELEASE = $(SCRATCH)/release/speakbridge
 
 # Debian packages: building and running / testing (Xvfb and xclip for the clipboard sink, libX11/libXtst for typing
-# on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests, avahi and iproute2 for
+# on X11 (loaded at run time), xterm, sway, foot, wtype and weston for the typing tests (wl-clipboard for the copy to a
+# compositor of ours, not another user's), avahi and iproute2 for
 # the namespaced mDNS LAN, socat as the benchmark floor, python3-venv for the independent Python client; neovim, vim,
 # emacs-nox and python3-pynvim for the editor plugins' tests; chromium, chromium-driver and python3-selenium for the
 # browser page's tests; libfuse3-dev, fuse3 and gcc (/usr/bin/cc) for the failing disk of the fsync-failure tests, Tests/fuse/failfs.c,
 # compiled by the tests: libfuse3 because fuse-python 1.0.5 crashes in fsyncdir, so it could not fail a directory fsync).
 DEB_BUILD = libsodium-dev libwebsockets-dev libqrencode-dev libavahi-client-dev libsecret-1-dev libssl-dev pkg-config
 DEB_RUN   = xclip libx11-6 libxtst6
-DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
+DEB_TEST  = xvfb xclip xsel xdotool xterm x11-xkb-utils sway foot wtype weston wl-clipboard libxtst6 zbar-tools gnome-keyring libsecret-tools socat avahi-daemon avahi-utils dbus iproute2 python3 python3-venv procps \
             dpkg-dev man-db systemd zsh fish chromium chromium-driver python3-selenium curl openssl \
             neovim vim emacs-nox python3-pynvim libfuse3-dev fuse3 gcc
 

@@ -174,7 +174,9 @@ let package = Package(
         .testTarget(name: "SpeakBridgeDesktopCoreTests", dependencies: [
             "SpeakBridgeDesktopCore", "SpeakBridgeProtocol", "SpeakBridgeCrypto", "SpeakBridgeSupport",
         ]),
-        .testTarget(name: "SpeakBridgeControlTests", dependencies: ["SpeakBridgeControl", "SpeakBridgeProtocol"]),
+        .testTarget(name: "SpeakBridgeControlTests", dependencies: [
+            "SpeakBridgeControl", "SpeakBridgeProtocol", "SpeakBridgeSupport", "SpeakBridgeTestSupport",
+        ]),
         .testTarget(name: "SpeakBridgeTLSTests", dependencies: ["SpeakBridgeTLS", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeConfigTests", dependencies: ["SpeakBridgeConfig", "SpeakBridgeProtocol", "SpeakBridgeStore"]),
         .testTarget(name: "SpeakBridgeKeyringTests", dependencies: [

@@ -14,7 +14,13 @@ import SpeakBridgeSupport
 /// the server binds only in a directory that passes `PrivatePath.checkDirectory` and removes a stale socket only
 /// if it is a socket of ours; the client (`ControlClient`) checks the directory, that the path is a socket it
 /// owns (lstat), and after connecting that the listening process runs as the same user (SO_PEERCRED).
-// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; the other fields are set once in init.
+/// The other way round, whoever can connect can pair a device, revoke every device and read the status. The
+/// 0600 socket in its 0700 directory keeps other users out only as long as nobody loosens those modes (a
+/// `chmod` by hand, a runtime directory another tool made 0755, a bind mount), so the server itself serves only
+/// a process of this user or root: it asks the kernel who connected (SO_PEERCRED) before reading a byte, and
+/// closes any other connection unanswered, with a log line (`ControlRefusals`: at most one in 10 s).
+// `@unchecked Sendable` is sound: `isStopped` is guarded by `stopped`; `refusals` is a `Locked`; the other fields
+// are set once in init.
 public final class ControlServer: @unchecked Sendable {
     public typealias Handler = @Sendable (JSONValue) -> JSONValue
     struct HandlerBox: Sendable { let handle: Handler }
@@ -24,6 +30,7 @@ public final class ControlServer: @unchecked Sendable {
     let handler: HandlerBox
     let stopped = ThreadLock()
     var isStopped = false
+    let refusals = Locked(ControlRefusals())
 
     /// Answers each well-formed request with `handler`'s reply; anything else with a `ControlFailure`.
     public convenience init(path: String, typed handler: @escaping @Sendable (ControlRequest) -> ControlReply) throws(StoreError) {
@@ -40,7 +47,7 @@ public final class ControlServer: @unchecked Sendable {
     public init(path: String, handler: @escaping Handler) throws(StoreError) {
         self.path = path
         self.handler = HandlerBox(handle: handler)
-        var addr = try ControlClient.address(path)
+        let address = try ControlClient.address(path)
         try PrivatePath.checkDirectory(ControlClient.directory(of: path))
         // A socket file left by a killed daemon: remove it only if it is our socket and nobody answers on it.
         switch try ControlClient.inspect(path) {
@@ -56,9 +63,7 @@ public final class ControlServer: @unchecked Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
         let old = umask(0o177)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let rc = address.withSockaddr { bind(fd, $0, $1) }
         umask(old)
         guard rc == 0, listen(fd, 16) == 0 else {
             let code = errno
@@ -89,6 +94,10 @@ public final class ControlServer: @unchecked Sendable {
                 usleep(10_000)
                 continue
             }
+            guard admits(client) else {
+                close(client)
+                continue
+            }
             let handler = self.handler
             Threads.start {
                 ControlClient.setTimeout(client, seconds: 5)
@@ -101,6 +110,21 @@ public final class ControlServer: @unchecked Sendable {
                 ControlClient.sendAll(client, handler.handle(request).encoded() + [0x0A])
             }
         }
+    }
+
+    /// Whether the process at the other end of `client` may be served: it runs as this user or as root
+    /// (SO_PEERCRED, the credentials it had when it connected). Checked on the accept thread, before a thread is
+    /// started or a byte read, so another user's connections cost no more than the accept and this call. A
+    /// refusal is logged (throttled by `refusals`).
+    func admits(_ client: Int32) -> Bool {
+        let credentials = PeerCredentials.of(client)
+        let error = errno
+        if let credentials, credentials.uid == geteuid() || credentials.uid == 0 { return true }
+        let now = ThreadCondition.monotonicNanoseconds
+        if let unlogged = refusals.withLock({ $0.admit(now: now) }) {
+            Console.warning(ControlRefusals.line(path: path, credentials: credentials, error: error, unlogged: unlogged))
+        }
+        return false
     }
 }
 
@@ -129,7 +153,7 @@ public enum ControlClient {
         var noDaemon = StoreError("no speakbridge daemon is running for this home (\(path))",
                                   hint: "start it with `speakbridge serve` (same --home)")
         noDaemon.noDaemon = true
-        var addr = try address(path)
+        let address = try address(path)
         var info = stat()
         if lstat(directory(of: path), &info) != 0 && errno == ENOENT { throw noDaemon }
         try PrivatePath.checkDirectory(directory(of: path))
@@ -137,10 +161,7 @@ public enum ControlClient {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .io("create socket", path, errno: errno) }
         defer { close(fd) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw noDaemon }
+        guard address.withSockaddr({ connect(fd, $0, $1) }) == 0 else { throw noDaemon }
         try checkPeer(fd, path: path)
         setTimeout(fd, seconds: timeout)
         sendAll(fd, request.encoded() + [0x0A])
@@ -185,29 +206,20 @@ public enum ControlClient {
     }
 
     public static func isAlive(path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0, var addr = try? address(path) else { return false }
-        defer { close(fd) }
-        return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        } == 0
+        guard let fd = (try? address(path))?.connectedStream() else { return false }
+        close(fd)
+        return true
     }
 
-    static func address(_ path: String) throws(StoreError) -> sockaddr_un {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard bytes.count < capacity else {
-            throw StoreError("the control socket path is \(bytes.count) bytes, longer than the \(capacity - 1) a Unix "
-                             + "socket allows: \(path)",
+    /// The socket's address (`UnixAddress`), or an error that says how to shorten a path too long for one.
+    static func address(_ path: String) throws(StoreError) -> UnixAddress {
+        guard let address = UnixAddress(path) else {
+            let capacity = MemoryLayout.size(ofValue: sockaddr_un().sun_path)
+            throw StoreError("the control socket path is \(path.utf8.count) bytes, longer than the \(capacity - 1) a "
+                             + "Unix socket allows: \(path)",
                              hint: "use a shorter --home, or set XDG_RUNTIME_DIR to a short private directory")
         }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in bytes.enumerated() { raw[i] = b }
-            raw[bytes.count] = 0
-        }
-        return addr
+        return address
     }
 
     /// Writes on a socket without raising SIGPIPE if the peer has gone (MSG_NOSIGNAL).

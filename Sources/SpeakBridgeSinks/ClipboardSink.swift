@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// The program that writes the clipboard.
 public enum ClipboardBackend: String, Sendable, CaseIterable {
     /// Wayland, from the Debian package wl-clipboard.
@@ -119,19 +121,21 @@ public final class ClipboardSink: DescribedSink {
 
     public func deliver(_ texts: [String], willComplete: (Int) throws -> Void) throws(SinkError) {
         guard !texts.isEmpty else { return }
-        // The X server the probe accepted at start may have gone since, and another user's taken its name: who
-        // serves the display is asked again before each run (a connect(2) and getsockopt(2); a tool run costs
-        // milliseconds).
+        // The X server or compositor the probe accepted at start may have gone since, and another user's taken its
+        // name: who serves the display is asked again before each run (a connect(2) and getsockopt(2); a tool run
+        // costs milliseconds). wl-copy gets the very connection judged (`DisplayProbe.connectWayland`).
         if backend != .wlCopy, let problem = DisplayProbe.currentServerProblem(environment["DISPLAY"] ?? "") {
             throw problem
         }
+        let compositor = backend == .wlCopy ? try DisplayProbe.connectWayland(environment) : nil
+        defer { if let compositor { Glibc.close(compositor) } }
         let joined = texts.map { sanitize ? OutputSanitizer.sanitize($0) : $0 }.joined(separator: "\n")
         do { try willComplete(texts.count) } catch {
             throw SinkError(message: "could not record progress: \(error)")
         }
         do {
             try ToolRunner.run(executablePath, backend.arguments(primary: primary), input: Array(joined.utf8),
-                               environment: environment, timeout: timeout)
+                               environment: environment, timeout: timeout, waylandSocket: compositor)
         } catch {
             throw SinkError(message: error.message(tool: backend.executable, hiding: texts + [joined]),
                             hint: failureHint)

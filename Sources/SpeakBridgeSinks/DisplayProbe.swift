@@ -7,8 +7,8 @@ enum DisplayProbe {
     /// Everything typed or copied goes to that server, and its socket can be another user's: the abstract
     /// `@/tmp/.X11-unix/X0` has no permissions, so anyone may bind it while no X server serves `:0` (a `DISPLAY=:0`
     /// set for a service in a Wayland session, say). The peer's credentials (SO_PEERCRED) tell. A TCP display
-    /// (`host:0`, SSH forwarding) has none to read and is not judged here. (A Wayland socket is not judged either: it
-    /// lives in the user's private runtime directory, and the tests run their compositor as another user.)
+    /// (`host:0`, SSH forwarding) has none to read and is not judged here. (The Wayland compositor's socket is
+    /// judged by `connectWayland`.)
     static func serverProblem(_ fd: Int32, display: String) -> SinkError? {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -76,30 +76,91 @@ enum DisplayProbe {
         }
     }
 
-    /// Throws unless something listens on the Wayland socket that `environment` names ($WAYLAND_DISPLAY, relative
-    /// to $XDG_RUNTIME_DIR unless absolute).
-    static func checkWayland(_ environment: [String: String]) throws(SinkError) {
+    /// The path of the Wayland socket that `environment` names: $WAYLAND_DISPLAY, relative to $XDG_RUNTIME_DIR
+    /// unless absolute.
+    static func waylandSocketPath(_ environment: [String: String]) throws(SinkError) -> String {
         let name = environment["WAYLAND_DISPLAY"] ?? ""
-        let path: String
-        if name.hasPrefix("/") {
-            path = name
-        } else {
-            guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else {
-                throw SinkError(message: "cannot reach Wayland display \(name): XDG_RUNTIME_DIR is unset",
-                                hint: "run the daemon inside your desktop session, or export XDG_RUNTIME_DIR")
-            }
-            path = runtime + "/" + name
+        if name.hasPrefix("/") { return name }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else {
+            throw SinkError(message: "cannot reach Wayland display \(PeerText.escape(name)): XDG_RUNTIME_DIR is unset",
+                            hint: "run the daemon inside your desktop session, or export XDG_RUNTIME_DIR")
         }
+        return runtime + "/" + name
+    }
+
+    /// A connection (close-on-exec; the caller closes it) to the Wayland compositor that `environment` names,
+    /// made only when the compositor runs as this user or root. Everything typed or copied on Wayland goes to it,
+    /// and its socket is a name in a directory: another user who can create that name (WAYLAND_DISPLAY pointing
+    /// into a shared directory such as /tmp, a runtime directory that is not private) receives all dictation.
+    /// Judged as the X server is (`serverProblem`): the process listening, asked of the kernel on this very
+    /// connection (SO_PEERCRED); and the socket file, as ydotool's is (`ToolTypist.ydotoolSocketProblem`): lstat
+    /// must find a socket of this user or root, and a symbolic link must be theirs too, as must the socket it
+    /// leads to. A tool given this connection (`ToolRunner.run(waylandSocket:)`, libwayland's WAYLAND_SOCKET)
+    /// talks to the compositor judged here, not to whatever holds the name a moment later.
+    static func connectWayland(_ environment: [String: String]) throws(SinkError) -> Int32 {
+        let name = PeerText.escape(environment["WAYLAND_DISPLAY"] ?? "")
+        let path = try waylandSocketPath(environment)
+        let shown = PeerText.escape(path)
         guard let address = UnixAddress(path) else {
-            throw SinkError(message: "Wayland socket path is too long: \(path)")
+            throw SinkError(message: "Wayland socket path is too long: \(shown)")
         }
-        if let fd = address.connectedStream() {
-            close(fd)
-        } else {
+        // With patience: the sink thread must not hang in connect(2) on a compositor that does not accept.
+        guard let fd = address.connectedStream(patience: .seconds(5)) else {
             let reason = POSIX.describe(errno)
-            throw SinkError(message: "cannot connect to Wayland display \(name) (\(path): \(reason))",
+            throw SinkError(message: "cannot connect to Wayland display \(name) (\(shown): \(reason))",
                             hint: "check that the compositor runs and WAYLAND_DISPLAY/XDG_RUNTIME_DIR name its socket")
         }
+        if let problem = waylandProblem(fd, name: name, path: path) {
+            close(fd)
+            throw problem
+        }
+        return fd
+    }
+
+    /// Nil when the compositor at the other end of `fd` (connected to `path`) and the socket file at `path` are
+    /// this user's or root's; else why neither may be used (see `connectWayland`).
+    static func waylandProblem(_ fd: Int32, name: String, path: String) -> SinkError? {
+        let shown = PeerText.escape(path)
+        let hint = "point WAYLAND_DISPLAY at your own session's compositor, and keep its socket in your private "
+            + "runtime directory (XDG_RUNTIME_DIR, mode 0700)"
+        let me = geteuid()
+        func foreign(_ uid: uid_t) -> Bool { uid != me && uid != 0 }
+        guard let peer = PeerCredentials.of(fd) else {
+            return SinkError(message: "cannot tell who runs the Wayland compositor at \(name): \(POSIX.describe(errno))",
+                             hint: hint)
+        }
+        guard !foreign(peer.uid) else {
+            return SinkError(message: "the Wayland compositor at \(name) runs as uid \(peer.uid), not this user or root: "
+                                 + "what is typed or copied would go to that user", hint: hint)
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            return SinkError(message: "cannot check the Wayland socket \(shown): \(POSIX.describe(errno))", hint: hint)
+        }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard !foreign(info.st_uid) else {
+                return SinkError(message: "the Wayland socket \(shown) is a symbolic link of uid \(info.st_uid), not this "
+                                     + "user or root: that user can point it at a compositor of theirs at any moment",
+                                 hint: hint)
+            }
+            guard stat(path, &info) == 0 else {
+                return SinkError(message: "cannot check the Wayland socket \(shown): \(POSIX.describe(errno))", hint: hint)
+            }
+        }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            return SinkError(message: "\(shown), named by WAYLAND_DISPLAY, is not a socket", hint: hint)
+        }
+        guard !foreign(info.st_uid) else {
+            return SinkError(message: "the Wayland socket \(shown) belongs to uid \(info.st_uid), not this user or root: "
+                                 + "another user made it", hint: hint)
+        }
+        return nil
+    }
+
+    /// Throws unless the Wayland compositor that `environment` names accepts a connection and runs as this user or
+    /// root (`connectWayland`; the connection is closed at once).
+    static func checkWayland(_ environment: [String: String]) throws(SinkError) {
+        close(try connectWayland(environment))
     }
 }
 

@@ -45,9 +45,14 @@ enum ToolRunner {
     /// Runs `executable` with `arguments`; returns normally when it exits with status 0. With `captureStdout`,
     /// stdout goes to a second memfd instead of /dev/null and its first `captureStdout` bytes are returned (for
     /// query tools such as `swaymsg`, never for the clipboard tools, whose selection owner inherits stdout).
+    /// With `waylandSocket` (a connection to the compositor, `DisplayProbe.connectWayland`), the tool gets it as
+    /// descriptor 3 and `WAYLAND_SOCKET=3`, which libwayland-client's wl_display_connect uses instead of
+    /// connecting to WAYLAND_DISPLAY by name: the tool talks to the compositor that was judged, whatever holds
+    /// the name by the time it runs. The caller keeps and closes its own descriptor.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]?,
-                    environment: [String: String], timeout: Duration, captureStdout: Int? = nil) throws(Failure) -> [UInt8] {
+                    environment: [String: String], timeout: Duration, captureStdout: Int? = nil,
+                    waylandSocket: Int32? = nil) throws(Failure) -> [UInt8] {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
 
@@ -67,7 +72,7 @@ enum ToolRunner {
         do {
             defer { if pipeEnds[0] >= 0 { _ = close(pipeEnds[0]) } }
             pid = try spawn(executable, arguments, stdin: pipeEnds[0], stdout: outputFile, stderr: errorFile,
-                            environment: environment)
+                            waylandSocket: waylandSocket, environment: environment)
         } catch {
             if pipeEnds[1] >= 0 { _ = close(pipeEnds[1]) }
             throw error
@@ -120,8 +125,11 @@ enum ToolRunner {
 
     // MARK: - Steps
 
+    /// The descriptor a tool finds `run`'s `waylandSocket` at.
+    static let waylandSocketDescriptor: Int32 = 3
+
     private static func spawn(_ executable: String, _ arguments: [String], stdin: Int32, stdout: Int32, stderr: Int32,
-                              environment: [String: String]) throws(Failure) -> pid_t {
+                              waylandSocket: Int32?, environment: [String: String]) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -136,6 +144,18 @@ enum ToolRunner {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
         posix_spawn_file_actions_adddup2(&actions, stderr >= 0 ? stderr : 1, 2)
+        var environment = environment
+        var firstClosed: Int32 = 3
+        if let waylandSocket {
+            // dup2 leaves the copy without close-on-exec (glibc ≥ 2.29 clears it also when the descriptor already
+            // is 3), so the tool inherits it; libwayland-client sets it close-on-exec again and unsets the variable.
+            posix_spawn_file_actions_adddup2(&actions, waylandSocket, waylandSocketDescriptor)
+            environment["WAYLAND_SOCKET"] = "\(waylandSocketDescriptor)"
+            firstClosed = waylandSocketDescriptor + 1
+        } else {
+            // One the daemon inherited names a descriptor the tool does not get (closed below).
+            environment["WAYLAND_SOCKET"] = nil
+        }
         if let addChdir {
             // The tool starts in /, not in the daemon's working directory: a relative name it opens (a file `-`
             // that an older ydotool would read as its text) cannot be one another user planted where the daemon
@@ -145,7 +165,7 @@ enum ToolRunner {
         if let closeFrom = addCloseFrom {
             // Descriptors the daemon opened without O_CLOEXEC (sockets of C libraries) must not live on in the
             // tool's long-lived selection-owner child.
-            _ = closeFrom(&actions, 3)
+            _ = closeFrom(&actions, firstClosed)
         }
 
         var attributes = posix_spawnattr_t()

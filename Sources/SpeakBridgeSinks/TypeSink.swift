@@ -62,6 +62,9 @@ public enum TypeBackend: String, Sendable, CaseIterable {
 ///   (A tool run is not cut: wtype types a line per run, ydotool at most 128 characters.)
 /// - A text stopped midway (its turn used up, or its window lost the focus) is remembered per session: the rest is
 ///   typed when it comes again, also after other sessions typed meanwhile.
+/// - Only into a session of this user or root: who runs the X server or the Wayland compositor is asked of the
+///   kernel (SO_PEERCRED; on Wayland also who owns the socket file, before every wtype run, which then uses that
+///   very connection). Another user's is refused: `probe` and `deliver` fail with the reason, nothing is typed.
 /// - One typing call per text; `willComplete(k)` right before the call that types text k.
 public final class TypeSink: DescribedSink, FocusTrackingSink {
     public let pressEnter: Bool
@@ -115,10 +118,16 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
 
     public var method: String { typist.withLock { $0 }.method }
 
-    /// Checks the method (display reachable and XTEST present; the compositor has the virtual-keyboard protocol;
-    /// /dev/uinput writable). Where the compositor refuses wtype and ydotool can work, switches to ydotool.
+    /// Checks the method (display reachable, run by this user or root, and XTEST present; the compositor run by
+    /// this user or root and with the virtual-keyboard protocol; /dev/uinput writable). Where the compositor
+    /// refuses wtype and ydotool can work, switches to ydotool; not where the compositor is another user's.
     public func probe() throws(SinkError) {
         let current = typist.withLock { $0 }
+        if (current as? ToolTypist)?.tool == .wtype {
+            // Another user's compositor is refused as such, never a reason to fall back to ydotool: its keys go
+            // to whichever session has the seat, which may be that user's.
+            try DisplayProbe.checkWayland(environment)
+        }
         do {
             try current.probe()
         } catch let refusal {

@@ -122,13 +122,17 @@ final class ToolTypist: Typist {
 
     func windowExists(_ id: UInt) -> Bool { focus?.exists(id) ?? true }
 
-    /// wtype: one run that only sleeps (it connects, binds the seat and the virtual-keyboard manager, makes a
-    /// keyboard, types nothing); on sway, one focus query. ydotool: /dev/uinput must be writable.
+    /// wtype: the compositor must run as this user or root (`DisplayProbe.connectWayland`), then one run that
+    /// only sleeps (it binds the seat and the virtual-keyboard manager, makes a keyboard, types nothing); on sway,
+    /// one focus query. ydotool: /dev/uinput must be writable.
     func probe() throws(SinkError) {
         switch tool {
         case .wtype:
+            let compositor = try DisplayProbe.connectWayland(environment)
+            defer { Glibc.close(compositor) }
             do {
-                try ToolRunner.run(path, ["-s", "1"], input: nil, environment: environment, timeout: .seconds(5))
+                try ToolRunner.run(path, ["-s", "1"], input: nil, environment: environment, timeout: .seconds(5),
+                                   waylandSocket: compositor)
             } catch {
                 throw Self.wtypeProblem(error, environment: environment)
             }
@@ -198,8 +202,17 @@ final class ToolTypist: Typist {
     /// a socket must be this user's or root's, and so must a symbolic link (its owner could point it elsewhere at
     /// any moment) and the socket it leads to. Anything else there (a plain file, a directory) is harmless: ydotool
     /// cannot connect to it, and 0.1.8 then types through /dev/uinput. The sticky /tmp keeps a socket of ours or
-    /// root's from being replaced. Left: the moment between this check and the tool's connect, while none exists
-    /// (the next check then refuses).
+    /// root's from being replaced.
+    ///
+    /// Left, and not closable from here: the moment between this check and the tool's own connect(2), while no
+    /// socket exists at a path (the next check then finds one and refuses). For wtype and wl-copy the window is
+    /// closed by handing them a connection made and judged here (libwayland's WAYLAND_SOCKET,
+    /// `DisplayProbe.connectWayland`); ydotool has no such way in: 0.1.8 connects to the fixed path
+    /// /tmp/.ydotool_socket itself (seen with Debian 12's build: given a stream socket listening there, it
+    /// connected and sent its key events to it), and 1.x to the path it is given. A connection of ours, judged with
+    /// SO_PEERCRED and closed just before, says nothing about the one ydotool makes after it; a path we control
+    /// (YDOTOOL_SOCKET, 1.x only) would need a relay of our own in front of ydotoold. Running ydotoold, as root or
+    /// this user, keeps the name taken.
     static func ydotoolSocketProblem(environment: [String: String]) -> SinkError? {
         var candidates: [String] = []
         if let chosen = environment["YDOTOOL_SOCKET"], !chosen.isEmpty { candidates.append(chosen) }
@@ -229,7 +242,9 @@ final class ToolTypist: Typist {
     }
 
     /// With `window` (sway), the focus is checked before each run after the first, and so is `deadline`; a run
-    /// is the unit that cannot be stopped midway (ydotool types at most `ydotoolPiece` scalars in one).
+    /// is the unit that cannot be stopped midway (ydotool types at most `ydotoolPiece` scalars in one). Each wtype
+    /// run gets a connection to a compositor of this user or root (`DisplayProbe.connectWayland`); another user's
+    /// is refused with nothing typed.
     func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
         throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
@@ -244,8 +259,13 @@ final class ToolTypist: Typist {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
             if index > 0, let deadline, ContinuousClock.now >= deadline { return typed }
             let timeout = Duration.seconds(10) + .milliseconds(20) * keys.unicodeScalars.count
+            // wtype connects through a connection made and judged here, before each run: the compositor the
+            // probe accepted may have gone since, and another user's taken its name.
+            let compositor = tool == .wtype ? try DisplayProbe.connectWayland(environment) : nil
+            defer { if let compositor { Glibc.close(compositor) } }
             do {
-                try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout)
+                try ToolRunner.run(path, run.arguments, input: run.input, environment: environment, timeout: timeout,
+                                   waylandSocket: compositor)
             } catch {
                 throw SinkError(message: error.message(tool: tool.rawValue, hiding: [keys]), hint: failureHint)
             }

@@ -27,6 +27,31 @@ public struct UnixAddress {
         }
     }
 
+    /// `connectedStream()` that gives up after `patience` (errno ETIMEDOUT) instead of waiting for as long as the
+    /// listener does not accept: a blocking connect(2) to a Unix stream socket whose backlog is full sleeps until
+    /// it is accepted, so a wedged listener, or one that binds the name to never accept, would hold the caller
+    /// forever. Non-blocking, such a connect fails at once with EAGAIN (it never is "in progress" as TCP's is), and
+    /// is tried again every 10 ms. The socket returned is blocking again.
+    public func connectedStream(patience: Duration) -> Int32? {
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = socket(AF_UNIX, type, 0)
+        guard fd >= 0 else { return nil }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: patience)
+        while withSockaddr({ Glibc.connect(fd, $0, $1) }) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            guard code == EAGAIN, clock.now < deadline else {
+                close(fd)
+                errno = code == EAGAIN ? ETIMEDOUT : code
+                return nil
+            }
+            usleep(10_000)
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return fd
+    }
+
     /// A new stream socket (close-on-exec) connected here; nil (errno set) when it could not be made or connected.
     public func connectedStream() -> Int32? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -1,24 +1,46 @@
 import Foundation
 import Glibc
 @testable import SpeakBridgeSinks
+import SpeakBridgeSupport
+import SpeakBridgeTestSupport
 
 /// A private headless Wayland compositor for tests: sway (wlroots: has the virtual-keyboard protocol) or weston
-/// (has not). Its runtime directory is a fresh private one; sway refuses to run as root, so as root both run as
-/// "nobody" (through setpriv, from util-linux) in a directory owned by nobody; the test, being root, can still
-/// connect to the socket. `startFoot` opens a foot terminal that records its keyboard input byte for byte (as
-/// `XtermWindow` does). Everything is stopped by PID.
+/// (has not). Its runtime directory is a fresh private one. It runs as the test's user, as the sinks require of a
+/// compositor they type into (`DisplayProbe.connectWayland`: this user or root). sway refuses to run as root (it
+/// exits when it could regain uid 0), so as root both run in a user namespace of their own (`unshare --user`,
+/// from util-linux) as its uid 1000, which is root outside it: the kernel reports root as the peer of their
+/// sockets, and they own their files as root, yet they cannot become root. `foreign` runs them as "nobody"
+/// instead (through setpriv; needs root), in a directory owned by nobody, for the tests of another user's
+/// compositor; the test, being root, can still connect to the socket. `startFoot` opens a foot terminal that
+/// records its keyboard input byte for byte (as `XtermWindow` does). Everything is stopped by PID.
 final class WaylandCompositor {
     enum Kind: String { case sway, weston }
 
-    /// Nil when a compositor of `kind` can be started here, else the one-line reason to skip.
-    static func unavailable(_ kind: Kind) -> String? {
+    /// Nil when a compositor of `kind` can be started here (as another user when `foreign`), else the one-line
+    /// reason to skip.
+    static func unavailable(_ kind: Kind, foreign: Bool = false) -> String? {
         guard systemTool(kind.rawValue) != nil else { return "\(kind.rawValue) is not installed (make test installs it)" }
         if kind == .sway, systemTool("foot") == nil || systemTool("wtype") == nil { return "foot or wtype is not installed" }
-        if geteuid() == 0, systemTool("setpriv") == nil || getpwnam("nobody") == nil {
-            return "running as root without setpriv or the user nobody to run the compositor as"
+        if foreign {
+            guard geteuid() == 0, systemTool("setpriv") != nil, getpwnam("nobody") != nil else {
+                return "needs root, setpriv and the user nobody to run a compositor as another user"
+            }
+        } else if geteuid() == 0, !canUnshareUser {
+            return "running as root: sway refuses root, and no user namespace (unshare --user) to run it as root's peer"
         }
         return nil
     }
+
+    /// Whether `unshare --user` can make a user namespace here (a container may forbid it).
+    static let canUnshareUser: Bool = {
+        guard let unshare = systemTool("unshare"),
+              let tool = try? SpawnedChild([unshare, "--user", "--map-user=1000", "--map-group=1000", "--", "/bin/true"])
+        else { return false }
+        defer { tool.stop() }
+        return tool.wait(timeout: .seconds(10)) == 0
+    }()
+
+    let foreign: Bool
 
     let runtimeDirectory: String
     private(set) var socketName = ""
@@ -52,10 +74,11 @@ final class WaylandCompositor {
         guard tool.terminationStatus == 0 else { throw TestFailure("swaymsg focus \(appID) failed") }
     }
 
-    init(_ kind: Kind) throws {
+    init(_ kind: Kind, foreign: Bool = false) throws {
+        self.foreign = foreign
         directory = TemporaryDirectory()
         runtimeDirectory = directory.path
-        if geteuid() == 0, let nobody = getpwnam("nobody") {
+        if foreign, let nobody = getpwnam("nobody") {
             chown(runtimeDirectory, nobody.pointee.pw_uid, nobody.pointee.pw_gid)
         }
         chmod(runtimeDirectory, 0o700)
@@ -81,9 +104,11 @@ final class WaylandCompositor {
             found = (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory))?
                 .first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
                 .flatMap { name in
-                    // The sinks' own probe: a connect (closed at once), an error when refused.
-                    (try? DisplayProbe.checkWayland(["WAYLAND_DISPLAY": name, "XDG_RUNTIME_DIR": runtimeDirectory]))
-                        .map { name }
+                    // A connect (closed at once), nil while refused. Not the sinks' probe: it refuses a foreign one.
+                    UnixAddress("\(runtimeDirectory)/\(name)")?.connectedStream().map { fd in
+                        close(fd)
+                        return name
+                    }
                 }
             if found == nil { sleepFor(.milliseconds(20)) }
         }
@@ -111,6 +136,26 @@ final class WaylandCompositor {
         return record
     }
 
+    /// The clipboard's text as wl-paste (run as the compositor's user) reads it, waiting up to `patience` for it to
+    /// equal `expected`; nil when wl-paste finds none.
+    func selection(expecting expected: String, patience: Duration = .seconds(30)) throws -> String? {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: patience)
+        var last: String?
+        repeat {
+            let output = "\(runtimeDirectory)/paste-\(UInt32.random(in: 0 ... .max))"
+            let paste = try spawn(["/bin/sh", "-c", "exec wl-paste --no-newline > \(output)"], environment: [:])
+            paste.waitUntilExit()
+            last = paste.terminationStatus == 0 ? FileManager.default.contents(atPath: output).map {
+                String(decoding: $0, as: UTF8.self)
+            } : nil
+            unlink(output)
+            if last == expected { break }
+            sleepFor(.milliseconds(50))
+        } while clock.now < deadline
+        return last
+    }
+
     /// What `record` holds, waiting up to `patience` for it to equal `expected`.
     func received(_ record: String, expecting expected: String, patience: Duration = .seconds(30)) -> String {
         let clock = ContinuousClock()
@@ -127,9 +172,12 @@ final class WaylandCompositor {
     private func spawn(_ command: [String], environment extra: [String: String]) throws -> Process {
         let process = Process()
         var arguments = command
-        if geteuid() == 0 {
+        if foreign {
             arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + arguments
             process.executableURL = URL(fileURLWithPath: try systemTool("setpriv").orThrow("setpriv is not installed"))
+        } else if geteuid() == 0 {
+            arguments = ["--user", "--map-user=1000", "--map-group=1000", "--"] + arguments
+            process.executableURL = URL(fileURLWithPath: try systemTool("unshare").orThrow("unshare is not installed"))
         } else {
             process.executableURL = URL(fileURLWithPath: try systemTool(arguments.removeFirst()).orThrow("not installed"))
         }
