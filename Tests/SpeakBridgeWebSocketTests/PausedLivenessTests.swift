@@ -9,8 +9,8 @@ import Testing
 struct PausedLivenessTests {
     static var fastLiveness: WebSocketServerConfiguration {
         var configuration = Loopback.patientConfiguration
-        configuration.pingInterval = 1
-        configuration.hangupAfter = 2
+        configuration.pingInterval = 2
+        configuration.hangupAfter = 4
         return configuration
     }
 
@@ -22,8 +22,8 @@ struct PausedLivenessTests {
 
         server.pauseReceiving(serverSide)
         client.send([1, 2, 3], on: id)  // waits in the kernel while the server does not read
-        // More than twice `hangupAfter`: the old code dropped the connection 2 s after the pause.
-        try await Task.sleep(for: .milliseconds(5_000))
+        // More than twice `hangupAfter`: the old code dropped the connection 4 s after the pause.
+        try await Task.sleep(for: .milliseconds(9_000))
         #expect(serverLog.closedReason(serverSide) == nil, "hung up while paused")
         #expect(log.closedReason(id) == nil)
         #expect(serverLog.messages(serverSide).isEmpty, "read while paused")
@@ -31,12 +31,12 @@ struct PausedLivenessTests {
         server.resumeReceiving(serverSide)
         #expect(await serverLog.wait(timeout: .seconds(10)) { serverLog.messages(serverSide, $0) == [[1, 2, 3]] })
         // Reading again, the peer's PONGs count: still open after more than `hangupAfter`.
-        try await Task.sleep(for: .milliseconds(3_000))
+        try await Task.sleep(for: .milliseconds(5_000))
         #expect(serverLog.closedReason(serverSide) == nil && log.closedReason(id) == nil)
 
         // And the usual policy is back: a peer that stops reading (so answers no ping) is hung up.
         client.receiveLazily(id, true)
-        let reason = await serverLog.waitClosed(serverSide, timeout: .seconds(15))
+        let reason = await serverLog.waitClosed(serverSide, timeout: .seconds(20))
         #expect(reason != nil, "a silent peer of a resumed connection was never hung up")
     }
 }
