@@ -188,7 +188,7 @@ let package = Package(
         ]),
         .testTarget(name: "EndToEndTests", dependencies: [
             "SpeakBridgeProtocol", "SpeakBridgeStore", "SpeakBridgeCrypto", "SpeakBridgeWebSocket", "SpeakBridgeSupport",
-            "SpeakBridgeDelivery", "SpeakBridgeTestSupport",
+            "SpeakBridgeDelivery", "SpeakBridgeConfig", "SpeakBridgeTestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -10,19 +10,12 @@ import SpeakBridgeSupport
 struct ControlRefusals: Sendable {
     static let interval: UInt64 = 10_000_000_000  // nanoseconds of CLOCK_MONOTONIC
 
-    private var lastShown: UInt64?
-    private var hidden = 0
+    private var budget = LogBudget<Int>(interval: Double(interval) / 1e9, burst: 1)
 
     /// Nil when a line was logged less than `interval` before `now` (nanoseconds): this refusal is counted
     /// instead. Otherwise the line may be logged, and this is how many refusals went unlogged before it.
     mutating func admit(now: UInt64) -> Int? {
-        if let lastShown, now >= lastShown, now - lastShown < Self.interval {
-            hidden += 1
-            return nil
-        }
-        defer { hidden = 0 }
-        lastShown = now
-        return hidden
+        budget.admit(0, now: Double(now) / 1e9)
     }
 
     /// The line for a refused peer (`credentials` nil: SO_PEERCRED failed with `error`): its uid and pid, and its
