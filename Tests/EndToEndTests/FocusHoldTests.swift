@@ -88,13 +88,12 @@ struct FocusHoldTests {
         try writer.write(contentsOf: Data("second\n".utf8))
         try Harness.wait("send to print the desktop's held notice") { send.stderr.contains("desktop holds line 2 at type") }
 
-        let started = Date()
+        // Before, the other device's text waited behind the held one until the focus returned: never, here.
         let hello = try Proc(["send", "--text", "hello"], home: tablet, label: "tablet")
         defer { hello.kill9() }
-        try Harness.wait("the other device's text in the window focused now", timeout: 10) {
+        try Harness.wait("the other device's text in the window focused now", timeout: 30) {
             RecordingXterm.typed("other", dir) == "hello"
         }
-        #expect(Date().timeIntervalSince(started) < 5, "the other device's text waited behind the held one")
         #expect(try hello.wait(timeout: 30).status == 0, "\(hello.stderr)")
         #expect(!hello.stderr.contains("holds"), "the other device was told it is held: \(hello.stderr)")
         #expect(RecordingXterm.typed("editor", dir) == "first", "the held line was typed")

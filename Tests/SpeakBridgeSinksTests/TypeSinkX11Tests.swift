@@ -155,35 +155,16 @@ struct TypeSinkX11Tests {
     /// characters, more than the spare keycodes): typing stops there, nothing reaches the other window, and the
     /// rest — only the rest — is typed when the focus returns.
     @Test func focusMovingMidTextStopsAndResumesWhereItStopped() throws {
-        let server = try XvfbServer()
-        defer { server.stop() }
-        let editor = try XtermWindow(display: server.display, title: "editor")
-        defer { editor.stop() }
-        let browser = try XtermWindow(display: server.display, title: "browser")
-        defer { browser.stop() }
-        let sink = try TypeSink(backend: .x11, pressEnter: false, environment: server.environment)
-        defer { sink.close() }
-        let text = String(String.UnicodeScalarView((0x4E00..<0x4E3C).map { Unicode.Scalar($0)! }))
-        try editor.focus()
-        let (browserID, display) = (browser.windowID, server.display)
-        let mover = BackgroundThread<Bool> {
-            sleepFor(.milliseconds(150))
-            return (try? runXdotool(["windowfocus", "--sync", browserID], display: display)) != nil
-        }
-        do {
-            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
-            Issue.record("the whole text was typed although the focus moved")
-        } catch {
+        try withFocusMovedMidText { editor, browser, sink, text, error in
             #expect(error.delivered == 0)
             #expect(error.message.hasPrefix("focus moved away from window \"editor\" while typing"))
+            let prefix = editor.received()
+            #expect(!prefix.isEmpty && prefix.count < text.count && text.hasPrefix(prefix))
+            try editor.focus()
+            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+            #expect(editor.received(expecting: text) == text)
+            #expect(browser.received() == "")
         }
-        #expect(mover.join(timeout: .seconds(10)) == true)
-        let prefix = editor.received()
-        #expect(!prefix.isEmpty && prefix.count < text.count && text.hasPrefix(prefix))
-        try editor.focus()
-        try sink.deliver([text], sessions: ["phone/1"]) { _ in }
-        #expect(editor.received(expecting: text) == text)
-        #expect(browser.received() == "")
     }
 
     /// A session held because its window lost the focus midway through a text holds only that session
@@ -191,6 +172,28 @@ struct TypeSinkX11Tests {
     /// rest is typed when the focus returns (once one text stopped midway was remembered for the whole sink, and
     /// the other session's text made the held one start over).
     @Test func aTextStoppedMidwayKeepsItsPlaceWhileAnotherSessionTypes() throws {
+        try withFocusMovedMidText { editor, browser, sink, text, error in
+            #expect(error.delivered == 0 && error.scope == .session)
+            do throws(SinkError) {
+                try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+                Issue.record("typed into a window the session did not start in")
+            } catch {
+                #expect(error.scope == .session, "a focus hold is the session's own: \(error.message)")
+            }
+            try sink.deliver(["other device"], sessions: ["laptop/7"]) { _ in }
+            #expect(browser.received(expecting: "other device") == "other device")
+            try editor.focus()
+            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
+            #expect(editor.received(expecting: text) == text)
+        }
+    }
+
+    /// What both focus-move tests start from: two xterms on a private Xvfb ("editor" focused, "browser"), the type
+    /// sink, and 60 distinct CJK characters (more than the spare keycodes, so typing waits for scratch keycodes)
+    /// typed into the editor for session "phone/1" while the focus moves to the browser 150 ms in. `body` gets the
+    /// windows, the sink, the text and the error that stopped it.
+    private func withFocusMovedMidText(_ body: (XtermWindow, XtermWindow, TypeSink, String, SinkError) throws -> Void)
+        throws {
         let server = try XvfbServer()
         defer { server.stop() }
         let editor = try XtermWindow(display: server.display, title: "editor")
@@ -210,20 +213,9 @@ struct TypeSinkX11Tests {
             try sink.deliver([text], sessions: ["phone/1"]) { _ in }
             Issue.record("the whole text was typed although the focus moved")
         } catch {
-            #expect(error.delivered == 0 && error.scope == .session)
+            #expect(mover.join(timeout: .seconds(10)) == true)
+            try body(editor, browser, sink, text, error)
         }
-        #expect(mover.join(timeout: .seconds(10)) == true)
-        do {
-            try sink.deliver([text], sessions: ["phone/1"]) { _ in }
-            Issue.record("typed into a window the session did not start in")
-        } catch {
-            #expect(error.scope == .session, "a focus hold is the session's own: \(error.message)")
-        }
-        try sink.deliver(["other device"], sessions: ["laptop/7"]) { _ in }
-        #expect(browser.received(expecting: "other device") == "other device")
-        try editor.focus()
-        try sink.deliver([text], sessions: ["phone/1"]) { _ in }
-        #expect(editor.received(expecting: text) == text)
     }
 
     /// A long text (600 distinct CJK characters through scratch keycodes: several seconds) is typed across turns

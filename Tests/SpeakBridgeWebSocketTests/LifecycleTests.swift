@@ -90,7 +90,9 @@ struct LifecycleTests {
     @Test func shutdownFromInsideTheHandlerDoesNotDeadlock() async throws {
         let reference = Locked<WebSocketServer?>(nil)
         let log = EventLog()
-        let server = try WebSocketServer(configuration: WebSocketServerConfiguration()) { event in
+        // The patient pre-authentication deadline: the connection is never marked authenticated, and on a loaded
+        // machine its message came after the default 5 s (the client then saw 1008 "handshake timeout").
+        let server = try WebSocketServer(configuration: Loopback.patientConfiguration) { event in
             log.handler(event)
             if case .message = event {
                 reference.value?.shutdown()

@@ -15,7 +15,12 @@ struct PausedLivenessTests {
     }
 
     @Test func aPausedConnectionIsNotHungUpAndResumesNormally() async throws {
-        let link = try Loopback(configuration: Self.fastLiveness)
+        // The client's own liveness out of the way (its pings go unanswered while the server does not read; a
+        // loaded machine can stretch this test's sleeps past its 30 s): what is tested is the server's.
+        var patientClient = WebSocketClientConfiguration()
+        patientClient.pingInterval = 600
+        patientClient.hangupAfter = 1_200
+        let link = try Loopback(configuration: Self.fastLiveness, clientConfiguration: patientClient)
         defer { link.shutdown() }
         let (id, serverSide) = try await link.connectAuthenticated()
         let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
