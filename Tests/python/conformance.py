@@ -309,14 +309,14 @@ def answers_and_stays_open() -> None:
              messages.encode({"type": "chunk", "session": session, "seq": 2, "text": "x" * 16385}), "too-large")):
         raw, hs = established()
         raw.sock.settimeout(5)
+        # Nothing sent after it: data the desktop leaves unread when it closes turns the close into a TCP reset,
+        # which can take the error with it (PROTOCOL.md, "Errors").
         raw.send_frame(0x2, hs.encrypt(plaintext))
-        raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "chunk", "session": session, "seq": 3,
-                                                        "text": "after the refused one"})))
         binary, code = raw.frames_until_close()
         raw.close()
         answers = [messages.decode(hs.decrypt(b)) for b in binary]
-        check(f"Errors: a refused chunk, {name}, is answered and the connection closed with 1008; nothing after it "
-              "is acked", [a.get("code") for a in answers] == [expected] and code == 1008, f"{answers}, close {code}")
+        check(f"Errors: a refused chunk, {name}, is answered and the connection closed with 1008",
+              [a.get("code") for a in answers] == [expected] and code == 1008, f"{answers}, close {code}")
     check("Desktop rules: a chunk without resume first is accepted and acked; its duplicate is acked again at once",
           first == {"type": "ack", "session": session, "seq": 1} and again == first, f"{first}, {again}")
 
