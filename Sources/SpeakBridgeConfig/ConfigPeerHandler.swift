@@ -41,19 +41,12 @@ public final class ConfigPeerHandler: PeerConfigHandler {
             return output
         }
         let who = "\"\(shell.peerName)\" (\(device))"
-        if !output.notes.isEmpty {
-            // A device decides how many config messages it sends, and most notes are a line each: at most
-            // `logBurst` calls' notes per device in 10 s are logged, the next logged call says how many were not.
-            let now = Double(ThreadCondition.monotonicNanoseconds) / 1e9
-            switch logBudget.withLock({ $0.admit(device, now: now) }) {
-            case nil:
-                break
-            case let hidden?:
-                if hidden > 0 {
-                    Console.info("config: \(hidden) more config call(s) of \(who) in the 10 s before, not logged")
-                }
-                for note in output.notes { Self.log(note, from: who, device: device) }
-            }
+        // A device decides how many config messages it sends, and most notes are a line each: at most `logBurst`
+        // calls' notes per device in 10 s are logged, the next logged call says how many were not.
+        let now = Double(ThreadCondition.monotonicNanoseconds) / 1e9
+        if !output.notes.isEmpty, let hidden = logBudget.withLock({ $0.admit(device, now: now) }) {
+            if hidden > 0 { Console.info("config: \(hidden) more config call(s) of \(who) in the 10 s before, not logged") }
+            for note in output.notes { Self.log(note, from: who, device: device) }
         }
         return output.messages.map(ConfigWire.message)
     }

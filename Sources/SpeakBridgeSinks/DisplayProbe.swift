@@ -123,35 +123,26 @@ enum DisplayProbe {
         let shown = PeerText.escape(path)
         let hint = "point WAYLAND_DISPLAY at your own session's compositor, and keep its socket in your private "
             + "runtime directory (XDG_RUNTIME_DIR, mode 0700)"
-        let me = geteuid()
-        func foreign(_ uid: uid_t) -> Bool { uid != me && uid != 0 }
         guard let peer = PeerCredentials.of(fd) else {
             return SinkError(message: "cannot tell who runs the Wayland compositor at \(name): \(POSIX.describe(errno))",
                              hint: hint)
         }
-        guard !foreign(peer.uid) else {
+        guard !SocketFile.isForeign(peer.uid) else {
             return SinkError(message: "the Wayland compositor at \(name) runs as uid \(peer.uid), not this user or root: "
                                  + "what is typed or copied would go to that user", hint: hint)
         }
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            return SinkError(message: "cannot check the Wayland socket \(shown): \(POSIX.describe(errno))", hint: hint)
-        }
-        if info.st_mode & S_IFMT == S_IFLNK {
-            guard !foreign(info.st_uid) else {
-                return SinkError(message: "the Wayland socket \(shown) is a symbolic link of uid \(info.st_uid), not this "
-                                     + "user or root: that user can point it at a compositor of theirs at any moment",
-                                 hint: hint)
-            }
-            guard stat(path, &info) == 0 else {
-                return SinkError(message: "cannot check the Wayland socket \(shown): \(POSIX.describe(errno))", hint: hint)
-            }
-        }
-        guard info.st_mode & S_IFMT == S_IFSOCK else {
+        switch SocketFile.judge(path) {
+        case .ours:
+            break
+        case .unreadable(let code):
+            return SinkError(message: "cannot check the Wayland socket \(shown): \(POSIX.describe(code))", hint: hint)
+        case .foreignLink(let uid):
+            return SinkError(message: "the Wayland socket \(shown) is a symbolic link of uid \(uid), not this user or "
+                                 + "root: that user can point it at a compositor of theirs at any moment", hint: hint)
+        case .notASocket:
             return SinkError(message: "\(shown), named by WAYLAND_DISPLAY, is not a socket", hint: hint)
-        }
-        guard !foreign(info.st_uid) else {
-            return SinkError(message: "the Wayland socket \(shown) belongs to uid \(info.st_uid), not this user or root: "
+        case .foreignSocket(let uid):
+            return SinkError(message: "the Wayland socket \(shown) belongs to uid \(uid), not this user or root: "
                                  + "another user made it", hint: hint)
         }
         return nil
@@ -210,4 +201,31 @@ final class XDisplayOpener: Sendable {
             return .ok
         }
     }
+}
+
+/// What is at a socket's path that a tool reaches by name (the Wayland compositor's, ydotoold's): judged with
+/// lstat, as OpenSSH judges its files. A symbolic link must be this user's or root's (its owner could point it
+/// anywhere at any moment), and so must the socket it leads to: another user who could make the name receives
+/// everything typed or copied.
+enum SocketFile: Equatable {
+    case ours
+    /// lstat, or stat of a link's target, failed (errno).
+    case unreadable(Int32)
+    case foreignLink(uid_t)
+    case notASocket
+    case foreignSocket(uid_t)
+
+    static func judge(_ path: String) -> SocketFile {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return .unreadable(errno) }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard !isForeign(info.st_uid) else { return .foreignLink(info.st_uid) }
+            guard stat(path, &info) == 0 else { return .unreadable(errno) }
+        }
+        guard info.st_mode & S_IFMT == S_IFSOCK else { return .notASocket }
+        return isForeign(info.st_uid) ? .foreignSocket(info.st_uid) : .ours
+    }
+
+    /// Neither this process's (effective) user nor root.
+    static func isForeign(_ uid: uid_t) -> Bool { uid != geteuid() && uid != 0 }
 }

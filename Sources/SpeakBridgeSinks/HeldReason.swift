@@ -8,13 +8,14 @@
 /// kind of hold it is, from an allow-list (`kinds`); anything else is `other`, so a reason added later leaks
 /// nothing by default. The text never contains any part of the sink's reason.
 ///
-/// The markers are the starts of the reasons the sinks write (`FocusGuard`, `FIFOSink`), kept here next to the
+/// The markers are the starts of the reasons the sinks write (`FocusGuard`, `TypeSink`, `FIFOSink`), kept here next to the
 /// words devices get; `HeldReasonTests` checks each producer's reason maps to its kind.
 public enum HeldReason {
     /// Starts of sink reasons, as the sinks write them.
     enum Marker {
         static let noFocus = "no window has the keyboard focus"
         static let focusMoved = "focus moved from window \""
+        static let focusMovedWhileTyping = "focus moved away from window \""
         static let windowGone = "the window \""
         static let windowGoneMiddle = "\" this session typed into is gone"
         static let noReader = "no reader on FIFO "
@@ -32,7 +33,7 @@ public enum HeldReason {
     /// The `held` reason for devices, for the sink's own `reason`.
     public static func forDevices(_ reason: String) -> String {
         if reason.hasPrefix(Marker.noFocus) { return noFocus }
-        if reason.hasPrefix(Marker.focusMoved) { return focusMoved }
+        if reason.hasPrefix(Marker.focusMoved) || reason.hasPrefix(Marker.focusMovedWhileTyping) { return focusMoved }
         if reason.hasPrefix(Marker.windowGone) && reason.contains(Marker.windowGoneMiddle) { return windowGone }
         if reason.hasPrefix(Marker.noReader) { return noReader }
         return other

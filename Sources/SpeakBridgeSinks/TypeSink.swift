@@ -202,7 +202,7 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
             if stoppedAt != nil {
                 if let deadline, ContinuousClock.now >= deadline { throw turnUsedUp(delivered: index) }
                 throw SinkError(delivered: index,
-                                message: "focus moved away from window \"\(window?.name ?? "")\" while typing: the rest "
+                                message: HeldReason.Marker.focusMovedWhileTyping + "\(window?.name ?? "")\" while typing: the rest "
                                     + "of the text is held until focus returns or `\(FocusGuard.retargetCommand)`",
                                 hint: "focus the window again, or run `\(FocusGuard.retargetCommand)` to type where the focus is now",
                                 scope: .session)

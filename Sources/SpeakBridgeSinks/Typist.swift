@@ -220,21 +220,17 @@ final class ToolTypist: Typist {
             candidates.append(runtime + "/.ydotool_socket")
         }
         candidates.append("/tmp/.ydotool_socket")
-        let me = getuid()
-        func foreign(_ uid: uid_t) -> Bool { uid != me && uid != 0 }
         for path in candidates {
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
             let shown = PeerText.escape(path)
-            if info.st_mode & S_IFMT == S_IFLNK {
-                if foreign(info.st_uid) {
-                    return SinkError(message: "ydotool would send the keys through \(shown), a symbolic link of uid \(info.st_uid) (not this user or root): held",
-                                     hint: "remove it (another user may be listening where it leads), or start ydotoold as root or as this user")
-                }
-                guard stat(path, &info) == 0 else { continue }
-            }
-            if info.st_mode & S_IFMT == S_IFSOCK, foreign(info.st_uid) {
-                return SinkError(message: "ydotool would send the keys to \(shown), a socket of uid \(info.st_uid) (not this user or root): held",
+            // Nothing there, or a plain file (ignored by ydotool, so nobody can switch typing off that way): next.
+            switch SocketFile.judge(path) {
+            case .ours, .unreadable, .notASocket:
+                continue
+            case .foreignLink(let uid):
+                return SinkError(message: "ydotool would send the keys through \(shown), a symbolic link of uid \(uid) (not this user or root): held",
+                                 hint: "remove it (another user may be listening where it leads), or start ydotoold as root or as this user")
+            case .foreignSocket(let uid):
+                return SinkError(message: "ydotool would send the keys to \(shown), a socket of uid \(uid) (not this user or root): held",
                                  hint: "remove it (another user may be listening), or start ydotoold as root or as this user")
             }
         }

@@ -25,6 +25,12 @@ import Testing
         }
     }
 
+    /// The focus moving while a text is typed (`TypeSink`, a session's own hold) is a focus hold too.
+    @Test func focusMovingWhileTypingIsAFocusHold() {
+        let reason = HeldReason.Marker.focusMovedWhileTyping + Self.secretA.name + "\" while typing: the rest is held"
+        #expect(HeldReason.forDevices(reason) == HeldReason.focusMoved)
+    }
+
     @Test func aFIFOWithoutReaderIsNamedButNotItsPath() {
         #expect(HeldReason.forDevices(HeldReason.Marker.noReader + "/home/alice/private/notes.fifo") == HeldReason.noReader)
         #expect(!HeldReason.noReader.contains("/home"))
