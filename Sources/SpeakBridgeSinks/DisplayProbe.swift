@@ -93,7 +93,7 @@ enum DisplayProbe {
     /// and its socket is a name in a directory: another user who can create that name (WAYLAND_DISPLAY pointing
     /// into a shared directory such as /tmp, a runtime directory that is not private) receives all dictation.
     /// Judged as the X server is (`serverProblem`): the process listening, asked of the kernel on this very
-    /// connection (SO_PEERCRED); and the socket file, as ydotool's is (`ToolTypist.ydotoolSocketProblem`): lstat
+    /// connection (SO_PEERCRED); and the socket file (`SocketFile`, as for ydotool's): lstat
     /// must find a socket of this user or root, and a symbolic link must be theirs too, as must the socket it
     /// leads to. A tool given this connection (`ToolRunner.run(waylandSocket:)`, libwayland's WAYLAND_SOCKET)
     /// talks to the compositor judged here, not to whatever holds the name a moment later.
