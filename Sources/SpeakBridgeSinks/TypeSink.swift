@@ -60,8 +60,9 @@ public enum TypeBackend: String, Sendable, CaseIterable {
 ///   then the call stops (`SinkError.Scope.turnUsedUp`) and the rest of the text is typed when it comes again,
 ///   after other devices' texts, so one device's long text cannot keep the keyboard from the others for minutes.
 ///   (A tool run is not cut: wtype types a line per run, ydotool at most 128 characters.)
-/// - A text stopped midway (its turn used up, or its window lost the focus) is remembered per session: the rest is
-///   typed when it comes again, also after other sessions typed meanwhile.
+/// - A text stopped midway (its turn used up, its window lost the focus, or the method failed after typing part of
+///   it: wtype a line per run, ydotool a piece) is remembered per session: the rest is typed when it comes again,
+///   also after other sessions typed meanwhile. A tool run that failed counts as not typed.
 /// - Only into a session of this user or root: who runs the X server or the Wayland compositor is asked of the
 ///   kernel (SO_PEERCRED; on Wayland also who owns the socket file, before every wtype run, which then uses that
 ///   very connection). Another user's is refused: `probe` and `deliver` fail with the reason, nothing is typed.
@@ -74,9 +75,10 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
     private let focus = Locked(FocusGuard())
     /// Sessions that have typed (so their next text needs a separating space), least recent first, bounded.
     private let typedSessions = Locked<[String]>([])
-    /// Texts whose typing stopped midway (the focus moved, the turn was used up), at most one per session, least
-    /// recent first, bounded by `sessionMemory`: the rest is typed when the text comes again. A device's texts are
-    /// handed over in order, so it has at most one of them at a time (a revoked device's may stay until evicted).
+    /// Texts whose typing stopped midway (the focus moved, the turn was used up, the method failed after part of
+    /// it), at most one per session, least recent first, bounded by `sessionMemory`: the rest is typed when the text
+    /// comes again. A device's texts are handed over in order, so it has at most one of them at a time (a revoked
+    /// device's may stay until evicted).
     private let partials = Locked<[Partial]>([])
     private struct Partial: Sendable {
         var session: String
@@ -190,15 +192,12 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
             do {
                 stoppedAt = try typist.type(keys, skipping: resume, in: window?.id, until: deadline)
             } catch {
-                throw SinkError(delivered: index, message: error.message, hint: error.hint, scope: error.scope)
+                // What was typed before the failure stays typed: the retry goes on after it.
+                if error.typed > resume { remember(session: session, keys: keys, typed: error.typed) }
+                throw SinkError(delivered: index, message: error.error.message, hint: error.error.hint,
+                                scope: error.error.scope)
             }
-            partials.withLock { list in
-                guard stoppedAt != nil || !list.isEmpty else { return }
-                list.removeAll { $0.session == session }
-                guard let stoppedAt else { return }
-                if list.count >= Self.sessionMemory { list.removeFirst() }
-                list.append(Partial(session: session, keys: keys, typed: stoppedAt))
-            }
+            remember(session: session, keys: keys, typed: stoppedAt)
             if stoppedAt != nil {
                 if let deadline, ContinuousClock.now >= deadline { throw turnUsedUp(delivered: index) }
                 throw SinkError(delivered: index,
@@ -212,6 +211,17 @@ public final class TypeSink: DescribedSink, FocusTrackingSink {
                 if list.count >= Self.sessionMemory { list.removeFirst() }
                 list.append(session)
             }
+        }
+    }
+
+    /// How far the session's text `keys` got when its typing stopped midway (nil: all typed, nothing to remember).
+    private func remember(session: String, keys: String, typed: Int?) {
+        partials.withLock { list in
+            guard typed != nil || !list.isEmpty else { return }
+            list.removeAll { $0.session == session }
+            guard let typed else { return }
+            if list.count >= Self.sessionMemory { list.removeFirst() }
+            list.append(Partial(session: session, keys: keys, typed: typed))
         }
     }
 

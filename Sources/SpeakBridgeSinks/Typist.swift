@@ -16,15 +16,23 @@ protocol Typist: Sendable {
     /// Types `keys` (`\n` is Enter) at the focus, from its scalar number `skipping` on. With `window` (only when
     /// `tracksFocus`), stops early when that window loses the focus, and with `deadline` soon after it passed
     /// (between two of the method's units: a checked run of scalars, a tool run); returns how many scalars are
-    /// typed by then, nil when all are.
+    /// typed by then, nil when all are. A failure says how many were typed before it (`TypingFailure.typed`).
     func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
-        throws(SinkError) -> Int?
+        throws(TypingFailure) -> Int?
     func close()
+}
+
+/// A typing call that failed, and how far it got: the scalars of the text typed before the failure (counting the
+/// `skipping` ones), which the retry must not type again. A unit the method cannot see into (a tool run that
+/// failed) counts as not typed.
+struct TypingFailure: Error {
+    var error: SinkError
+    var typed: Int
 }
 
 extension Typist {
     /// `type` without a deadline.
-    func type(_ keys: String, skipping: Int, in window: UInt?) throws(SinkError) -> Int? {
+    func type(_ keys: String, skipping: Int, in window: UInt?) throws(TypingFailure) -> Int? {
         try type(keys, skipping: skipping, in: window, until: nil)
     }
 }
@@ -59,7 +67,7 @@ final class X11Typist: Typist {
     func windowExists(_ id: UInt) -> Bool { keyboard.windowExists(id) }
 
     func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
-        throws(SinkError) -> Int? {
+        throws(TypingFailure) -> Int? {
         try keyboard.type(keys, skipping: skipping, in: window, until: deadline)
     }
 
@@ -242,7 +250,18 @@ final class ToolTypist: Typist {
     /// run gets a connection to a compositor of this user or root (`DisplayProbe.connectWayland`); another user's
     /// is refused with nothing typed.
     func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?)
-        throws(SinkError) -> Int? {
+        throws(TypingFailure) -> Int? {
+        var typed = skipping
+        do throws(SinkError) {
+            return try type(keys, skipping: skipping, in: window, until: deadline, typed: &typed)
+        } catch {
+            throw TypingFailure(error: error, typed: typed)
+        }
+    }
+
+    /// `typed`: the scalars typed so far, each run's counted once it succeeded.
+    private func type(_ keys: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?,
+                      typed: inout Int) throws(SinkError) -> Int? {
         let keys = skipping > 0 ? String(String.UnicodeScalarView(keys.unicodeScalars.dropFirst(skipping))) : keys
         if tool == .ydotool, let foreign = keys.unicodeScalars.first(where: { !$0.isASCII }) {
             throw SinkError(message: "ydotool can only type ASCII; this text has U+\(String(foreign.value, radix: 16, uppercase: true)): held",
@@ -250,7 +269,6 @@ final class ToolTypist: Typist {
                             scope: .session)
         }
         if tool == .ydotool, let problem = Self.ydotoolSocketProblem(environment: environment) { throw problem }
-        var typed = skipping
         for (index, run) in runs(typing: keys).enumerated() {
             if index > 0, let window, let focus, (try? focus.focused())?.id != window { return typed }
             if index > 0, let deadline, ContinuousClock.now >= deadline { return typed }

@@ -60,20 +60,24 @@ final class XKeyboard: Sendable {
     /// every `focusCheckInterval` scalars and after every wait for a scratch keycode), and returns how many
     /// scalars of `text` are typed by then; nil when all of it is.
     func type(_ text: String, skipping: Int = 0, in window: UInt? = nil,
-              until deadline: ContinuousClock.Instant? = nil) throws(SinkError) -> Int? {
-        try state.withLock { state throws(SinkError) -> Int? in
-            let connection = try connection(&state)
+              until deadline: ContinuousClock.Instant? = nil) throws(TypingFailure) -> Int? {
+        try state.withLock { state throws(TypingFailure) -> Int? in
+            let connection: Connection
+            do throws(SinkError) { connection = try self.connection(&state) } catch {
+                throw TypingFailure(error: error, typed: skipping)
+            }
             let stoppedAt: Int?
+            var typed = skipping
             do throws(SinkError) {
                 stoppedAt = try type(text, skipping: skipping, in: window, until: deadline, on: connection,
-                                     scratch: &state.scratch!)
+                                     scratch: &state.scratch!, typed: &typed)
             } catch {
                 if isDead(connection) { drop(&state) }
-                throw error
+                throw TypingFailure(error: error, typed: typed)
             }
             if isDead(connection) {
                 drop(&state)
-                throw lostConnection
+                throw TypingFailure(error: lostConnection, typed: typed)
             }
             return stoppedAt
         }
@@ -180,7 +184,7 @@ final class XKeyboard: Sendable {
     }
 
     private func type(_ text: String, skipping: Int, in window: UInt?, until deadline: ContinuousClock.Instant?,
-                      on connection: Connection, scratch: inout ScratchKeys) throws(SinkError) -> Int? {
+                      on connection: Connection, scratch: inout ScratchKeys, typed: inout Int) throws(SinkError) -> Int? {
         guard let layout = readLayout(connection) else {
             throw SinkError(message: "cannot read the keyboard mapping of the X server at \(displayName)")
         }
@@ -247,6 +251,7 @@ final class XKeyboard: Sendable {
             if target.shift, let shiftKey { _ = lib.testFakeKeyEvent(display, UInt32(shiftKey), 0, 0) }
             scratch.used(target.keycode, at: clock.now)
             if isDead(connection) { throw lostConnection }
+            typed = index + 1
         }
         return nil
     }

@@ -131,7 +131,7 @@ struct ForeignCompositorTests {
             _ = try typist.type("hello", skipping: 0, in: nil)
             Issue.record("typed towards another user's socket")
         } catch {
-            #expect(error.message.contains("belongs to uid 65534"), "\(error.message)")
+            #expect(error.error.message.contains("belongs to uid 65534"), "\(error.error.message)")
         }
     }
 }

@@ -64,6 +64,36 @@ struct TypeSinkWaylandTests {
         #expect(sway.received(record, expecting: "first Ä\ntwo\nlines\n") == "first Ä\ntwo\nlines\n")
     }
 
+    /// A wtype run that fails after earlier lines of the text were typed (its second run, of three, exits 1: a
+    /// wrapper in PATH in front of the real wtype): the retry types from the failed line on, never the first line
+    /// again. (The lines typed before a failure used to be forgotten, and the retry typed "one" twice.)
+    @Test(.enabled(if: WaylandCompositor.unavailable(.sway) == nil, "\(WaylandCompositor.unavailable(.sway) ?? "")"))
+    func aFailedWtypeRunDoesNotRetypeTheLinesBeforeIt() throws {
+        let sway = try WaylandCompositor(.sway)
+        defer { sway.stop() }
+        let record = try sway.startFoot()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let wtype = try #require(systemTool("wtype"))
+        let script = "#!/bin/sh\nn=$(cat \(directory.path)/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > \(directory.path)/runs\n"
+            + "if [ $n = 2 ]; then echo 'compositor went away' >&2; exit 1; fi\nexec \(wtype) \"$@\"\n"
+        try script.write(toFile: directory.path + "/wtype", atomically: true, encoding: .utf8)
+        #expect(chmod(directory.path + "/wtype", 0o755) == 0)
+        var environment = sway.environment
+        environment["PATH"] = directory.path + ":/usr/bin:/bin"
+        let sink = try TypeSink(backend: .wtype, pressEnter: true, environment: environment)
+        do {
+            try sink.deliver(["one\ntwo\nthree"], sessions: ["phone/1"]) { _ in }
+            Issue.record("a failed wtype run was not reported")
+        } catch {
+            #expect(error.delivered == 0)
+            #expect(error.message.contains("compositor went away"), "\(error.message)")
+        }
+        #expect(sway.received(record, expecting: "one") == "one")
+        try sink.deliver(["one\ntwo\nthree"], sessions: ["phone/1"]) { _ in }
+        #expect(sway.received(record, expecting: "one\ntwo\nthree\n") == "one\ntwo\nthree\n")
+    }
+
     /// weston has no virtual-keyboard protocol: `serve --sink type` stops at start, naming it, with a hint.
     @Test(.enabled(if: WaylandCompositor.unavailable(.weston) == nil && systemTool("wtype") != nil,
                    "weston or wtype is not installed (make test installs them)"))

@@ -270,7 +270,7 @@ struct TypeSinkX11Tests {
         #expect(try XKeyboard(displayName: server.display).probe() == spareAtStart - 2)
         keyboard.close()
         #expect(try XKeyboard(displayName: server.display).probe() == spareAtStart)
-        #expect(throws: SinkError.self) { try keyboard.type("after close") }
+        #expect(throws: TypingFailure.self) { try keyboard.type("after close") }
     }
 
     /// The X server going away mid-session is an error for the text, not the end of the process (Xlib's default

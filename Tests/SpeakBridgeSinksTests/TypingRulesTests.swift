@@ -179,7 +179,7 @@ import SpeakBridgeTestSupport
                 _ = try typist.type("hello", skipping: 0, in: nil)
                 Issue.record("typed towards another user's socket")
             } catch {
-                #expect(error.message.contains("uid 65534"))
+                #expect(error.error.message.contains("uid 65534"))
             }
             #expect(throws: SinkError.self) { try typist.probe() }
         }
@@ -221,7 +221,7 @@ import SpeakBridgeTestSupport
             _ = try ydotool.type("Grüße", skipping: 0, in: nil)
             Issue.record("ydotool accepted non-ASCII text")
         } catch {
-            #expect(error.message == "ydotool can only type ASCII; this text has U+FC: held")
+            #expect(error.error.message == "ydotool can only type ASCII; this text has U+FC: held")
         }
     }
 
