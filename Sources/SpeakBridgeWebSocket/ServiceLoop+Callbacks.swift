@@ -307,13 +307,14 @@ extension ServiceLoop {
     /// Server: reading `connection` was paused (`paused`) or resumed by the application. A paused connection's PONGs
     /// wait unread in the kernel, and lws's validity policy would hang it up `hangupAfter` seconds after its last
     /// confirmed sign of life (close 1006, no close frame) although the peer may be alive and answering: the loop
-    /// confirms its validity now and every `validityRefreshInterval` while it stays paused. On resume it confirms
-    /// once more, so the peer gets the full `hangupAfter` from then (its PONGs are read again), and the usual policy
-    /// applies.
+    /// confirms its validity now and every `validityRefreshInterval` while it stays paused, and sends the peer an
+    /// unsolicited PONG each time (`confirmPausedValidity`). On resume it confirms once more, so the peer gets the
+    /// full `hangupAfter` from then (its PONGs are read again), and the usual policy applies.
     func setValidityKept(_ connection: Connection, _ wsi: OpaquePointer, paused: Bool) {
         guard connection.receivePaused != paused else { return }
         connection.receivePaused = paused
         lws_validity_confirmed(wsi)
+        if paused, connection.isEstablished, connection.pendingClose == nil { sendHeartbeat(wsi) }
         connection.validityRefresh = paused ? monotonicNanoseconds() + validityRefreshInterval : nil
         rescheduleDeadlineTimer()
     }
@@ -326,7 +327,11 @@ extension ServiceLoop {
         return max(250_000_000, UInt64(configuration.hangupAfter) * 250_000_000)
     }
 
-    /// From the deadline timer: confirms the validity of every paused server connection whose refresh is due.
+    /// From the deadline timer: confirms the validity of every paused server connection whose refresh is due, and
+    /// gives the peer a sign of life of its own: an unsolicited PONG (RFC 6455 §5.5.3: "a unidirectional
+    /// heartbeat"). The peer's PINGs wait unread behind its data while we do not read, so without it a client whose
+    /// liveness check wants an answer (lws's validity policy: a PONG within `hangupAfter`, the reference `send`'s 30 s)
+    /// would hang up a connection we only paused, reconnect, and resend its whole window into the same pause.
     func confirmPausedValidity(now: UInt64) {
         for connection in connections.values {
             guard let refresh = connection.validityRefresh, refresh <= now else { continue }
@@ -335,8 +340,18 @@ extension ServiceLoop {
                 continue
             }
             lws_validity_confirmed(wsi)
+            sendHeartbeat(wsi)
             connection.validityRefresh = now + validityRefreshInterval
         }
+    }
+
+    /// An empty PONG, framed by lws. Written outside a WRITEABLE callback as `writeNow` does: behind whatever rest
+    /// of an earlier frame lws still holds, and between whole frames of ours (each message is one frame), where
+    /// RFC 6455 allows a control frame. A failed write is the connection's end, which lws finds on its own.
+    private func sendHeartbeat(_ wsi: OpaquePointer) {
+        let headroom = Int(SWIFT_LWS_PRE)
+        let frame = scratchSpace(headroom + 1).baseAddress!.advanced(by: headroom)
+        _ = lws_write(wsi, frame.assumingMemoryBound(to: UInt8.self), 0, LWS_WRITE_PONG)
     }
 
     // MARK: both sides

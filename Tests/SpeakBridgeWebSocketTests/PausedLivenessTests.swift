@@ -44,4 +44,30 @@ struct PausedLivenessTests {
         let reason = await serverLog.waitClosed(serverSide, timeout: .seconds(20))
         #expect(reason != nil, "a silent peer of a resumed connection was never hung up")
     }
+
+    /// The client's side of a pause: its PINGs wait unread behind its data, so an lws client with the usual policy
+    /// (a PONG within `hangupAfter`) hung up a connection the server had only paused, 4 s in here (the reference
+    /// `send`: 30 s, then it reconnected and resent its window into the same pause). The server now sends an
+    /// unsolicited PONG at the pause and every quarter of its hang-up time: the client stays.
+    @Test func theClientOfAPausedConnectionDoesNotHangUp() async throws {
+        var fastClient = WebSocketClientConfiguration()
+        fastClient.pingInterval = 2
+        fastClient.hangupAfter = 4
+        let link = try Loopback(configuration: Self.fastLiveness, clientConfiguration: fastClient)
+        defer { link.shutdown() }
+        let (id, serverSide) = try await link.connectAuthenticated()
+        let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
+
+        server.pauseReceiving(serverSide)
+        client.send([4, 5, 6], on: id)
+        try await Task.sleep(for: .milliseconds(9_000))
+        #expect(log.closedReason(id) == nil, "the client hung up a paused connection: \(log.closedReason(id) ?? "")")
+        #expect(serverLog.closedReason(serverSide) == nil)
+
+        server.resumeReceiving(serverSide)
+        #expect(await serverLog.wait(timeout: .seconds(10)) { serverLog.messages(serverSide, $0) == [[4, 5, 6]] })
+        // Both sides' usual policy again: pings answered, nobody hangs up.
+        try await Task.sleep(for: .milliseconds(5_000))
+        #expect(serverLog.closedReason(serverSide) == nil && log.closedReason(id) == nil)
+    }
 }
