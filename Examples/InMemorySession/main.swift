@@ -91,6 +91,7 @@ final class Demo {
         case .close(let reason): step("desktop", "closes: \(reason)")
         case .pairingAttemptFailed: step("desktop", "failed pairing attempt")
         case .config(_, let type, _): step("desktop", "\(type) is for the config module (not in this demo)")
+        case .resumed(_, let session): step("desktop", "resume of session \(session) answered (a held sink would say so next)")
         case .send: break
         }
     }

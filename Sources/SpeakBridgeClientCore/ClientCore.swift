@@ -10,7 +10,8 @@ import SpeakBridgeSupport
 /// 2. On each session: `resume`; the desktop's `delivered` drops what it has, `OutboxWindow` resends the rest in
 ///    order and keeps at most `maxInFlight` unacknowledged. Lines the shell journaled come in as `appended`.
 /// 3. Acks (and `delivered`) are journaled (`ackJournal`) and drop chunks. A `held` notice is reported once per
-///    (sink, reason); the line stays journaled and the ack is still awaited.
+///    (sink, reason); the line stays journaled and the ack is still awaited, untimed until an ack moves or the
+///    connection ends (step 4's ack timeout is for dead connections, and a desktop that says why it holds is not).
 /// 4. A lost, refused or unreachable round is redialled after a backoff, on `tick` (`RedialSchedule`: 0.2 s, then
 ///    at most 0.3 s for `fastWindow` after the connection was lost or a line was read, doubling to 5 s after; each
 ///    delay ×0.75–1, jittered); a line read while waiting brings the redial forward to the fast cap. A
@@ -122,6 +123,11 @@ public struct ClientCore {
     /// (last sequence number of a batch read together, when read), ascending: for the time limit.
     var waitingSince: [(seq: UInt64, at: Double)] = []
     var heldShown = Set<HeldKey>()
+    /// The desktop said, on this connection, that a sink holds chunks of this session not yet acknowledged: no ack
+    /// comes until the sink takes them, which says nothing about the connection, so `tick` does not redial for
+    /// want of acks (a redial resent the whole window into the same hold every `ackTimeout`). Until an ack moves
+    /// or the connection ends.
+    var desktopHolds = false
     /// When this run started, and the time of the latest event.
     let startedAt: Double
     var lastNow: Double
@@ -256,6 +262,7 @@ public struct ClientCore {
                 }
                 // Also after a move: what was in flight goes again after `resume`.
                 window.connectionLost()
+                desktopHolds = false
                 redial.reset()
                 refusals = 0
                 reportedUnreachable = false
@@ -267,6 +274,7 @@ public struct ClientCore {
                 out += receive(message, now: now)
             case .lost(let reason):
                 awaitingResume = false
+                desktopHolds = false
                 window.connectionLost()
                 redial.active(now: now)
                 out += scheduleReconnect("connection lost: \(reason)", now: now)
@@ -345,6 +353,7 @@ public struct ClientCore {
         let before = window.acked
         let outgoing = resume ? window.resumedOutgoing(delivered: seq, now: now) : window.ackOutgoing(seq, now: now)
         var out: [Action] = window.acked > before ? [.ackJournal(through: window.acked)] : []
+        if window.acked > before { desktopHolds = false }
         // Nothing waits any more: what the tick would drop goes now (a `send` whose every line is acknowledged
         // before its tick has no tick to prune this list).
         if window.isDrained { waitingSince.removeAll(keepingCapacity: true) }
@@ -352,9 +361,11 @@ public struct ClientCore {
         return out
     }
 
-    /// `held`: a sink on the desktop has not taken line `seq` of a session. Told once per (sink, reason); nothing
-    /// else changes: the line stays journaled and its ack is still awaited (and timed).
+    /// `held`: a sink on the desktop has not taken line `seq` of a session. Told once per (sink, reason); the line
+    /// stays journaled and its ack is still awaited, but no longer timed (`desktopHolds`) while `seq` is not yet
+    /// acknowledged.
     mutating func receive(_ held: HeldNotice) -> [Action] {
+        if held.session == window.session, held.seq > window.acked { desktopHolds = true }
         guard held.session == window.session, heldShown.count < Self.maxHeldNotices,
               heldShown.insert(HeldKey(sink: held.sink, reason: held.reason)).inserted else { return [] }
         return [.report(.info(held.line))]
@@ -409,7 +420,7 @@ public struct ClientCore {
                 out += Self.io(link.abandonHandshake(id))
             }
         }
-        if window.isStalled(now: now) {
+        if !desktopHolds, window.isStalled(now: now) {
             out.append(.report(.warning("no acknowledgement for \(Int(window.ackTimeout)) s; reconnecting")))
             out += Self.io(link.drop())
         }

@@ -146,6 +146,16 @@ extension DesktopCore {
         }
     }
 
+    /// The holds standing for a device's session, told on connection `id` right after its `resume` answer: a client
+    /// that reconnected during a hold (its Wi-Fi dropped, or anything else) learns why no ack is coming, as the
+    /// connection that was open when the hold began did (`held` otherwise goes out once per change).
+    mutating func heldNotices(device: DeviceID, session: String, on id: ConnectionID) -> [DesktopAction] {
+        guard !heldSent.isEmpty else { return [] }
+        let standing = heldSent.filter { $0.key.device == device && $0.key.session == session }
+            .sorted { $0.key.sink < $1.key.sink }
+        return standing.flatMap { send([.held($0.value)], on: id) }
+    }
+
     /// A sink holds chunks: each device with an established connection is told which (once per change).
     mutating func held(sink: String, reason: String, _ levels: [SessionLevel]) -> [DesktopAction] {
         let sink = HeldNotice.sanitizedReason(sink, maxBytes: HeldNotice.maxSinkBytes)

@@ -388,6 +388,8 @@ public struct DesktopCore {
                                         agent: route.kind == .browser ? route.agent : nil))
             case let .deliver(device, session, chunks):
                 deliver(device: device, session: session, chunks: chunks, on: id, into: &out)
+            case let .resumed(device, session):
+                out += heldNotices(device: device, session: session, on: id)
             case let .config(device, type, body):
                 if clients.kind(of: device) == .browser {
                     // A browser device sends dictation only (SECURITY.md): it may not pull or push config.

@@ -63,6 +63,9 @@ public struct ResponderMachine {
         case deliver(DeviceID, session: String, [Chunk])
         /// A `config-*` message from an authenticated device, for the config module.
         case config(DeviceID, type: String, body: JSONValue)
+        /// The device's `resume` of `session` was answered (the `.send` before it): what the owner has to tell about
+        /// that session (a sink holding its chunks) goes after the answer.
+        case resumed(DeviceID, session: String)
         /// Close the connection (the reason gives the close code, the log line and the counter).
         case close(CloseReason)
     }
@@ -348,7 +351,8 @@ public struct ResponderMachine {
         }
         switch message {
         case .resume(let session, _):
-            return encryptAndSend(.resume(session: session, delivered: delivered(device, session)))
+            let answer = encryptAndSend(.resume(session: session, delivered: delivered(device, session)))
+            return answer.isEmpty ? answer : answer + [.resumed(device, session: session)]
         case let .chunk(session, chunk):
             return [.deliver(device, session: session, [chunk])]
         case let .chunks(session, chunks):

@@ -182,6 +182,37 @@ struct DeliveryTests {
         #expect(log.components(separatedBy: "no reader on FIFO").count - 1 <= 1)
     }
 
+    /// A FIFO nobody reads for 36 s while `send` has 5,000 lines for it: the desktop holds them (and pauses reading
+    /// past 2,048), and `send` waits on its one connection — past its 15 s ack timeout (the desktop said it holds)
+    /// and lws's 30 s pong check (the desktop's unsolicited pongs). Before, it redialled every 15 s and resent its
+    /// window, and each redial let the desktop read 512 more chunks. Then a reader gets every line once, in order.
+    @Test("a long hold: send stays on its one connection without acks, then every line arrives once")
+    func longHoldKeepsTheConnection() throws {
+        let pair = Pair()
+        defer { pair.stop() }
+        let fifo = pair.desktopHome + "/held"
+        try pair.startDaemon(sinks: ["fifo:" + fifo])
+        try pair.join()
+        let lines = (1...5_000).map { "held line \($0)" }
+        // The input stays open through the hold (at its end `send` would give up after 30 s of waiting: exit 75).
+        let (sender, input) = try pair.pipedSend()
+        try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+        usleep(36_000_000)
+        let during = sender.stderr
+        #expect(during.contains("desktop holds line 1 at fifo:"), "\(during)")
+        #expect(!during.contains("reconnecting") && !during.contains("waiting for the desktop"), "\(during)")
+        let reader = FifoReader(path: fifo)
+        reader.start()
+        defer { reader.stop() }
+        try input.close()
+        #expect(try sender.wait(timeout: 60).status == 0)
+        try Harness.wait("every line", timeout: 60) { reader.count >= lines.count }
+        usleep(300_000)
+        #expect(reader.snapshot == lines)
+        let log = pair.daemon.map(\.stderr) ?? ""
+        #expect(log.components(separatedBy: "reading paused").count - 1 == 1, "\(log)")
+    }
+
     @Test("stdout sink: escape sequences from a peer are neutralized; --raw keeps them")
     func stdoutSanitized() throws {
         let pair = Pair()

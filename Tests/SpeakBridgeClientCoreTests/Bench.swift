@@ -220,7 +220,7 @@ final class Bench {
             case .close(let reason):
                 if case .bye = reason { byes += 1 }
                 if open.removeValue(forKey: id) != nil { events.append(.closed(id, reason: "peer close 1000")) }
-            case .authenticated, .consumePairingCode, .pairingAttemptFailed, .pairingConfirmed, .config:
+            case .authenticated, .consumePairingCode, .pairingAttemptFailed, .pairingConfirmed, .config, .resumed:
                 break
             }
         }

@@ -261,4 +261,36 @@ struct CoreToCoreTests {
         world.makeDurable()
         #expect(world.exitCode == 0)
     }
+
+    /// A connection that breaks during a hold: the new one's `resume` answer is followed by the standing `held`,
+    /// so the client knows why no ack comes and does not redial every `ackTimeout` (before, `held` went out once
+    /// per change only, and a client that reconnected mid-hold never heard of it again).
+    @Test("a client that reconnects during a hold is told of it again after its resume, and waits without redialling")
+    func heldRetoldAfterReconnect() throws {
+        let world = World()
+        let psk = SymmetricKey.random()
+        world.desk = DesktopCore(configuration: .init(localStatic: world.deskKey, localName: "office", takesConfig: false),
+                                 clients: [PairedClient(publicKey: world.deviceKey.publicKey, name: "phone", psk: psk)],
+                                 backlog: NoBacklog())
+        world.client = ClientCore(settings: .init(desktopName: "office", timeout: nil), localStatic: world.deviceKey,
+                                  desktopKey: world.deskKey.publicKey, psk: psk, known: [world.address], extra: [],
+                                  session: "s-held", pending: [], acked: 0, now: 0)
+        world.send(.start)
+        world.send(.appended([Chunk(seq: 1, text: "one")]))
+        let device = KeySchedule.deviceID(of: world.deviceKey.publicKey)
+        world.desktop(.sinkHeld(sink: "fifo:/tmp/f", reason: "no reader on FIFO", [SessionLevel(device: device, session: "s-held", seq: 1)]))
+        world.pump()
+        #expect(world.infos == ["desktop holds line 1 at fifo:/tmp/f: no reader on FIFO"])
+        world.cut()
+        var time = 0.0
+        while time < 90 {
+            time += 0.5
+            world.tick(to: time)
+        }
+        #expect(world.client?.link.isEstablished == true)
+        #expect(world.lastConnection == 2, "redialled \(world.lastConnection - 2) times during the hold")
+        #expect(world.exitCode == nil)
+        world.makeDurable()
+        #expect(world.journalAcked == 1)
+    }
 }

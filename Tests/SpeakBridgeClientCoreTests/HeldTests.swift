@@ -59,4 +59,42 @@ struct HeldTests {
         for i in 0..<40 { bench.desktopSends(Self.held(1, reason: "reason \(i)")) }
         #expect(bench.infos.count == 32)
     }
+
+    /// The ack timeout is for dead connections: a desktop that says a sink holds the first unacknowledged line is
+    /// alive, so no redial while it holds (the old core redialled every 15 s and resent its whole window into the
+    /// same hold, and each redial let the desktop read more of it). An ack that moves, or a new connection, times
+    /// acks again; a stale notice (a line already acknowledged) excuses nothing.
+    @Test("a held line is not an ack stall: no redial while the desktop holds it, timed again after an ack")
+    func heldIsNoStall() {
+        let bench = Bench()
+        bench.holding = true
+        bench.send(.start)
+        bench.append(["one", "two"])
+        bench.desktopSends(Self.held(1, reason: "no reader on FIFO"))
+        bench.run(until: 120)
+        #expect(bench.warnings.isEmpty, "\(bench.warnings)")
+        #expect(bench.established && bench.exitCode == nil)
+        // The sink takes line 1: acked; line 2 is in flight and timed again.
+        bench.holding = false
+        bench.ledger["s-bench"] = 1
+        bench.ackAll()
+        #expect(bench.journalAcked == 1)
+        bench.holding = true
+        bench.desktopSends(Self.held(1, reason: "no reader on FIFO"))  // stale: line 1 is acknowledged
+        bench.run(until: 134)
+        #expect(bench.warnings.isEmpty)
+        bench.run(until: 136)
+        #expect(bench.warnings == ["no acknowledgement for 15 s; reconnecting"])
+        // A new connection: nothing held is known on it until the desktop says so again.
+        bench.run(until: 137)
+        #expect(bench.established)
+        bench.desktopSends(Self.held(2, reason: "no reader on FIFO"))
+        bench.run(until: 300)
+        #expect(bench.warnings.count == 1)
+        bench.dropAll()
+        bench.run(until: 301)
+        #expect(bench.established)
+        bench.run(until: 317)
+        #expect(bench.warnings.count == 2, "\(bench.warnings)")
+    }
 }

@@ -6,8 +6,8 @@ the line until the ack.
 
 The desktop here is a script (the one test double: it plays the desktop's side of one session, byte for byte as
 PROTOCOL.md says, so that a `held` can be sent at a chosen moment with a hostile reason). It answers `resume`,
-then for the first chunk sends `held` and only later the `ack`; the client must print the notice once, escaped,
-and exit 0 after the ack. Output: ok/FAIL lines and "held: N passed, M failed".
+then for the first chunk sends `held` and only 16.5 s later the `ack`; the client must print the notice once,
+escaped, keep its one connection (no ack-stall redial while the desktop holds), and exit 0 after the ack. Output: ok/FAIL lines and "held: N passed, M failed".
 """
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ async def main() -> None:
                     held_sent = True
                     await ws.send(hs.encrypt(messages.encode({"type": "held", "session": message["session"],
                                                               "seq": 1, "sink": "type", "reason": REASON})))
-                    await asyncio.sleep(0.5)  # the client must keep the lines meanwhile
+                    # Longer than the client's ack stall (15 s): the client keeps the lines meanwhile, and a
+                    # desktop that said why no ack comes is no stalled connection, so it must not redial.
+                    await asyncio.sleep(16.5)
                 await ws.send(hs.encrypt(messages.encode({"type": "ack", "session": message["session"],
                                                           "seq": last})))
             elif kind == "bye":
@@ -89,6 +91,9 @@ async def main() -> None:
           and held_lines[0].endswith("\\x1b]0;pwned\\x07 \\u{202E}evil\\nspeakbridge-client: fake"), repr(held_lines))
     texts = [m.get("text") for m in seen if m["type"] == "chunk"] + \
         [c["text"] for m in seen if m["type"] == "chunks" for c in m["chunks"]]
+    hellos = sum(1 for m in seen if m["type"] == "hello")
+    check("no redial while the desktop holds the line (16.5 s, past the 15 s ack stall)", hellos == 1,
+          f"{hellos} connections: {err}")
     check("both lines were sent once; the journal ends acknowledged",
           texts == ["line one", "line two"] and '{"a": 2}' in journal, f"{texts}, journal {journal!r}")
 

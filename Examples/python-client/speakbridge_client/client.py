@@ -60,8 +60,13 @@ async def _open(candidates: list[tuple[str, int]], intent: str):
     failures = []
     for host, port in candidates:
         try:
+            # No keepalive timeout: while the desktop pauses reading a connection (flow control) our pings wait
+            # unread behind our data and their pongs never come, and the library would close a live connection
+            # (the desktop sends unsolicited pongs then, which this library does not count). A dead connection is
+            # found by the ack stall below, and by TCP.
             ws = await connect(_url(host, port, intent), subprotocols=[noise.SUBPROTOCOL],
-                               max_size=messages.MAX_FRAME, compression=None, open_timeout=CONNECT_TIMEOUT)
+                               max_size=messages.MAX_FRAME, compression=None, open_timeout=CONNECT_TIMEOUT,
+                               ping_timeout=None)
         except (OSError, asyncio.TimeoutError, Exception) as error:  # refused, unreachable, upgrade refused
             failures.append(f"{host}:{port}: {error}")
             continue
@@ -271,6 +276,7 @@ class Sender:
         session = self.journal.session
         await ws.send(hs.encrypt(messages.encode({"type": "resume", "session": session})))
         resumed = False
+        holds = False  # the desktop said a sink holds an unacknowledged line: no ack stall while it does
         self.sent_through = 0
         receive = asyncio.ensure_future(_recv(ws))
         new_input = asyncio.ensure_future(self.input.get())
@@ -297,11 +303,14 @@ class Sender:
                         seq = min(message["seq"], self.highest_sent)
                         if seq > self.journal.acked:
                             self.last_progress = time.monotonic()
+                            holds = False
                         self.journal.ack(seq)
                     elif kind == "error":
                         log(f"desktop reported {escape(message['code'])}: {escape(message['message'])}")
                     elif kind == "held" and message["session"] == session:
-                        # A sink on the desktop has not taken line `seq` yet; the chunks stay in the journal.
+                        # A sink on the desktop has not taken line `seq` yet; the chunks stay in the journal, and
+                        # waiting for their ack is not a stall (the desktop is there and said why).
+                        holds = holds or message["seq"] > self.journal.acked
                         log(f"held: the desktop's sink {escape(message['sink'])} has not taken line {message['seq']} "
                             f"yet: {escape(message['reason'])}")
                     elif kind == "bye":
@@ -312,7 +321,7 @@ class Sender:
                         await ws.send(hs.encrypt(messages.encode({"type": "bye"})))
                         return 0
                     in_flight = self.sent_through > self.journal.acked
-                    if in_flight and time.monotonic() - self.last_progress > ACK_STALL:
+                    if in_flight and not holds and time.monotonic() - self.last_progress > ACK_STALL:
                         log(f"no acknowledgement for {ACK_STALL} s; reconnecting")
                         return None
                 if self.timed_out():

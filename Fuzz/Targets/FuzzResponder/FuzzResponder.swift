@@ -76,7 +76,7 @@ struct Observer {
             switch action {
             case .consumePairingCode, .pairingAttemptFailed, .pairingConfirmed:
                 precondition(intent == .pair, "pairing action on a session connection")
-            case .authenticated, .deliver, .config:
+            case .authenticated, .deliver, .config, .resumed:
                 precondition(intent == .session, "session action on a pairing connection")
             case .close:
                 closed = true
@@ -102,7 +102,7 @@ func runRaw(_ intent: ConnectionIntent, _ frames: [[UInt8]]) {
         observer.observe(actions)
         for action in actions {
             switch action {
-            case .authenticated, .deliver, .config, .pairingConfirmed:
+            case .authenticated, .deliver, .config, .pairingConfirmed, .resumed:
                 fatalError("frames sent without this handshake's ephemeral key were accepted: \(action)")
             case .send, .close, .consumePairingCode, .pairingAttemptFailed:
                 break
