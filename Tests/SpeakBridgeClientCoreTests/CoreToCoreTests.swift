@@ -63,6 +63,20 @@ struct CoreToCoreTests {
                                clients: [], backlog: NoBacklog())
         }
 
+        /// A world whose desktop has the phone paired already (no pairing round), and the phone's client for
+        /// `session` (not started yet).
+        static func paired(session: String) -> World {
+            let world = World()
+            let psk = SymmetricKey.random()
+            world.desk = DesktopCore(configuration: .init(localStatic: world.deskKey, localName: "office", takesConfig: false),
+                                     clients: [PairedClient(publicKey: world.deviceKey.publicKey, name: "phone", psk: psk)],
+                                     backlog: NoBacklog())
+            world.client = ClientCore(settings: .init(desktopName: "office", timeout: nil), localStatic: world.deviceKey,
+                                      desktopKey: world.deskKey.publicKey, psk: psk, known: [world.address], extra: [],
+                                      session: session, pending: [], acked: 0, now: 0)
+            return world
+        }
+
         func pump() {
             while !work.isEmpty { work.removeFirst()() }
         }
@@ -239,14 +253,7 @@ struct CoreToCoreTests {
 
     @Test("a held sink on the desktop reaches the sender's user once, the line stays until it is taken")
     func heldThroughDesktopCore() throws {
-        let world = World()
-        let psk = SymmetricKey.random()
-        world.desk = DesktopCore(configuration: .init(localStatic: world.deskKey, localName: "office", takesConfig: false),
-                                 clients: [PairedClient(publicKey: world.deviceKey.publicKey, name: "phone", psk: psk)],
-                                 backlog: NoBacklog())
-        world.client = ClientCore(settings: .init(desktopName: "office", timeout: nil), localStatic: world.deviceKey,
-                                  desktopKey: world.deskKey.publicKey, psk: psk, known: [world.address], extra: [],
-                                  session: "s-held", pending: [], acked: 0, now: 0)
+        let world = World.paired(session: "s-held")
         world.send(.start)
         world.send(.appended([Chunk(seq: 1, text: "one")]))
         world.send(.inputEnded)
@@ -267,14 +274,7 @@ struct CoreToCoreTests {
     /// per change only, and a client that reconnected mid-hold never heard of it again).
     @Test("a client that reconnects during a hold is told of it again after its resume, and waits without redialling")
     func heldRetoldAfterReconnect() throws {
-        let world = World()
-        let psk = SymmetricKey.random()
-        world.desk = DesktopCore(configuration: .init(localStatic: world.deskKey, localName: "office", takesConfig: false),
-                                 clients: [PairedClient(publicKey: world.deviceKey.publicKey, name: "phone", psk: psk)],
-                                 backlog: NoBacklog())
-        world.client = ClientCore(settings: .init(desktopName: "office", timeout: nil), localStatic: world.deviceKey,
-                                  desktopKey: world.deskKey.publicKey, psk: psk, known: [world.address], extra: [],
-                                  session: "s-held", pending: [], acked: 0, now: 0)
+        let world = World.paired(session: "s-held")
         world.send(.start)
         world.send(.appended([Chunk(seq: 1, text: "one")]))
         let device = KeySchedule.deviceID(of: world.deviceKey.publicKey)

@@ -14,13 +14,17 @@ struct PausedLivenessTests {
         return configuration
     }
 
+    static func client(pingInterval: Int, hangupAfter: Int) -> WebSocketClientConfiguration {
+        var configuration = WebSocketClientConfiguration()
+        configuration.pingInterval = pingInterval
+        configuration.hangupAfter = hangupAfter
+        return configuration
+    }
+
     @Test func aPausedConnectionIsNotHungUpAndResumesNormally() async throws {
-        // The client's own liveness out of the way (its pings go unanswered while the server does not read; a
-        // loaded machine can stretch this test's sleeps past its 30 s): what is tested is the server's.
-        var patientClient = WebSocketClientConfiguration()
-        patientClient.pingInterval = 600
-        patientClient.hangupAfter = 1_200
-        let link = try Loopback(configuration: Self.fastLiveness, clientConfiguration: patientClient)
+        // The client's own liveness out of the way (the next test is about it): what is tested is the server's.
+        let link = try Loopback(configuration: Self.fastLiveness,
+                                clientConfiguration: Self.client(pingInterval: 600, hangupAfter: 1_200))
         defer { link.shutdown() }
         let (id, serverSide) = try await link.connectAuthenticated()
         let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
@@ -50,10 +54,8 @@ struct PausedLivenessTests {
     /// `send`: 30 s, then it reconnected and resent its window into the same pause). The server now sends an
     /// unsolicited PONG at the pause and every quarter of its hang-up time: the client stays.
     @Test func theClientOfAPausedConnectionDoesNotHangUp() async throws {
-        var fastClient = WebSocketClientConfiguration()
-        fastClient.pingInterval = 2
-        fastClient.hangupAfter = 4
-        let link = try Loopback(configuration: Self.fastLiveness, clientConfiguration: fastClient)
+        let link = try Loopback(configuration: Self.fastLiveness,
+                                clientConfiguration: Self.client(pingInterval: 2, hangupAfter: 4))
         defer { link.shutdown() }
         let (id, serverSide) = try await link.connectAuthenticated()
         let (server, serverLog, client, log) = (link.server, link.serverLog, link.client, link.log)
