@@ -56,13 +56,15 @@ extension Sender {
     /// flight or no connection; an event — a line, a frame, a closed connection — starts the clock again.)
     var isQuiet: Bool {
         !needsSync && ackToJournal <= outbox.acked && core.window.isDrained && core.link.isEstablished
-            && !status.isTerminal
+            && !status.isTerminal && inputHold == nil
     }
 
     func tick() {
         guard core.exitCode == nil else { return }
         Trace.mark("sendtick")
         if needsSync { settleOwed(at: now, looking: true) }
+        if inputHold != nil { retryHeldInput() }  // input the journal could not take (Sender+InputHold.swift)
+        guard core.exitCode == nil else { return }
         journalAck()
         apply(.tick)
         guard core.exitCode == nil else { return }
@@ -134,7 +136,7 @@ extension Sender {
     func settleAfterFrame() {
         if needsSync && journalFailure == nil { settleOwed(at: now) }
         guard ticking, !needsSync, core.exitCode == nil, core.window.isDrained, core.link.isEstablished,
-              !status.isTerminal else { return }
+              !status.isTerminal, inputHold == nil else { return }
         // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
         guard lazyOn == nil else { return }
         tickAt = nil

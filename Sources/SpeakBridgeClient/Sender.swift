@@ -55,7 +55,8 @@ public struct SendOptions: Sendable {
 /// 3. Stdin lines become chunks, journaled (write(2)) before the core sees them (`appended`; a line alone takes
 ///    `appendedAlone`, the same without the general path's arrays, when it goes out alone). A pipe, FIFO, socket
 ///    or terminal is read on the socket thread as it polls readable, so a line's frame is written in the same loop
-///    iteration with no thread woken; a regular file by a reader thread (`readStdin`).
+///    iteration with no thread woken; a regular file by a reader thread (`readStdin`). Input the journal cannot take
+///    (a full disk) is held in memory and stdin is read no more until it can (Sender+InputHold.swift).
 /// 4. Sockets and mDNS through `LinkDriver`; acks journaled on the tick or with the next line's record (`ackJournal`,
 ///    latest only); a journal write is fsynced (on a thread of its own, `JournalSyncer`) only when the desktop has
 ///    not acknowledged it within 50 ms (Sender+Clock.swift). While lines keep coming, acks are read with the next
@@ -67,7 +68,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalDirty`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalDirty`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `heldInput`, `inputHold`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` and `tickWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -121,6 +122,11 @@ public final class Sender: @unchecked Sendable {
     var lastJournalRewriteAt = -Double.infinity
     /// Replaces the core's exit code (74: unacknowledged lines in a journal that could not be synced).
     var exitOverride: Int32?
+    /// Input read but not journaled, oldest first, while the journal cannot take it (Sender+InputHold.swift):
+    /// empty on the fast path.
+    var heldInput: [InputBatch] = []
+    /// The hold's state: why, since when, the input's end seen meanwhile, and who reads again at its end.
+    var inputHold: InputHold?
     /// When the run began, on `BootClock` (ContinuousClock's clock on Linux: it counts through a suspend).
     let start: UInt64
 
@@ -216,40 +222,58 @@ public final class Sender: @unchecked Sendable {
     /// per wake-up): the lines are journaled and sealed there, and their frame goes out in the same loop iteration,
     /// with no thread woken in between. Anything else (a regular file, which always polls readable) is read by a
     /// thread of its own, `sb-stdin`.
+    ///
+    /// While input cannot be journaled (Sender+InputHold.swift) the reading stops: the watch ends, or the thread
+    /// waits, and the hold's end starts it again (`resume`), with the same reader (a partial line stays in it).
     func readStdin() {
         let input = LineReader(fd: 0)
-        let watched = driver.watchReadable(fd: 0) { [self] hungUp in
-            guard hungUp else {
-                let step = input.readOnce()
-                deliver(step)
-                return !step.ended
-            }
-            // lws closed its copy after a hang-up: what is left is read now (no read blocks on a hung-up pipe).
-            var step = LineReader.Step(lines: InputBatch(), ended: false)
-            while !step.ended {
-                step = input.readOnce(eagainEnds: true)
-                deliver(step)
-            }
-            return false
-        }
-        guard watched == nil else { return }
+        if watchStdin(input) { return }
         Threads.start(name: "sb-stdin") { [self] in
+            let resumed = DispatchSemaphore(value: 0)
             var ended = false
             while !ended {
                 let step = input.readOnce(eagainEnds: true)  // as before: a blocking read; EAGAIN ends it
                 ended = step.ended
-                deliver(step)
+                if !deliver(step, resume: { resumed.signal() }) && !ended { resumed.wait() }
             }
         }
     }
 
+    /// Watches stdin on the socket thread (true), or says that it cannot be watched (a regular file).
+    func watchStdin(_ input: LineReader) -> Bool {
+        let watched = driver.watchReadable(fd: 0) { [self] hungUp in
+            guard hungUp else {
+                let step = input.readOnce()
+                // Held: the watch ends here, and a thread of the hold's end watches again (`watchReadable` from a
+                // thread that is not the socket thread waits for it, which the queue must not).
+                let more = deliver(step, resume: { Threads.start(name: "sb-stdin-resume") { _ = self.watchStdin(input) } })
+                return !step.ended && more
+            }
+            // lws closed its copy after a hang-up: what is left is read now (no read blocks on a hung-up pipe, and
+            // what a pipe holds is bounded, so a hold keeps it all).
+            var step = LineReader.Step(lines: InputBatch(), ended: false)
+            while !step.ended {
+                step = input.readOnce(eagainEnds: true)
+                _ = deliver(step, resume: {})
+            }
+            return false
+        }
+        return watched != nil
+    }
+
     /// Hands what one read brought to `queue`. sync, not async: when the queue is idle the block runs right here
-    /// (on the reading thread), saving a thread wake-up per line.
-    func deliver(_ step: LineReader.Step) {
-        guard step.ended || !step.lines.isEmpty else { return }
-        queue.sync {
-            accept(step.lines)
+    /// (on the reading thread), saving a thread wake-up per line. False: the input is held (it could not be
+    /// journaled), read no more; `resume` is called when it may go on.
+    func deliver(_ step: LineReader.Step, resume: @escaping @Sendable () -> Void) -> Bool {
+        guard step.ended || !step.lines.isEmpty else { return true }
+        return queue.sync {
+            if heldInput.isEmpty { accept(step.lines) } else if !step.lines.isEmpty { heldInput.append(step.lines) }
+            guard heldInput.isEmpty else {
+                holdInput(ended: step.ended, resume: resume)
+                return false
+            }
             if step.ended { endInput() }
+            return true
         }
     }
 
@@ -260,57 +284,61 @@ public final class Sender: @unchecked Sendable {
 
     /// Journals and queues what one read brought: plain lines straight from their bytes (no `String` made for a
     /// line: journal record, chunk and frame are written from them), any other batch as texts.
+    /// A batch that cannot be journaled (a full disk) is held, with the input (Sender+InputHold.swift).
     func accept(_ batch: InputBatch) {
+        do throws(StoreError) { try journalAndQueue(batch) } catch { heldInput = [batch]; inputHoldStarted(error) }
+    }
+
+    func journalAndQueue(_ batch: InputBatch) throws(StoreError) {
         guard let plain = batch.plainLines else {
-            accept(batch.texts)
+            try journalAndQueue(batch.texts)
             return
         }
         if plain.ranges.count == 1 {
-            acceptAlone { ack throws(StoreError) in try outbox.append(line: plain, ack: ack) }
+            try acceptAlone { ack throws(StoreError) in try outbox.append(line: plain, ack: ack) }
         } else {
-            acceptBatch { ack throws(StoreError) in try outbox.append(lines: plain, ack: ack) }
+            try acceptBatch { ack throws(StoreError) in try outbox.append(lines: plain, ack: ack) }
         }
     }
 
-    /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split).
+    /// `--text`: the texts are still the caller's, so one that cannot be journaled ends the run (exit 74) with
+    /// nothing sent, rather than waiting for room.
     func accept(_ texts: [String]) {
+        do throws(StoreError) { try journalAndQueue(texts) } catch {
+            status.error("cannot journal the text: \(error.description); nothing of it was sent",
+                         hint: "free some disk space and run the command again")
+            apply(.stop(Self.exitIOError))
+        }
+    }
+
+    /// Journals and queues texts (see `InputLines.pieces`: blank lines skipped, over-long lines split); throws,
+    /// with nothing journaled or queued, when the journal cannot take them.
+    func journalAndQueue(_ texts: [String]) throws(StoreError) {
         let pieces = InputLines.pieces(texts)
         guard !pieces.isEmpty else { return }
         if pieces.count == 1 {
-            acceptAlone { ack throws(StoreError) in try outbox.append(text: pieces[0], ack: ack) }
+            try acceptAlone { ack throws(StoreError) in try outbox.append(text: pieces[0], ack: ack) }
         } else {
-            acceptBatch { ack throws(StoreError) in try outbox.append(texts: pieces, ack: ack) }
+            try acceptBatch { ack throws(StoreError) in try outbox.append(texts: pieces, ack: ack) }
         }
     }
 
     /// Queues the chunks `journal` made (at least two) of what it journaled with the pending ack's record.
-    func acceptBatch(_ journal: (UInt64) throws(StoreError) -> [Chunk]) {
-        do {
-            var chunks = try journal(ackToJournal)  // the pending ack record rides along
-            let last = chunks[chunks.count - 1].seq  // one chunk a piece, and there are pieces
-            Trace.mark("journal", last)
-            let at = now
-            // `apply(.appended(chunks))` without copying the chunks into the window: this array is theirs only.
-            performAndClock(core.appended(moving: &chunks, now: at))
-            owe(last, at: at)  // after the frame is queued
-            lineSent(at: at)
-        } catch {
-            status.error("cannot journal input: \(error.description)", hint: error.hint)
-            apply(.stop(1))
-        }
+    func acceptBatch(_ journal: (UInt64) throws(StoreError) -> [Chunk]) throws(StoreError) {
+        var chunks = try journal(ackToJournal)  // the pending ack record rides along
+        let last = chunks[chunks.count - 1].seq  // one chunk a piece, and there are pieces
+        Trace.mark("journal", last)
+        let at = now
+        // `apply(.appended(chunks))` without copying the chunks into the window: this array is theirs only.
+        performAndClock(core.appended(moving: &chunks, now: at))
+        owe(last, at: at)  // after the frame is queued
+        lineSent(at: at)
     }
 
     /// `acceptBatch` for one piece (a paced line): journaled the same way, then the core's path without arrays
     /// (`ClientCore.appendedAlone`) when the line goes out alone, else `.appended` as for any batch.
-    func acceptAlone(_ journal: (UInt64) throws(StoreError) -> Chunk) {
-        let chunk: Chunk
-        do {
-            chunk = try journal(ackToJournal)  // the pending ack record rides along
-        } catch {
-            status.error("cannot journal input: \(error.description)", hint: error.hint)
-            apply(.stop(1))
-            return
-        }
+    func acceptAlone(_ journal: (UInt64) throws(StoreError) -> Chunk) throws(StoreError) {
+        let chunk = try journal(ackToJournal)  // the pending ack record rides along
         Trace.mark("journal", chunk.seq)
         let at = now
         switch core.appendedAlone(chunk, now: at) {

@@ -79,7 +79,7 @@ public final class Outbox: @unchecked Sendable {
         // After a reboot the journal may have lost records a crash took (see Reservations): go on after the
         // reservation, which no number ever journaled passed.
         nextSeq = (reservedBoot == self.boot ? last : max(last, reserved)) + 1
-        do {
+        do throws(StoreError) {
             // Held files this journal names as released (an `outbox release` queued their lines here) are removed
             // if a crash left them, and the directory fsynced; then the names can go with a compaction (below).
             if !loaded.released.isEmpty { try OutboxShelf.settleReleased(loaded.released, journal: path) }
@@ -95,9 +95,18 @@ public final class Outbox: @unchecked Sendable {
                 // mid-write): writing after it would glue the next record onto the torn one; when the file is
                 // far larger than its records (its padding is cut back to one extent); and once its released
                 // names are settled (they are not needed any more: the first open after a release pays this).
-                log = try LogFile.create(path, records: Self.records(session: session, acked: acked,
-                                                                     reserved: (reserved, reservedBoot), pending),
-                                         extents: LogFile.journalExtents)
+                do throws(StoreError) {
+                    log = try LogFile.create(path, records: Self.records(session: session, acked: acked,
+                                                                         reserved: (reserved, reservedBoot), pending),
+                                             extents: LogFile.journalExtents)
+                } catch {
+                    // A compaction is for speed and room; on a full disk its new file cannot be written. A whole
+                    // journal (its session header there, its last line ended) is used as it is then: `send`
+                    // starts, resends what is pending, and holds new input until the journal takes it (a torn
+                    // last line cannot be written after, so that one still fails).
+                    guard loaded.session != nil, loaded.endsWithNewline else { throw error }
+                    log = try LogFile.open(path, end: loaded.records, extents: LogFile.journalExtents)
+                }
             }
         } catch {
             close(lockFD)
@@ -285,10 +294,14 @@ public final class Outbox: @unchecked Sendable {
     /// records (all acknowledged: the run's end synced them), an empty file (the next run starts a new session, with
     /// nothing pending) or the header with or without (some of) its zeros, which loses and repeats nothing. Returns
     /// whether it cut.
+    /// `acknowledged`: the desktop's ack level, when its record could not be journaled (a full disk: `send` frees
+    /// the room of its acknowledged lines this way, which needs no room of its own).
     @discardableResult
-    public func resetIfDrained() throws(StoreError) -> Bool {
-        guard acked &+ 1 >= nextSeq, log.end > Self.resetAbove else { return false }
-        try log.rewind(to: Self.header(session: session, acked: acked, reserved: (reserved, reservedBoot)))
+    public func resetIfDrained(acknowledged: UInt64 = 0) throws(StoreError) -> Bool {
+        let level = max(acked, acknowledged)
+        guard level &+ 1 >= nextSeq, log.end > Self.resetAbove else { return false }
+        try log.rewind(to: Self.header(session: session, acked: level, reserved: (reserved, reservedBoot)))
+        acked = level
         // Synced: later runs do not fsync the records of acknowledged lines, so without it a crash could keep
         // their records (a later page) and lose this header (the first), and the journal would load without its
         // session.

@@ -130,6 +130,71 @@ struct FsyncFailureTests {
         }
     }
 
+    /// The phone's disk full while `send` streams: the lines it cannot journal are kept in memory and stdin is not
+    /// read meanwhile (nothing lost, one warning); with room again they go out, each once, in order, and reading
+    /// goes on. Before, `send` exited 1 at the first line it could not journal, the lines of that read gone from
+    /// the input, the error printed once per read after it, with a hint that nothing was lost.
+    @Test("send: a full disk holds the input without losing a line, and it goes on when there is room")
+    func sendHoldsInputOnAFullDisk() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            let (sender, input) = try pair.pipedSend()
+            defer { sender.terminate() }
+            try input.write(contentsOf: Data("c0\n".utf8))
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            disk.freeSpace = 0
+            // More than the journal's room ahead (it grows by 4 KiB at first): an append must grow it, and fails.
+            let lines = (1...2_000).map { "c\($0) a line of dictation while the disk is full" }
+            try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            #expect(disk.spaceFailures > 0)
+            let during = reader.count
+            usleep(1_500_000)  // a retry fails meanwhile: still held, nothing more arrives, send still runs
+            #expect(reader.count == during && sender.process.isRunning)
+            disk.freeSpace = nil
+            try Harness.wait("every line on the FIFO", timeout: 20) { reader.count >= 1 + lines.count }
+            try input.write(contentsOf: Data("c-last\n".utf8))  // reading went on
+            try input.close()
+            let outcome = try sender.wait(timeout: 30)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            #expect(outcome.stderr.components(separatedBy: "reading stopped").count == 2, "once: \(outcome.stderr)")
+            #expect(outcome.stderr.contains("the journal takes input again"), "\(outcome.stderr)")
+            #expect(!outcome.stderr.contains("error"), "\(outcome.stderr)")
+            usleep(200_000)
+            #expect(reader.snapshot == ["c0"] + lines + ["c-last"])
+        }
+    }
+
+    /// The journal itself fills the disk (a run keeps every line's record until it ends): once every line is
+    /// acknowledged, `send` cuts it back to its header in place (which takes no room) and goes on. Before, the run
+    /// stopped for good at the first line it could not journal.
+    @Test("send: a journal that filled the disk is cut back once its lines are acknowledged, and the run goes on")
+    func sendFreesItsOwnJournalsRoom() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            let (sender, input) = try pair.pipedSend()
+            defer { sender.terminate() }
+            try input.write(contentsOf: Data("d0\n".utf8))
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            disk.freeSpace = 400_000  // about 5,000 lines' records: the journal alone fills it
+            let lines = (1...12_000).map { "d\($0) a line that fills the journal" }
+            for start in stride(from: 0, to: lines.count, by: 1_000) {
+                try input.write(contentsOf: Data(lines[start..<start + 1_000].map { $0 + "\n" }.joined().utf8))
+                usleep(20_000)
+            }
+            try Harness.wait("every line on the FIFO", timeout: 30) { reader.count >= 1 + lines.count }
+            #expect(disk.spaceFailures > 0, "the disk never filled")
+            #expect(sender.stderr.contains("the journal takes input again"), "\(sender.stderr)")
+            try input.close()
+            let outcome = try sender.wait(timeout: 30)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            usleep(200_000)
+            #expect(reader.snapshot == ["d0"] + lines)
+        }
+    }
+
     /// A run that ends with unacknowledged lines in a journal that could not be synced exits 74 (EX_IOERR) with an
     /// error saying what is at stake; the lines are still in the journal and the next `send` delivers them.
     @Test("send: unacknowledged lines in an unsynced journal at exit: exit 74, delivered by the next run")

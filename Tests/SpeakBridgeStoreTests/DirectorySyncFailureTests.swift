@@ -12,27 +12,9 @@ import Testing
 /// directory fsyncs fail (`FailingDisk`: FUSE, Tests/fuse/failfs.c), file fsyncs still succeeding. Each test says
 /// what the failed call leaves on disk.
 @Suite("Store: failed directory fsyncs", .serialized)
-struct DirectorySyncFailureTests {
+struct DirectorySyncFailureTests: JournalFixture {
     let root = "/tmp/sb-dirsync-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    var home: Home { Home.resolve(override: root, environment: [:]) }
-    let desktop = DeviceID(publicKeyDigest: SHA256.hash(Array("desk".utf8)))
-
-    /// `body` with `root`'s state directory on the failing disk; then the disk is unmounted and `root` removed.
-    func withFailingDisk(_ body: (FailingDisk) throws -> Void) throws {
-        mkdir(root, 0o700)
-        let disk: FailingDisk
-        do {
-            disk = try FailingDisk(over: root + "/state")
-        } catch {
-            try? FileManager.default.removeItem(atPath: root)
-            throw error
-        }
-        defer {
-            disk.unmount()
-            try? FileManager.default.removeItem(atPath: root)
-        }
-        try body(disk)
-    }
+    var desktop: DeviceID { device }
 
     func files() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: home.outboxDirectory)) ?? []).sorted()

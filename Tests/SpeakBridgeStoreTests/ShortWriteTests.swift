@@ -16,23 +16,6 @@ import Testing
 struct ShortWriteTests: JournalFixture {
     let root = "/tmp/sb-shortwrite-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
 
-    /// `body` with `root`'s state directory on the failing disk; then the disk is unmounted and `root` removed.
-    func withFailingDisk(_ body: (FailingDisk) throws -> Void) throws {
-        mkdir(root, 0o700)
-        let disk: FailingDisk
-        do {
-            disk = try FailingDisk(over: root + "/state")
-        } catch {
-            cleanup()
-            throw error
-        }
-        defer {
-            disk.unmount()
-            cleanup()
-        }
-        try body(disk)
-    }
-
     /// The unacknowledged lines a fresh load of the journal finds.
     func queued() throws -> [String] {
         let loaded = try Outbox.load(path)

@@ -17,7 +17,8 @@
  *   - while FILE.space exists, holding N: the disk has N bytes free. The part of a write that lies past the end of
  *     its file takes space (a write is cut short where the space runs out, and fails with ENOSPC when none of that
  *     part fits; FILE.space is counted down); bytes written within the file's size take none, as when they
- *     overwrite blocks already allocated on ext4. A full disk: N = 0.
+ *     overwrite blocks already allocated on ext4. A full disk: N = 0. A file that gives bytes back (cut by truncate,
+ *     removed by unlink or by a rename over it) adds them to N, as on a real disk;
  * Control files go outside BACKING. Each failed call appends one line to FILE.count: "file PATH", "dir PATH",
  * "unlink PATH", "short PATH" (a write cut short by FILE.short), "write PATH" (a write failed by it) or "space PATH"
  * (a write cut short or failed by FILE.space). Writes, renames and (unless failed) unlinks still reach BACKING, as on
@@ -166,10 +167,25 @@ static int ff_mkdir(const char *path, mode_t mode) {
     return result(mkdir(p, mode));
 }
 
+/* While FILE.space exists, the bytes a file gives back (cut by truncate, removed by unlink or by a rename over it)
+ * are free again, as on a real disk: `st` is the file as it was, `size` what is left of it. */
+static void write_control(const char *ext, const char *text);
+
+static void credit_space(const struct stat *st, off_t size) {
+    char text[64];
+    if (read_control(".space", text, sizeof text, 0) < 0 || st->st_size <= size) return;
+    snprintf(text, sizeof text, "%lld", atoll(text) + (long long)(st->st_size - size));
+    write_control(".space", text);
+}
+
 static int ff_unlink(const char *path) {
     if (unlink_selected(path) && failing("unlink", ".unlink", path)) return -EIO;
     BACKING(p, path);
-    return result(unlink(p));
+    struct stat st;
+    int had = lstat(p, &st) == 0 && S_ISREG(st.st_mode);
+    int r = unlink(p);
+    if (r == 0 && had && st.st_nlink == 1) credit_space(&st, 0);
+    return result(r);
 }
 
 static int ff_rmdir(const char *path) {
@@ -185,7 +201,11 @@ static int ff_symlink(const char *target, const char *path) {
 static int ff_rename(const char *from, const char *to, unsigned int flags) {
     BACKING(a, from);
     BACKING(b, to);
-    return result(renameat2(AT_FDCWD, a, AT_FDCWD, b, flags));
+    struct stat st;
+    int replaced = lstat(b, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+    int r = renameat2(AT_FDCWD, a, AT_FDCWD, b, flags);
+    if (r == 0 && replaced) credit_space(&st, 0);
+    return result(r);
 }
 
 static int ff_link(const char *from, const char *to) {
@@ -207,9 +227,18 @@ static int ff_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 }
 
 static int ff_truncate(const char *path, off_t size, struct fuse_file_info *fi) {
-    if (fi) return result(ftruncate((int)fi->fh, size));
+    struct stat st;
+    if (fi) {
+        int had = fstat((int)fi->fh, &st) == 0;
+        int r = ftruncate((int)fi->fh, size);
+        if (r == 0 && had) credit_space(&st, size);
+        return result(r);
+    }
     BACKING(p, path);
-    return result(truncate(p, size));
+    int had = stat(p, &st) == 0;
+    int r = truncate(p, size);
+    if (r == 0 && had) credit_space(&st, size);
+    return result(r);
 }
 
 static int ff_utimens(const char *path, const struct timespec ts[2], struct fuse_file_info *fi) {
