@@ -241,12 +241,13 @@ public final class Sender: @unchecked Sendable {
 
     /// Watches stdin on the socket thread (true), or says that it cannot be watched (a regular file).
     func watchStdin(_ input: LineReader) -> Bool {
+        // Held: the watch ends, and a thread of the hold's end watches again (`watchReadable` from a thread that is
+        // not the socket thread waits for it, which the queue must not). Made once, not per line.
+        let resume: @Sendable () -> Void = { [self] in Threads.start(name: "sb-stdin-resume") { _ = self.watchStdin(input) } }
         let watched = driver.watchReadable(fd: 0) { [self] hungUp in
             guard hungUp else {
                 let step = input.readOnce()
-                // Held: the watch ends here, and a thread of the hold's end watches again (`watchReadable` from a
-                // thread that is not the socket thread waits for it, which the queue must not).
-                let more = deliver(step, resume: { Threads.start(name: "sb-stdin-resume") { _ = self.watchStdin(input) } })
+                let more = deliver(step, resume: resume)
                 return !step.ended && more
             }
             // lws closed its copy after a hang-up: what is left is read now (no read blocks on a hung-up pipe, and
@@ -254,7 +255,7 @@ public final class Sender: @unchecked Sendable {
             var step = LineReader.Step(lines: InputBatch(), ended: false)
             while !step.ended {
                 step = input.readOnce(eagainEnds: true)
-                _ = deliver(step, resume: {})
+                _ = deliver(step, resume: resume)  // never called: the end comes with these reads
             }
             return false
         }
