@@ -1,10 +1,11 @@
+import SpeakBridgeClientCore
 import SpeakBridgeStore
 import SpeakBridgeSupport
 
 /// `Sender` when input cannot be journaled (the disk is full, or it fails), on `queue`.
 ///
 /// A line goes out only once it is in the journal, so a read whose lines cannot be written there is not sent — and
-/// not dropped either: it is kept in memory (`heldInput`) and stdin is read no more meanwhile, so its writer blocks
+/// not dropped either: it is kept in memory (`InputHold.batches`) and stdin is read no more meanwhile, so its writer blocks
 /// as on a slow reader, and at most what the reads before the stop brought is in memory (one read while the watch
 /// ends; a hung-up pipe's rest, which the pipe bounds).
 ///
@@ -24,6 +25,8 @@ import SpeakBridgeSupport
 /// Before (2026-12-07) a full disk ended `send` at once (exit 1), with the lines of the read that failed gone from
 /// the input and the error repeated for every read after it; its hint said that nothing was lost.
 struct InputHold {
+    /// Read but not journaled, oldest first.
+    var batches: [InputBatch]
     var failure: StoreError
     var since: Double
     var lastTry: Double
@@ -31,34 +34,33 @@ struct InputHold {
     var endedAt: Double?
     /// Starts the reading again (a new watch of stdin, or the reader thread's wake-up); nil once the input ended.
     var resume: (@Sendable () -> Void)?
+
+    var lines: Int { batches.reduce(0) { $0 + $1.lines.count } }
+
+    /// The reader stops after a read while holding; `resume` starts it again, unless the input ended.
+    mutating func stopReading(ended: Bool, at: Double, resume: @escaping @Sendable () -> Void) {
+        if ended {
+            endedAt = endedAt ?? at
+            self.resume = nil
+        } else {
+            self.resume = resume
+        }
+    }
 }
 
 extension Sender {
     /// Seconds between two tries to journal the held input.
     static let inputRetrySeconds = 1.0
 
-    /// Step 1, from `accept`: `heldInput` has the batch that failed.
+    /// Step 1, from `accept`: `batch` could not be journaled.
     @inline(never)  // a failure path: kept out of the per-line callers
-    func inputHoldStarted(_ error: StoreError) {
-        let lines = heldInput.reduce(0) { $0 + $1.lines.count }
+    func inputHoldStarted(_ batch: InputBatch, _ error: StoreError) {
         status.warning("cannot journal input: \(PeerText.escape(error.description)); reading stopped, nothing is lost: "
-                       + "the \(lines) line(s) read are kept in memory and journaled and sent once the journal takes "
-                       + "them (retrying every second); free some disk space")
+                       + "the \(batch.lines.count) line(s) read are kept in memory and journaled and sent once the "
+                       + "journal takes them (retrying every second); free some disk space")
         let at = now
-        inputHold = InputHold(failure: error, since: at, lastTry: at)
+        inputHold = InputHold(batches: [batch], failure: error, since: at, lastTry: at)
         if !ticking && core.exitCode == nil { scheduleTick() }
-    }
-
-    /// From `deliver` while input is held: the reader stops; `resume` starts it again, unless the input ended.
-    func holdInput(ended: Bool, resume: @escaping @Sendable () -> Void) {
-        guard var hold = inputHold else { return }
-        if ended {
-            hold.endedAt = hold.endedAt ?? now
-            hold.resume = nil
-        } else {
-            hold.resume = resume
-        }
-        inputHold = hold
     }
 
     /// Steps 2–4, on the tick.
@@ -69,7 +71,7 @@ extension Sender {
         guard at - hold.lastTry >= Self.inputRetrySeconds else { return }
         hold.lastTry = at
         var compacted = false
-        while let batch = heldInput.first {
+        while let batch = hold.batches.first {
             do throws(StoreError) {
                 try journalAndQueue(batch)
             } catch {
@@ -84,7 +86,7 @@ extension Sender {
                 giveUpHeldInputIfDue(hold, at: at)
                 return
             }
-            heldInput.removeFirst()
+            hold.batches.removeFirst()
         }
         inputHold = nil
         status.info("the journal takes input again: the lines kept in memory are journaled and sent"
@@ -136,8 +138,7 @@ extension Sender {
             limit = hold.endedAt.map { (options.endedInputTimeout, $0) }
         }
         guard let limit, at - limit.from >= limit.seconds else { return }
-        let lines = heldInput.reduce(0) { $0 + $1.lines.count }
-        status.error("cannot journal input: \(PeerText.escape(hold.failure.description)); \(lines) line(s) read "
+        status.error("cannot journal input: \(PeerText.escape(hold.failure.description)); \(hold.lines) line(s) read "
                      + "could not be journaled in \(Int(limit.seconds)) s and were not sent",
                      hint: "free some disk space; lines read before them were journaled and go out with the next "
                          + "`speakbridge send` if not acknowledged")

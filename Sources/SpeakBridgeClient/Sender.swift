@@ -68,7 +68,7 @@ public struct SendOptions: Sendable {
 ///    then every connection closes; a drained journal is cut back to its header (`Outbox.resetIfDrained`).
 /// Progress goes to stderr through `SendStatus` (a live line on a terminal, plain lines otherwise).
 ///
-/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalDirty`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `heldInput`, `inputHold`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
+/// `@unchecked Sendable`: `core`, `status`, `needsSync`, `owed`, `journalDirty`, `journalFailure`, `lastJournalRewriteAt`, `exitOverride`, `inputHold`, `tickAt`, `lazyOn`, `lastLineAt`, `lastAckLookAt`, `ackToJournal`, `lastFrameFrom`, `finishing`
 /// and `completed` are used on `queue` only (driver events, stdin lines and the tick through `queue.sync`, the end
 /// through `asyncAfter`; `run` reads the exit code through `queue.sync`); `driver` and `tickWork` are set in `run` before anything is queued;
 /// everything else (`launched` too) is immutable.
@@ -122,10 +122,8 @@ public final class Sender: @unchecked Sendable {
     var lastJournalRewriteAt = -Double.infinity
     /// Replaces the core's exit code (74: unacknowledged lines in a journal that could not be synced).
     var exitOverride: Int32?
-    /// Input read but not journaled, oldest first, while the journal cannot take it (Sender+InputHold.swift):
-    /// empty on the fast path.
-    var heldInput: [InputBatch] = []
-    /// The hold's state: why, since when, the input's end seen meanwhile, and who reads again at its end.
+    /// Input read but not journaled while the journal cannot take it, and the hold's state (Sender+InputHold.swift):
+    /// nil on the fast path.
     var inputHold: InputHold?
     /// When the run began, on `BootClock` (ContinuousClock's clock on Linux: it counts through a suspend).
     let start: UInt64
@@ -230,11 +228,12 @@ public final class Sender: @unchecked Sendable {
         if watchStdin(input) { return }
         Threads.start(name: "sb-stdin") { [self] in
             let resumed = DispatchSemaphore(value: 0)
+            let resume: @Sendable () -> Void = { resumed.signal() }
             var ended = false
             while !ended {
                 let step = input.readOnce(eagainEnds: true)  // as before: a blocking read; EAGAIN ends it
                 ended = step.ended
-                if !deliver(step, resume: { resumed.signal() }) && !ended { resumed.wait() }
+                if !deliver(step, resume: resume) && !ended { resumed.wait() }
             }
         }
     }
@@ -268,13 +267,13 @@ public final class Sender: @unchecked Sendable {
     func deliver(_ step: LineReader.Step, resume: @escaping @Sendable () -> Void) -> Bool {
         guard step.ended || !step.lines.isEmpty else { return true }
         return queue.sync {
-            if heldInput.isEmpty { accept(step.lines) } else if !step.lines.isEmpty { heldInput.append(step.lines) }
-            guard heldInput.isEmpty else {
-                holdInput(ended: step.ended, resume: resume)
-                return false
+            if inputHold == nil { accept(step.lines) } else if !step.lines.isEmpty { inputHold?.batches.append(step.lines) }
+            guard inputHold != nil else {
+                if step.ended { endInput() }
+                return true
             }
-            if step.ended { endInput() }
-            return true
+            inputHold?.stopReading(ended: step.ended, at: now, resume: resume)  // also when this read started it
+            return false
         }
     }
 
@@ -287,7 +286,7 @@ public final class Sender: @unchecked Sendable {
     /// line: journal record, chunk and frame are written from them), any other batch as texts.
     /// A batch that cannot be journaled (a full disk) is held, with the input (Sender+InputHold.swift).
     func accept(_ batch: InputBatch) {
-        do throws(StoreError) { try journalAndQueue(batch) } catch { heldInput = [batch]; inputHoldStarted(error) }
+        do throws(StoreError) { try journalAndQueue(batch) } catch { inputHoldStarted(batch, error) }
     }
 
     func journalAndQueue(_ batch: InputBatch) throws(StoreError) {
