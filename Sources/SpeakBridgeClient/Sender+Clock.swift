@@ -66,6 +66,10 @@ extension Sender {
         if inputHold != nil { retryHeldInput() }  // input the journal could not take (Sender+InputHold.swift)
         guard core.exitCode == nil else { return }
         journalAck()
+        let journalEnd = outbox.log.end
+        if journalEnd > compactJournalAbove || (journalEnd > Self.compactRunningAbove && core.window.isDrained) {
+            compactLongJournal()
+        }
         apply(.tick)
         guard core.exitCode == nil else { return }
         if lazyOn != nil && (now - lastLineAt >= Self.lazyAckSeconds || (!needsSync && core.window.isDrained)) {
@@ -139,6 +143,8 @@ extension Sender {
               !status.isTerminal, inputHold == nil else { return }
         // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
         guard lazyOn == nil else { return }
+        // The tick stops here: a journal the run filled is compacted now that every line is acknowledged.
+        if outbox.log.end > Self.compactRunningAbove { compactLongJournal() }
         tickAt = nil
         driver.cancelSchedule()
     }
@@ -152,6 +158,48 @@ extension Sender {
         owed.removeAll(keepingCapacity: true)  // this fsync covers every write so far
         guard journalFailure == nil else { return rewriteJournal(at: at) }  // an earlier sync failed: not trusted
         syncer.submit(outbox.log)
+    }
+
+    /// A running `send`'s journal is compacted once its records pass this many bytes and half of them are
+    /// acknowledged lines' (as the desktop's progress log is: `ProgressLog.compactAfterBytes`).
+    static let compactRunningAbove = 8 << 20
+
+    /// Keeps a long run's journal bounded on disk: the acknowledged lines' records are dropped while `send` runs, not
+    /// only at its exit (before 2026-12-07 a `send` fed for hours or by a fast program grew its journal by every
+    /// line it ever sent, about 60 bytes a short line, until it exited).
+    ///
+    /// When: from the tick, once the records pass `compactJournalAbove` (8 MiB at first), or pass 8 MiB with every
+    /// line acknowledged. The records of unacknowledged lines must stay, so what a compaction would free is the size
+    /// less theirs (estimated from their texts, counted only here); under 4 MiB it waits until that many more bytes
+    /// are written (or every line is acknowledged). So the records of acknowledged lines stay under 8 MiB plus a
+    /// tick's lines, whatever is in flight; when the desktop is away the journal holds what it must.
+    ///
+    /// How: `compactJournal` (Sender+InputHold.swift): every line acknowledged, the file is cut back to its header in
+    /// place; otherwise a new file with the header and the unacknowledged lines, fsynced, is renamed over it. The
+    /// fsync thread is drained first, so that no sync of the old file runs during the cut. Not while a failed sync
+    /// is being repaired or input is held (those paths rewrite or compact on their own). A compaction that fails
+    /// leaves the journal whole (or, renamed in but its directory not synced, in the failed-sync repair) and is tried
+    /// again 8 MiB later, with one warning each time.
+    @inline(never)  // once per megabytes of records: kept out of the tick's usual work
+    func compactLongJournal() {
+        guard journalFailure == nil, inputHold == nil else { return }
+        let end = outbox.log.end
+        let live = core.window.isDrained ? 0 : core.window.pending.reduce(0) { $0 + $1.textUTF8Count + 32 }
+        let worth = Self.compactRunningAbove / 2
+        guard end - live >= worth else {
+            compactJournalAbove = end + (worth - max(0, end - live))
+            return
+        }
+        syncer.drain()
+        if compactJournal() {
+            compactJournalAbove = max(Self.compactRunningAbove, outbox.log.end + worth)
+        } else {
+            compactJournalAbove = outbox.log.end + Self.compactRunningAbove
+            if journalFailure == nil {
+                status.warning("cannot compact the journal (\(outbox.log.end) bytes of records): it grows on and is "
+                               + "tried again after another \(Self.compactRunningAbove >> 20) MiB")
+            }
+        }
     }
 
     /// Journals the latest ack, if it moved: with the next fsync (a tick's or a line's) or at the end, rather than
