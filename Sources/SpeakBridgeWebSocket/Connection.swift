@@ -28,6 +28,12 @@ final class Connection {
     var path: String
     /// A close asked for by the application; sent once the outgoing queue is empty.
     var pendingClose: (code: UInt16, reason: String)?
+    /// Server: the close frame is sent and the connection lingers, reading and dropping what the peer still sends
+    /// until its own close frame comes (`ServiceLoop.closeAndLinger`).
+    var closeFrameSent = false
+    /// Server: `pendingClose` was asked for by the application (`WebSocketServer.close`), so it lingers after its
+    /// close frame; the loop's own closes (shutdown, not reading, handshake timeout) close at once.
+    var lingersOnClose = false
     /// What `.closed` will report, once known.
     var closeReason: String?
 

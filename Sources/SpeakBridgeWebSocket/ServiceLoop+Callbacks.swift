@@ -95,8 +95,8 @@ extension ServiceLoop {
             watchedClosed(wsi)
             return 0
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            peerStartedClose(wsi, input, length)
-            return 0
+            // Nonzero: lws closes without echoing a close frame (ours went out already: `closeAndLinger`).
+            return peerStartedClose(wsi, input, length) ? 1 : 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             let detail = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "unknown error"
             finish(wsi, reason: "connect failed: \(detail)")
@@ -165,6 +165,7 @@ extension ServiceLoop {
             applySend(message, on: id)
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }
+            if connection.pendingClose == nil && !connection.isClient { connection.lingersOnClose = true }
             close(connection, code: code, reason: reason)
         case let .markAuthenticated(id, groupName):
             guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
@@ -182,7 +183,9 @@ extension ServiceLoop {
                 rescheduleDeadlineTimer()
             }
         case let .setReceiving(id, enabled):
-            guard let connection = connections[id], connection.isEstablished, let wsi = connection.wsi else { return }
+            // A lingering close reads on whatever the application says (`closeAndLinger`).
+            guard let connection = connections[id], connection.isEstablished, !connection.lingersOnClose,
+                  let wsi = connection.wsi else { return }
             // Frames lws already read stay buffered and are delivered after a resume; no new bytes are read
             // from the socket meanwhile, so the peer's TCP window fills and it is held back by the kernel.
             lws_rx_flow_control(wsi, enabled ? 1 : 0)
@@ -365,6 +368,9 @@ extension ServiceLoop {
     /// enforces the type and size rules (MessageReassembler.swift).
     private func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let connection = connection(for: wsi) else { return -1 }
+        // Closing at the application's word: what the peer still sends is read (so the close is not answered with
+        // a reset) and dropped, unparsed.
+        if connection.lingersOnClose { return 0 }
         let bytes = UnsafeRawBufferPointer(start: length > 0 ? input : nil, count: input == nil ? 0 : max(0, length))
         // size_t as lws returns it; reinterpreted, never converted with a trapping initializer.
         let remaining = UInt64(UInt(bitPattern: lws_remaining_packet_payload(wsi)))
@@ -389,16 +395,20 @@ extension ServiceLoop {
         return -1
     }
 
-    private func peerStartedClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) {
-        guard let connection = connection(for: wsi) else { return }
+    /// The peer's close frame: notes its code and reason for `.closed`, unless ours went first (a lingering
+    /// close keeps its own reason). True when our close frame is already out: the peer's is its answer.
+    private func peerStartedClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Bool {
+        guard let connection = connection(for: wsi) else { return false }
+        if connection.closeFrameSent { return true }
         guard let input, length >= 2 else {
             connection.closeReason = "peer close 1005"
-            return
+            return false
         }
         let bytes = UnsafeRawBufferPointer(start: input, count: length)
         let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         let text = String(decoding: bytes.dropFirst(2), as: UTF8.self)
         connection.closeReason = text.isEmpty ? "peer close \(code)" : "peer close \(code): \(text)"
+        return false
     }
 
     /// Reports a connection gone (once) and forgets it.

@@ -45,6 +45,7 @@ extension ServiceLoop {
             return 0
         }
         if frames == 0, let pending = connection.pendingClose {
+            if connection.lingersOnClose { return closeAndLinger(connection, wsi, code: pending.code, reason: pending.reason) }
             sendCloseFrame(wsi, code: pending.code, reason: pending.reason)
             return -1
         }
@@ -110,13 +111,55 @@ extension ServiceLoop {
     }
 
     func sendCloseFrame(_ wsi: OpaquePointer, code: UInt16, reason: String) {
-        // The close payload is 2 bytes of code plus at most 123 bytes of reason (RFC 6455 §5.5).
+        var bytes = Self.closeReasonBytes(reason)
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), buffer.baseAddress, buffer.count)
+        }
+    }
+
+    /// A close frame's reason: at most 123 bytes (the payload is 2 bytes of code and at most 123 of reason, RFC 6455
+    /// §5.5), cut between scalars.
+    static func closeReasonBytes(_ reason: String) -> [UInt8] {
         var bytes = Array(reason.utf8.prefix(123))
         while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil {
             bytes.removeLast()
         }
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), buffer.baseAddress, buffer.count)
+        return bytes
+    }
+
+    /// Seconds a server connection lingers after its close frame for the peer's (`closeAndLinger`).
+    static let lingerSeconds: Int32 = 2
+
+    /// Server, a close the application asked for: the close frame goes out, and the connection stays open reading
+    /// (and dropping, `receive`) what the peer still sends until its close frame answers ours — then lws closes
+    /// without another (`peerStartedClose`) — or `lingerSeconds` pass. Why: lws 4.1 closes the socket right after
+    /// its close frame, and bytes the peer had sent meanwhile, left unread, made the kernel answer with a TCP reset,
+    /// which can discard what was still on its way to the peer: the `error` before the close (a refused chunk's,
+    /// Pairing/PROTOCOL.md "Errors") and the close frame itself. A peer that answers sends nothing after its close
+    /// frame, so the socket closes with nothing unread. The frame is built here (a server's frames are not masked)
+    /// and written raw, so that lws does not take the connection for closing. A paused connection is read again.
+    func closeAndLinger(_ connection: Connection, _ wsi: OpaquePointer, code: UInt16, reason: String) -> Int32 {
+        guard !connection.closeFrameSent else { return 0 }
+        let reasonBytes = Self.closeReasonBytes(reason)
+        let headroom = Int(SWIFT_LWS_PRE)
+        let length = 4 + reasonBytes.count  // 0x88, length (≤ 125, unmasked), code, reason
+        let frame = scratchSpace(headroom + length).baseAddress!.advanced(by: headroom).assumingMemoryBound(to: UInt8.self)
+        frame[0] = 0x88
+        frame[1] = UInt8(2 + reasonBytes.count)
+        frame[2] = UInt8(code >> 8)
+        frame[3] = UInt8(code & 0xFF)
+        for (index, byte) in reasonBytes.enumerated() { frame[4 + index] = byte }
+        guard Int(lws_write(wsi, frame, length, LWS_WRITE_HTTP)) >= length else {
+            connection.closeReason = connection.closeReason ?? "connection lost"
+            return -1
         }
+        connection.closeFrameSent = true
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, Self.lingerSeconds)
+        if connection.receivePaused {
+            connection.receivePaused = false
+            connection.validityRefresh = nil
+            lws_rx_flow_control(wsi, 1)
+        }
+        return 0
     }
 }

@@ -317,6 +317,45 @@ def answers_and_stays_open() -> None:
         answers = [messages.decode(hs.decrypt(b)) for b in binary]
         check(f"Errors: a refused chunk, {name}, is answered and the connection closed with 1008",
               [a.get("code") for a in answers] == [expected] and code == 1008, f"{answers}, close {code}")
+    # A client that goes on sending after the refused chunk (it streams, and has not read the error yet) still gets
+    # the error and the close frame: the desktop reads and drops what follows until the client's close frame answers
+    # its own, so its socket does not close with bytes unread (a TCP reset, which would discard them on the way).
+    raw, hs = established()
+    raw.send_frame(0x2, hs.encrypt(b'{"type":"chunk","session":"../x","seq":1,"text":"t"}'))
+    for _ in range(30):
+        try:
+            raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "chunk", "session": session, "seq": 9,
+                                                             "text": "after the refused one " * 40})))
+        except OSError:
+            break
+        time.sleep(0.01)
+    time.sleep(0.3)  # the desktop has answered and closed by now; the client reads only now
+    binary, code = raw.frames_until_close()
+    answers = [messages.decode(hs.decrypt(b)) for b in binary]
+    try:
+        raw.send_frame(0x8, (1000).to_bytes(2, "big"))
+        end = raw.sock.recv(1)
+    except OSError as e:
+        end = repr(e)
+    raw.close()
+    check("Errors: a refused chunk's error and close reach a client that kept sending after it; the socket then ends "
+          "without a reset",
+          [a.get("code") for a in answers] == ["malformed"] and code == 1008 and end == b"",
+          f"{answers}, close {code}, then {end!r}")
+    # A client that never answers the close frame: the desktop stops lingering and ends the TCP connection itself.
+    raw, hs = established()
+    raw.sock.settimeout(6)
+    raw.send_frame(0x2, hs.encrypt(b'{"type":"chunk","session":"../x","seq":1,"text":"t"}'))
+    binary, code = raw.frames_until_close()
+    started = time.monotonic()
+    try:
+        end = raw.sock.recv(1)
+    except OSError as e:
+        end = repr(e)
+    waited = time.monotonic() - started
+    raw.close()
+    check("Errors: a client that does not answer the close frame is disconnected by the desktop after about 2 s",
+          code == 1008 and end == b"" and waited < 4, f"close {code}, then {end!r} after {waited:.1f} s")
     check("Desktop rules: a chunk without resume first is accepted and acked; its duplicate is acked again at once",
           first == {"type": "ack", "session": session, "seq": 1} and again == first, f"{first}, {again}")
 
