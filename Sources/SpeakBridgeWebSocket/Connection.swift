@@ -31,8 +31,9 @@ final class Connection {
     /// Server: the close frame is sent and the connection lingers, reading and dropping what the peer still sends
     /// until its own close frame comes (`ServiceLoop.closeAndLinger`).
     var closeFrameSent = false
-    /// Server: `pendingClose` was asked for by the application (`WebSocketServer.close`), so it lingers after its
-    /// close frame; the loop's own closes (shutdown, not reading, handshake timeout) close at once.
+    /// Server, authenticated: `pendingClose` was asked for by the application (`WebSocketServer.close`), so it
+    /// lingers after its close frame; the loop's own closes (shutdown, not reading, handshake timeout) and those of
+    /// connections not authenticated close at once.
     var lingersOnClose = false
     /// What `.closed` will report, once known.
     var closeReason: String?

@@ -165,7 +165,9 @@ extension ServiceLoop {
             applySend(message, on: id)
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }
-            if connection.pendingClose == nil && !connection.isClient { connection.lingersOnClose = true }
+            // Only a peer that proved its key: an unauthenticated one has nothing of ours to lose, and holds an
+            // unauthenticated slot no longer than it must.
+            if connection.pendingClose == nil && connection.isAuthenticated { connection.lingersOnClose = true }
             close(connection, code: code, reason: reason)
         case let .markAuthenticated(id, groupName):
             guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
