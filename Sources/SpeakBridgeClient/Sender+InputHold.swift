@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import SpeakBridgeClientCore
 import SpeakBridgeStore
 import SpeakBridgeSupport
@@ -20,6 +23,8 @@ import SpeakBridgeSupport
 ///    is handled now.
 /// 4. Giving up: with `--timeout N` after N seconds of holding; by default only once the input has ended (a closed
 ///    pipe, Ctrl-D) and the default time has passed since then — an open pipe waits for room as long as it is open.
+///    A pipe whose writer closed while reading was stopped is seen at a retry (POLLHUP: `inputHungUp`): the reading
+///    starts once more, takes the rest the pipe holds into the hold, and reads its end.
 ///    Then an error names how many lines were read but never journaled nor sent, and `send` exits 74 (EX_IOERR).
 /// `--text` does not hold: its texts are still the caller's to retry (`accept(_ texts:)`: exit 74, nothing sent).
 /// Before (2026-12-07) a full disk ended `send` at once (exit 1), with the lines of the read that failed gone from
@@ -82,7 +87,13 @@ extension Sender {
                     continue
                 }
                 hold.failure = error
+                // Reading stopped, so the end of a pipe would never be read: its writer gone, the rest is read (a
+                // pipe holds little) and kept with the hold, and its end starts the give-up's count.
+                let readRest = hold.endedAt == nil && hold.resume != nil && Self.inputHungUp()
+                let resume = readRest ? hold.resume : nil
+                if readRest { hold.resume = nil }
                 inputHold = hold
+                resume?()
                 giveUpHeldInputIfDue(hold, at: at)
                 return
             }
@@ -127,6 +138,12 @@ extension Sender {
         owed.removeAll(keepingCapacity: true)
         journalFailure = nil
         return true
+    }
+
+    /// Whether stdin is a pipe or socket whose writer is gone (poll(2) reports POLLHUP without reading a byte).
+    static func inputHungUp() -> Bool {
+        var entry = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLHUP) != 0
     }
 
     /// Step 4.

@@ -166,6 +166,31 @@ struct FsyncFailureTests {
         }
     }
 
+    /// A pipe closed while its input is held (a full disk, reading stopped): the end was never read, so `send`
+    /// waited for room forever; it sees the hang-up at a retry, reads the rest, and gives up the usual 30 s after
+    /// the end (exit 74, naming the lines never journaled). The lines before the hold were delivered.
+    @Test("send: the input's pipe closes while it is held on a full disk: exit 74 about 30 s after, naming the lines")
+    func sendSeesTheEndOfAHeldPipe() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            let (sender, input) = try pair.pipedSend()
+            defer { sender.terminate() }
+            try input.write(contentsOf: Data("e0\n".utf8))
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            disk.freeSpace = 0
+            let lines = (1...2_000).map { "e\($0) a line read while the disk is full" }
+            try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            let delivered = reader.count
+            try input.close()
+            let outcome = try sender.wait(timeout: 60)
+            #expect(outcome.status == 74, "EX_IOERR: \(outcome.status) \(outcome.stderr)")
+            #expect(outcome.stderr.contains("could not be journaled in 30 s and were not sent"), "\(outcome.stderr)")
+            #expect(reader.snapshot == ["e0"] + lines.prefix(delivered - 1), "only whole journaled lines, in order")
+        }
+    }
+
     /// The journal itself fills the disk (a run keeps every line's record until it ends): once every line is
     /// acknowledged, `send` cuts it back to its header in place (which takes no room) and goes on. Before, the run
     /// stopped for good at the first line it could not journal.
