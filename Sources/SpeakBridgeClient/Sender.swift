@@ -125,8 +125,9 @@ public final class Sender: @unchecked Sendable {
     /// Input read but not journaled while the journal cannot take it, and the hold's state (Sender+InputHold.swift):
     /// nil on the fast path.
     var inputHold: InputHold?
-    /// The journal is compacted while running once its records pass this size (Sender+Clock.swift,
-    /// `compactLongJournal`); moved on after a compaction that failed, so it is tried again 8 MiB later.
+    /// The journal is looked at for a compaction while running once its records pass this size (Sender+Clock.swift,
+    /// `compactLongJournal`): 8 MiB at first; after a compaction, 4 MiB beyond what it left (at least 8 MiB); after a
+    /// look that found too little to drop, when that much more is written; after a failure, 8 MiB later.
     var compactJournalAbove = Sender.compactRunningAbove
     /// When the run began, on `BootClock` (ContinuousClock's clock on Linux: it counts through a suspend).
     let start: UInt64
