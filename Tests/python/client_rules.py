@@ -10,87 +10,31 @@
    `"delivered":null` and sends an `error` with `"expected":null`; the client must read both (resume, then report
    the error) and deliver every line.
 
-The desktop here is a script (the one test double, as in held.py): it plays the desktop's side of one session
+The desktop here is `scripted_desktop.py` (the one test double, shared with held.py): it plays the desktop's side of one session
 byte for byte as PROTOCOL.md says, except for the answers under test. Output: ok/FAIL lines and
 "client_rules: N passed, M failed".
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import secrets
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scripted_desktop import Checks, last_seq, run_send, texts_of  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../Examples/python-client"))
-from websockets.asyncio.server import serve  # noqa: E402
-
-from speakbridge_client import messages, noise, pairingcode  # noqa: E402
+from speakbridge_client import messages  # noqa: E402
 
 CLIENT = sys.argv[1]
 LINES = ["line one", "line two", "line three"]
-results = {"passed": 0, "failed": 0}
-
-
-def check(name: str, ok: bool, detail: str = "") -> None:
-    results["passed" if ok else "failed"] += 1
-    print(f"ok   {name}" if ok else f"FAIL {name}: {detail}")
-
-
-def texts_of(seen: list[dict]) -> list[str]:
-    out = []
-    for m in seen:
-        if m["type"] == "chunk":
-            out.append(m["text"])
-        elif m["type"] == "chunks":
-            out += [c["text"] for c in m["chunks"]]
-    return out
+checks = Checks()
+check = checks.check
 
 
 async def run_client(answer, extra_args: list[str]) -> tuple[int, str, str, list[dict]]:
-    """Runs `send` with LINES on stdin against a scripted desktop whose answers `answer(message, send)` writes
-    (`send` takes the plaintext bytes). Returns exit status, stderr, the journal and what the desktop read."""
-    desktop_static = secrets.token_bytes(32)
-    client_static = secrets.token_bytes(32)
-    psk = secrets.token_bytes(32)
-    seen: list[dict] = []
-
-    async def session(ws) -> None:
-        hs = noise.handshake("session", initiator=False, static_private=desktop_static, psk=psk)
-        messages.decode(bytes(hs.read_message(await ws.recv())))
-        await ws.send(bytes(hs.write_message(messages.encode({"type": "welcome"}))))
-
-        async def send(plaintext: bytes) -> None:
-            await ws.send(hs.encrypt(plaintext))
-
-        async for frame in ws:
-            message = messages.decode(hs.decrypt(frame))
-            seen.append(message)
-            if message["type"] == "bye":
-                return
-            await answer(message, send)
-
-    async with serve(session, "127.0.0.1", 0, subprotocols=["speakbridge.v1"], compression=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        with tempfile.TemporaryDirectory() as state:
-            with open(os.path.join(state, "identity.key"), "wb") as f:
-                f.write(client_static)
-            public = noise.public_key(desktop_static)
-            with open(os.path.join(state, "desktop.json"), "w") as f:
-                json.dump({"name": "scripted desktop", "id": pairingcode.device_id(public), "public_key": public.hex(),
-                           "psk": psk.hex(), "addresses": ["127.0.0.1"], "port": port}, f)
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, CLIENT, "send", "--state", state, "--timeout", "8", *extra_args,
-                stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-            _, stderr = await asyncio.wait_for(process.communicate(("\n".join(LINES) + "\n").encode()), 30)
-            journal = open(os.path.join(state, "journal.jsonl"), encoding="utf-8").read()
-    return process.returncode, stderr.decode("utf-8", "replace"), journal, seen
-
-
-def last_seq(message: dict) -> int:
-    return message["seq"] if message["type"] == "chunk" else message["chunks"][-1]["seq"]
+    """`send` with LINES on stdin against the scripted desktop (`answer(message, send)` writes its answers)."""
+    return await run_send(CLIENT, answer, LINES, ["--timeout", "8", *extra_args])
 
 
 async def inflated_acks() -> None:
@@ -148,9 +92,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except Exception as error:
-        check("client_rules.py ran", False, f"{type(error).__name__}: {error}")
-    print(f"client_rules: {results['passed']} passed, {results['failed']} failed")
-    sys.exit(1 if results["failed"] else 0)
+    checks.finish("client_rules", main)
