@@ -54,6 +54,26 @@ extension OutboxWindow {
         return nextOutgoing()
     }
 
+    /// Whether the chunks held may go out on a new connection right after its `resume`, before the answer: none of
+    /// them went out before — nothing held was sent on any connection of this run (`sentCount`), and nothing is left
+    /// from an earlier run's journal (`heldAtStart`), which that run may have sent — so the answer could not drop any
+    /// of them as one the desktop has, and they reach it in order after the `resume` (PROTOCOL.md, "Client rules").
+    /// A run's first connection usually: a one-shot `send --text`, a streaming `send`'s first line.
+    public var sendsBeforeResumeAnswer: Bool {
+        nextToSend == nil && sentCount == 0 && heldAtStart <= acked
+    }
+
+    /// A new connection whose `resume` is out, when `sendsBeforeResumeAnswer`: the window opens now (as the answer
+    /// would open it with nothing to drop), what it holds goes out, and later chunks go as they come; the answer is
+    /// then only an ack (`ackOutgoing`). Saves the round trip of the answer on the first chunk.
+    public mutating func resumeAheadOutgoing(now: Double) -> [Outgoing] {
+        precondition(sendsBeforeResumeAnswer, "resumeAheadOutgoing needs sendsBeforeResumeAnswer")
+        nextToSend = 0
+        inFlightBytes = 0
+        lastProgress = now
+        return nextOutgoing()
+    }
+
     /// A new chunk when `sendsNextAlone` (a paced line): its one `chunk` message, encoded (byte for byte
     /// `MessageCodec.encode(.chunk(session:, chunk))`), with the envelope written once (`chunkEnvelope`) and room for
     /// the tag; no `Message` made.

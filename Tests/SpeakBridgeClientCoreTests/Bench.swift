@@ -39,6 +39,10 @@ final class Bench {
     var byes = 0
     /// Every chunk the desktop's machines decrypted, repeats included (what the client put on the wire).
     var chunksOnTheWire = 0
+    /// The desktop's frames to an established client wait here (on their way) until `releaseAnswers`: what the
+    /// client sends before it has any answer to its `resume`.
+    var holdAnswers = false
+    var heldAnswers: [ClientCore.Event] = []
 
     // What the core did.
     var reports: [ClientCore.Report] = []
@@ -206,7 +210,11 @@ final class Bench {
         for action in actions {
             switch action {
             case .send(let frame):
-                events.append(.frame(id, frame))
+                if holdAnswers && core.link.isEstablished {
+                    heldAnswers.append(.frame(id, frame))
+                } else {
+                    events.append(.frame(id, frame))
+                }
             case .deliver(_, let session, let chunks):
                 chunksOnTheWire += chunks.count
                 if holding { continue }
@@ -231,6 +239,14 @@ final class Bench {
         let actions = connection.machine.acknowledge(session: session, through: seq)
         open[id] = connection
         desktop(actions, on: id)
+    }
+
+    /// The desktop's frames held on their way (`holdAnswers`) reach the client, in order; later ones go at once.
+    func releaseAnswers() {
+        holdAnswers = false
+        events += heldAnswers
+        heldAnswers.removeAll()
+        pump()
     }
 
     /// The desktop acks everything it has on every open connection.

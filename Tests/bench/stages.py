@@ -11,7 +11,7 @@ Marks (VALUE = the chunk's seq where the stage knows it, else 0):
   start-up (sender): spawn (written by the bench just before it starts `send`), main (entry point), parsed
            (arguments parsed), loaded (identity and peers.json read), outbox (journal open and locked), wsctx
            (libwebsockets context up), dial, upgraded (WebSocket open), noise (handshake done, `resume` goes next),
-           resumed (the desktop's answer)
+           resumed (the desktop's answer; not in the start-up table: the first line no longer waits for it)
 Each line is followed by its seq (from `journal`); a stage without a seq is joined by time (the last `read` before
 the journal mark, the first `encrypt` after it, the last `recv` before the ledger mark, the first `ackrecv` after
 the ack). Meant for paced runs (one line per frame).
@@ -115,8 +115,10 @@ def table(marks):
     return "\n".join(out)
 
 
-# From the bench's `spawn` mark to the first line on the FIFO: the first mark of each stage after each spawn.
-STARTUP = ["spawn", "main", "parsed", "loaded", "outbox", "wsctx", "dial", "upgraded", "noise", "resumed",
+# From the bench's `spawn` mark to the first line on the FIFO: the first mark of each stage after each spawn. No
+# `resumed`: on a run's first connection the first line goes right behind the `resume`, before its answer
+# (PROTOCOL.md, client rules), so "noise → encrypt" is the resume and the line sealed after the handshake.
+STARTUP = ["spawn", "main", "parsed", "loaded", "outbox", "wsctx", "dial", "upgraded", "noise",
            "encrypt", "recv", "sink"]
 
 

@@ -356,6 +356,23 @@ def answers_and_stays_open() -> None:
     raw.close()
     check("Errors: a client that does not answer the close frame is disconnected by the desktop after about 2 s",
           code == 1008 and end == b"" and waited < 4, f"close {code}, then {end!r} after {waited:.1f} s")
+    # A chunk right behind the resume, before the client read the answer (client rules: the reference send does so
+    # on a run's first connection): the answer comes first, then the chunk's ack.
+    raw, hs = established()
+    ahead = "s-ahead-" + secrets.token_hex(4)
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "resume", "session": ahead})))
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "chunk", "session": ahead, "seq": 1, "text": "ahead"})))
+    answers = []
+    while len(answers) < 2:
+        frame = raw.read_frame()
+        if frame is None or frame[0] != 0x2:
+            break
+        answers.append(messages.decode(hs.decrypt(frame[1])))
+    raw.send_frame(0x2, hs.encrypt(messages.encode({"type": "bye"})))
+    raw.close()
+    check("Desktop rules: a chunk sent right behind the resume, before its answer, is taken: the answer, then its ack",
+          answers == [{"type": "resume", "session": ahead, "delivered": 0}, {"type": "ack", "session": ahead, "seq": 1}],
+          f"{answers}")
     check("Desktop rules: a chunk without resume first is accepted and acked; its duplicate is acked again at once",
           first == {"type": "ack", "session": session, "seq": 1} and again == first, f"{first}, {again}")
 
