@@ -67,7 +67,7 @@ extension Sender {
         guard core.exitCode == nil else { return }
         journalAck()
         let journalEnd = outbox.log.end
-        if journalEnd > compactJournalAbove || (journalEnd > Self.compactRunningAbove && core.window.isDrained) {
+        if journalEnd > compactJournalAbove || (core.window.isDrained && journalEnd > compactDrainedAbove) {
             compactLongJournal()
         }
         apply(.tick)
@@ -144,7 +144,7 @@ extension Sender {
         // Acks read between lines: the lazy tick stays (the next line re-arms it; a pause in the input ends it).
         guard lazyOn == nil else { return }
         // The tick stops here: a journal the run filled is compacted now that every line is acknowledged.
-        if outbox.log.end > Self.compactRunningAbove { compactLongJournal() }
+        if outbox.log.end > compactDrainedAbove { compactLongJournal() }
         tickAt = nil
         driver.cancelSchedule()
     }
@@ -168,33 +168,43 @@ extension Sender {
     /// only at its exit (before 2026-12-07 a `send` fed for hours or by a fast program grew its journal by every
     /// line it ever sent, about 60 bytes a short line, until it exited).
     ///
-    /// When: from the tick, once the records pass `compactJournalAbove` (8 MiB at first), or pass 8 MiB with every
-    /// line acknowledged. The records of unacknowledged lines must stay, so what a compaction would free is the size
-    /// less theirs (estimated from their texts, counted only here); under 4 MiB it waits until that many more bytes
-    /// are written (or every line is acknowledged). So the records of acknowledged lines stay under 8 MiB plus a
-    /// tick's lines, whatever is in flight; when the desktop is away the journal holds what it must.
+    /// When: from the tick, once the records pass `compactJournalAbove` (8 MiB at first), or pass
+    /// `compactDrainedAbove` (8 MiB) with every line acknowledged; and only if an ack moved since the last
+    /// compaction (nothing else can be dropped). The records of unacknowledged lines must stay, so what a compaction
+    /// would free is the size less theirs (`OutboxWindow.pendingRecordsBound`, an upper bound: never a rewrite that
+    /// frees nothing, as an estimate below the records' size once made every 4 MiB while the desktop was away);
+    /// under 4 MiB it waits until that many more bytes are written (or every line is acknowledged). So the records
+    /// of acknowledged lines stay under 8 MiB plus a tick's lines, whatever is in flight; when the desktop is away
+    /// the journal holds what it must and is not rewritten.
     ///
     /// How: `compactJournal` (Sender+InputHold.swift): every line acknowledged, the file is cut back to its header in
     /// place; otherwise a new file with the header and the unacknowledged lines, fsynced, is renamed over it. The
     /// fsync thread is drained first, so that no sync of the old file runs during the cut. Not while a failed sync
     /// is being repaired or input is held (those paths rewrite or compact on their own). A compaction that fails
-    /// leaves the journal whole (or, renamed in but its directory not synced, in the failed-sync repair) and is tried
-    /// again 8 MiB later, with one warning each time.
+    /// is tried again 8 MiB later (both thresholds move), with one warning each time; one that failed after
+    /// changing the file leaves it to the failed-sync repair (`journalFailure`: rewritten from memory).
     @inline(never)  // once per megabytes of records: kept out of the tick's usual work
     func compactLongJournal() {
         guard journalFailure == nil, inputHold == nil else { return }
         let end = outbox.log.end
-        let live = core.window.isDrained ? 0 : core.window.pending.reduce(0) { $0 + $1.textUTF8Count + 32 }
         let worth = Self.compactRunningAbove / 2
-        guard end - live >= worth else {
-            compactJournalAbove = end + (worth - max(0, end - live))
+        guard core.window.acked > compactedAtAck else {
+            compactJournalAbove = end + worth  // nothing acknowledged since: nothing to drop yet
+            return
+        }
+        let dead = end - (core.window.isDrained ? 0 : core.window.pendingRecordsBound())
+        guard dead >= worth || core.window.isDrained else {
+            compactJournalAbove = end + (worth - max(0, dead))
             return
         }
         syncer.drain()
         if compactJournal() {
+            compactedAtAck = core.window.acked
             compactJournalAbove = max(Self.compactRunningAbove, outbox.log.end + worth)
+            compactDrainedAbove = Self.compactRunningAbove
         } else {
             compactJournalAbove = outbox.log.end + Self.compactRunningAbove
+            compactDrainedAbove = compactJournalAbove
             if journalFailure == nil {
                 status.warning("cannot compact the journal (\(outbox.log.end) bytes of records): it grows on and is "
                                + "tried again after another \(Self.compactRunningAbove >> 20) MiB")

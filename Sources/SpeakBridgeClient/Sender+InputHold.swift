@@ -23,8 +23,8 @@ import SpeakBridgeSupport
 ///    is handled now.
 /// 4. Giving up: with `--timeout N` after N seconds of holding; by default only once the input has ended (a closed
 ///    pipe, Ctrl-D) and the default time has passed since then — an open pipe waits for room as long as it is open.
-///    A pipe whose writer closed while reading was stopped is seen at a retry (POLLHUP: `inputHungUp`): the reading
-///    starts once more, takes the rest the pipe holds into the hold, and reads its end.
+///    Input that ended while reading was stopped (a pipe's writer gone, a socket's peer closed) is seen at a retry
+///    (`inputHungUp`): the reading starts once more, takes the rest into the hold, and reads its end.
 ///    Then an error names how many lines were read but never journaled nor sent, and `send` exits 74 (EX_IOERR).
 /// `--text` does not hold: its texts are still the caller's to retry (`accept(_ texts:)`: exit 74, nothing sent).
 /// Before (2026-12-07) a full disk ended `send` at once (exit 1), with the lines of the read that failed gone from
@@ -119,7 +119,15 @@ extension Sender {
         let level = max(ackToJournal, core.window.acked)
         do throws(StoreError) {
             if core.window.pending.isEmpty {
-                guard try outbox.resetIfDrained(acknowledged: level) else { return false }
+                do throws(StoreError) {
+                    guard try outbox.resetIfDrained(acknowledged: level) else { return false }
+                } catch {
+                    // The cut may have begun (truncated, the header not written or not synced): the journal is
+                    // untrusted until the failed-sync repair rewrites it from memory (Sender+JournalFailure.swift).
+                    journalFailure = error
+                    needsSync = true
+                    return false
+                }
             } else {
                 try outbox.rewrite(unacknowledged: core.window.pending, ack: level)
             }
@@ -140,10 +148,14 @@ extension Sender {
         return true
     }
 
-    /// Whether stdin is a pipe or socket whose writer is gone (poll(2) reports POLLHUP without reading a byte).
+    /// Whether stdin has no more to bring than what is left to read: a pipe whose writer is gone (poll(2): POLLHUP), a
+    /// socket whose peer closed or shut down its writing (POLLRDHUP: Linux gives a socket no POLLHUP then) — found
+    /// without reading a byte. (A regular file always polls readable: a held `send < FILE` waits for room, as with
+    /// an open pipe, unless `--timeout` says otherwise.)
     static func inputHungUp() -> Bool {
-        var entry = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
-        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLHUP) != 0
+        let rdHangUp: Int16 = 0x2000  // POLLRDHUP (Linux; not exported to Swift by Glibc)
+        var entry = pollfd(fd: 0, events: Int16(POLLIN) | rdHangUp, revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & (Int16(POLLHUP) | rdHangUp) != 0
     }
 
     /// Step 4.

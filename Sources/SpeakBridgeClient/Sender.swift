@@ -129,6 +129,11 @@ public final class Sender: @unchecked Sendable {
     /// `compactLongJournal`): 8 MiB at first; after a compaction, 4 MiB beyond what it left (at least 8 MiB); after a
     /// look that found too little to drop, when that much more is written; after a failure, 8 MiB later.
     var compactJournalAbove = Sender.compactRunningAbove
+    /// The same with every line acknowledged: 8 MiB, or 8 MiB past a failed compaction.
+    var compactDrainedAbove = Sender.compactRunningAbove
+    /// The ack level at the last compaction (the journal's at the start before any): records of lines through it
+    /// are gone (a journal is compacted on open once it is large).
+    var compactedAtAck: UInt64 = 0
     /// When the run began, on `BootClock` (ContinuousClock's clock on Linux: it counts through a suspend).
     let start: UInt64
 
@@ -155,6 +160,7 @@ public final class Sender: @unchecked Sendable {
                           localStatic: identity.privateKey, desktopKey: desktop.publicKey, psk: desktop.psk,
                           known: SessionLink.known(desktop), extra: options.extraCandidates,
                           session: outbox.session, pending: outbox.pending, acked: outbox.acked, now: 0)
+        compactedAtAck = outbox.acked
         status = SendStatus(isTerminal: SendStatus.stderrIsTerminal, desktopName: desktop.name,
                             stillWaitingInterval: max(0.2, options.stillWaitingInterval))
         start = BootClock.nanoseconds

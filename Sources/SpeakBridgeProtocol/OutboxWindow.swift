@@ -81,6 +81,16 @@ public struct OutboxWindow: Sendable {
     public var isDrained: Bool { storage.isEmpty }
     var inFlight: Int { nextToSend ?? 0 }
 
+    /// At least the bytes the unacknowledged chunks' journal records take (`Outbox`: `{"c":OBJECT}` and a newline
+    /// each, OBJECT bounded by `MessageCodec.encodedSizeBound`, which escapes the text exactly): what a compaction
+    /// of the journal must keep. O(chunks and their text), without copying the window: for `send`'s rare compaction
+    /// checks only.
+    public func pendingRecordsBound() -> Int {
+        var total = 0
+        for i in 0..<storage.count { total += MessageCodec.encodedSizeBound(storage[i]) + 8 }
+        return total
+    }
+
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
     public mutating func connectionLost() {
         nextToSend = nil

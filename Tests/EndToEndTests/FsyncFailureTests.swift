@@ -191,6 +191,53 @@ struct FsyncFailureTests {
         }
     }
 
+    /// The same with a TCP socket on stdin (socat, inetd-style services): a peer that closed gives the socket no
+    /// POLLHUP on Linux, only POLLRDHUP, so the end went unseen and `send` waited for room forever (found in review).
+    @Test("send: stdin a TCP socket whose peer closes while input is held on a full disk: exit 74 about 30 s after")
+    func sendSeesTheEndOfAHeldSocket() throws {
+        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+            let (_, reader) = try pair.startWithFIFO()
+            defer { reader.stop() }
+            signal(SIGPIPE, SIG_IGN)
+            let (writer, accepted) = try Self.loopbackConnection()
+            let input = FileHandle(fileDescriptor: accepted, closeOnDealloc: true)
+            let sender = try Proc(["send"], home: pair.phoneHome, stdin: input, label: "send-socket")
+            try? input.close()
+            defer { sender.terminate() }
+            let write = { (text: String) in _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(writer, $0.baseAddress, $0.count - 1) } }
+            write("s0\n")
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            disk.freeSpace = 0
+            write((1...2_000).map { "s\($0) a line read while the disk is full\n" }.joined())
+            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            close(writer)
+            let outcome = try sender.wait(timeout: 60)
+            #expect(outcome.status == 74, "EX_IOERR: \(outcome.status) \(outcome.stderr)")
+            #expect(outcome.stderr.contains("could not be journaled in 30 s and were not sent"), "\(outcome.stderr)")
+        }
+    }
+
+    /// Both ends of a TCP connection on 127.0.0.1: (the connecting socket, the accepted one).
+    static func loopbackConnection() throws -> (Int32, Int32) {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 1) == 0
+                && getsockname(listener, $0, &length) == 0 }
+        }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let connected = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) == 0 }
+        }
+        let accepted = accept(listener, nil, nil)
+        guard bound, connected, accepted >= 0 else { throw HarnessError("cannot make a loopback TCP connection") }
+        return (client, accepted)
+    }
+
     /// The journal itself fills the disk (a run keeps every line's record until it ends): once every line is
     /// acknowledged, `send` cuts it back to its header in place (which takes no room) and goes on. Before, the run
     /// stopped for good at the first line it could not journal.
