@@ -166,8 +166,13 @@ extension ServiceLoop {
         case let .close(id, code, reason):
             guard let connection = connections[id] else { return }
             // Only a peer that proved its key: an unauthenticated one has nothing of ours to lose, and holds an
-            // unauthenticated slot no longer than it must.
-            if connection.pendingClose == nil && connection.isAuthenticated { connection.lingersOnClose = true }
+            // unauthenticated slot no longer than it must. And at most `maxLingering` at once: a paired device that
+            // opens connection after connection (its ninth closes its oldest) cannot pile up descriptors 2 s each;
+            // past the bound a close is immediate, as before lingering.
+            if connection.pendingClose == nil && connection.isAuthenticated && lingering < Self.maxLingering {
+                connection.lingersOnClose = true
+                lingering += 1
+            }
             close(connection, code: code, reason: reason)
         case let .markAuthenticated(id, groupName):
             guard let connection = connections[id], !connection.isClient, connection.isEstablished else { return }
@@ -266,6 +271,7 @@ extension ServiceLoop {
 
     /// Drops every record of a connection (the wsi is left to the caller).
     private func forget(_ connection: Connection) {
+        if connection.lingersOnClose { lingering -= 1 }
         removeConnection(connection.id)
         connectionInfo.withLock { $0[connection.id] = nil }
         admission.remove(connection.id)

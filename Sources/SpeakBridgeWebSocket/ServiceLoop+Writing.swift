@@ -129,6 +129,8 @@ extension ServiceLoop {
 
     /// Seconds a server connection lingers after its close frame for the peer's (`closeAndLinger`).
     static let lingerSeconds: Int32 = 2
+    /// Server connections that may linger at once (`lingering`); a close beyond them is immediate.
+    static let maxLingering = 64
 
     /// Server, a close the application asked for: the close frame goes out, and the connection stays open reading
     /// (and dropping, `receive`) what the peer still sends until its close frame answers ours — then lws closes

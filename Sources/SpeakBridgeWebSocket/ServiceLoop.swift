@@ -152,6 +152,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     var context: OpaquePointer?
     var connections: [WebSocketConnectionID: Connection] = [:]
+    /// Server connections lingering after their close frame (`closeAndLinger`), at most `maxLingering`.
+    var lingering = 0
     /// Groups of connections sharing a queue bound, by name, while they have members (`markAuthenticated`).
     var outgoingGroups: [String: OutgoingGroup] = [:]
     /// The connection `connection(_:)` found last, while it is in `connections` (every removal goes through
