@@ -171,10 +171,31 @@ struct FsyncFailureTests {
     /// the end (exit 74, naming the lines never journaled). The lines before the hold were delivered.
     @Test("send: the input's pipe closes while it is held on a full disk: exit 74 about 30 s after, naming the lines")
     func sendSeesTheEndOfAHeldPipe() throws {
-        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
+        try Self.heldInputEnds { pair in try pair.pipedSend() }
+    }
+
+    /// The same with a TCP socket on stdin (socat, inetd-style services): a peer that closed gives the socket no
+    /// POLLHUP on Linux, only POLLRDHUP, so the end went unseen and `send` waited for room forever (found in review).
+    @Test("send: stdin a TCP socket whose peer closes while input is held on a full disk: exit 74 about 30 s after")
+    func sendSeesTheEndOfAHeldSocket() throws {
+        try Self.heldInputEnds { pair in
+            signal(SIGPIPE, SIG_IGN)
+            let (writer, accepted) = try Self.loopbackConnection()
+            let input = FileHandle(fileDescriptor: accepted, closeOnDealloc: true)
+            let sender = try Proc(["send"], home: pair.phoneHome, stdin: input, label: "send-socket")
+            try? input.close()
+            return (sender, FileHandle(fileDescriptor: writer, closeOnDealloc: true))
+        }
+    }
+
+    /// A `send` (started by `start`, with the writing end of its stdin) takes a line, then the disk fills and 2,000
+    /// lines are held; the writing end closes: exit 74 with the give-up's error, and only whole journaled lines
+    /// reached the FIFO, in order.
+    static func heldInputEnds(_ start: (Pair) throws -> (Proc, FileHandle)) throws {
+        try withFailingDisk(under: \.phoneHome) { pair, disk in
             let (_, reader) = try pair.startWithFIFO()
             defer { reader.stop() }
-            let (sender, input) = try pair.pipedSend()
+            let (sender, input) = try start(pair)
             defer { sender.terminate() }
             try input.write(contentsOf: Data("e0\n".utf8))
             try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
@@ -188,32 +209,6 @@ struct FsyncFailureTests {
             #expect(outcome.status == 74, "EX_IOERR: \(outcome.status) \(outcome.stderr)")
             #expect(outcome.stderr.contains("could not be journaled in 30 s and were not sent"), "\(outcome.stderr)")
             #expect(reader.snapshot == ["e0"] + lines.prefix(delivered - 1), "only whole journaled lines, in order")
-        }
-    }
-
-    /// The same with a TCP socket on stdin (socat, inetd-style services): a peer that closed gives the socket no
-    /// POLLHUP on Linux, only POLLRDHUP, so the end went unseen and `send` waited for room forever (found in review).
-    @Test("send: stdin a TCP socket whose peer closes while input is held on a full disk: exit 74 about 30 s after")
-    func sendSeesTheEndOfAHeldSocket() throws {
-        try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
-            let (_, reader) = try pair.startWithFIFO()
-            defer { reader.stop() }
-            signal(SIGPIPE, SIG_IGN)
-            let (writer, accepted) = try Self.loopbackConnection()
-            let input = FileHandle(fileDescriptor: accepted, closeOnDealloc: true)
-            let sender = try Proc(["send"], home: pair.phoneHome, stdin: input, label: "send-socket")
-            try? input.close()
-            defer { sender.terminate() }
-            let write = { (text: String) in _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(writer, $0.baseAddress, $0.count - 1) } }
-            write("s0\n")
-            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
-            disk.freeSpace = 0
-            write((1...2_000).map { "s\($0) a line read while the disk is full\n" }.joined())
-            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
-            close(writer)
-            let outcome = try sender.wait(timeout: 60)
-            #expect(outcome.status == 74, "EX_IOERR: \(outcome.status) \(outcome.stderr)")
-            #expect(outcome.stderr.contains("could not be journaled in 30 s and were not sent"), "\(outcome.stderr)")
         }
     }
 
