@@ -84,7 +84,12 @@ final class Proc: @unchecked Sendable {
 
     @discardableResult
     func wait(timeout: Double = 60) throws -> Outcome {
-        try Harness.wait("process \(process.arguments?.first ?? "") to exit", timeout: timeout) { !process.isRunning }
+        do {
+            try Harness.wait("process \(process.arguments?.first ?? "") to exit", timeout: timeout) { !process.isRunning }
+        } catch {
+            // What it said so far: the one clue to a hang in a run that cannot be repeated.
+            throw HarnessError("\(error); its stderr so far: \(String(stderr.suffix(3_000)))")
+        }
         return Outcome(status: process.terminationStatus, stdout: stdout, stderr: stderr)
     }
 
