@@ -137,17 +137,8 @@ struct FsyncFailureTests {
     @Test("send: a full disk holds the input without losing a line, and it goes on when there is room")
     func sendHoldsInputOnAFullDisk() throws {
         try Self.withFailingDisk(under: \.phoneHome) { pair, disk in
-            let (_, reader) = try pair.startWithFIFO()
-            defer { reader.stop() }
-            let (sender, input) = try pair.pipedSend()
-            defer { sender.terminate() }
-            try input.write(contentsOf: Data("c0\n".utf8))
-            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
-            disk.freeSpace = 0
-            // More than the journal's room ahead (it grows by 4 KiB at first): an append must grow it, and fails.
-            let lines = (1...2_000).map { "c\($0) a line of dictation while the disk is full" }
-            try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
-            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            let (reader, sender, input, lines) = try Self.holdingSend(pair, disk, prefix: "c") { try $0.pipedSend() }
+            defer { reader.stop(); sender.terminate() }
             #expect(disk.spaceFailures > 0)
             let during = reader.count
             usleep(1_500_000)  // a retry fails meanwhile: still held, nothing more arrives, send still runs
@@ -193,22 +184,37 @@ struct FsyncFailureTests {
     /// reached the FIFO, in order.
     static func heldInputEnds(_ start: (Pair) throws -> (Proc, FileHandle)) throws {
         try withFailingDisk(under: \.phoneHome) { pair, disk in
-            let (_, reader) = try pair.startWithFIFO()
-            defer { reader.stop() }
-            let (sender, input) = try start(pair)
-            defer { sender.terminate() }
-            try input.write(contentsOf: Data("e0\n".utf8))
-            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
-            disk.freeSpace = 0
-            let lines = (1...2_000).map { "e\($0) a line read while the disk is full" }
-            try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
-            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            let (reader, sender, input, lines) = try holdingSend(pair, disk, prefix: "e", start: start)
+            defer { reader.stop(); sender.terminate() }
             let delivered = reader.count
             try input.close()
             let outcome = try sender.wait(timeout: 60)
             #expect(outcome.status == 74, "EX_IOERR: \(outcome.status) \(outcome.stderr)")
             #expect(outcome.stderr.contains("could not be journaled in 30 s and were not sent"), "\(outcome.stderr)")
             #expect(reader.snapshot == ["e0"] + lines.prefix(delivered - 1), "only whole journaled lines, in order")
+        }
+    }
+
+    /// A daemon with a FIFO sink and its reader; a `send` (started by `start`, with the writing end of its stdin)
+    /// takes line PREFIX0, then the disk fills and 2,000 more lines are written — more than the journal's room ahead
+    /// (it grows by 4 KiB at first), so an append must grow it, and fails. Returns once `send` says it holds them.
+    static func holdingSend(_ pair: Pair, _ disk: FailingDisk, prefix: String, start: (Pair) throws -> (Proc, FileHandle))
+        throws -> (FifoReader, Proc, FileHandle, [String]) {
+        let (_, reader) = try pair.startWithFIFO()
+        let sender: Proc, input: FileHandle
+        do { (sender, input) = try start(pair) } catch { reader.stop(); throw error }
+        do {
+            try input.write(contentsOf: Data("\(prefix)0\n".utf8))
+            try Harness.wait("the first line on the FIFO") { reader.count >= 1 }
+            disk.freeSpace = 0
+            let lines = (1...2_000).map { "\(prefix)\($0) a line read while the disk is full" }
+            try input.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+            try Harness.wait("the hold's warning") { sender.stderr.contains("reading stopped, nothing is lost") }
+            return (reader, sender, input, lines)
+        } catch {
+            reader.stop()
+            sender.terminate()
+            throw error
         }
     }
 
