@@ -16,6 +16,18 @@ public final class SpawnedChild: Sendable {
     public let outputPath: String
     private let exitStatus = Locked<Int32?>(nil)
 
+    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34; Swift's Glibc module does not declare it): the child
+    /// closes every descriptor from `low` on. Looked up once; without it (an older libc) nothing is added.
+    static func closeFrom(_ low: Int32, _ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = closeFromSymbol else { return }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, low)
+    }
+
+    // nonisolated(unsafe): a constant address of libc's code, written once by the lazy initializer (which Swift runs
+    // once, under its own lock) and only read after.
+    nonisolated(unsafe) static let closeFromSymbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
+
     public init(_ argv: [String], environment: [String: String]? = nil, stdin: String? = nil) throws {
         outputPath = NSTemporaryDirectory() + "speakbridge-test-\(UUID().uuidString).log"
         var fds: [Int32] = [-1, -1]
@@ -33,6 +45,10 @@ public final class SpawnedChild: Sendable {
         }
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process: posix_spawn passes every descriptor not marked close-on-exec, and a
+        // long-lived child (the FUSE filesystem of `FailingDisk`, 30 s and more) kept the write end of another
+        // test's pipe open, so that test's `send` never saw the end of its input (2026-12-07).
+        Self.closeFrom(3, &actions)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

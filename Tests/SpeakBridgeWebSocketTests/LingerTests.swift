@@ -61,7 +61,8 @@ struct LingerTests {
         #expect(raw.readCloseCode() == 1000)
         #expect(await link.serverLog.waitClosed(serverSide, timeout: .seconds(10)) != nil)
         let waited = ContinuousClock.now - start
-        #expect(waited >= .milliseconds(1_500) && waited < .seconds(6), "lingered \(waited)")
+        // It lingered (no upper bound here: a loaded machine runs the timeout late, and a hang is the 10 s wait's).
+        #expect(waited >= .milliseconds(1_500), "closed after \(waited), before the peer could answer")
         #expect(raw.readsEOF())
     }
 
