@@ -117,24 +117,18 @@ extension Sender {
     func compactJournal() -> Bool {
         let before = outbox.log
         let level = max(ackToJournal, core.window.acked)
+        let inPlace = core.window.pending.isEmpty
         do throws(StoreError) {
-            if core.window.pending.isEmpty {
-                do throws(StoreError) {
-                    guard try outbox.resetIfDrained(acknowledged: level) else { return false }
-                } catch {
-                    // The cut may have begun (truncated, the header not written or not synced): the journal is
-                    // untrusted until the failed-sync repair rewrites it from memory (Sender+JournalFailure.swift).
-                    journalFailure = error
-                    needsSync = true
-                    return false
-                }
+            if inPlace {
+                guard try outbox.resetIfDrained(acknowledged: level) else { return false }
             } else {
                 try outbox.rewrite(unacknowledged: core.window.pending, ack: level)
             }
         } catch {
-            // Renamed in, but the directory not synced: the journal is untrusted until a rewrite succeeds
-            // (Sender+JournalFailure.swift); the new file holds the lines, so appends go on into it.
-            if outbox.log !== before {
+            // A cut in place may have begun (truncated, the header not written or not synced), and a new file renamed
+            // in whose directory was not synced holds the name (appends go on into it): either way the journal is
+            // untrusted until the failed-sync repair rewrites it from memory (Sender+JournalFailure.swift).
+            if inPlace || outbox.log !== before {
                 journalFailure = error
                 needsSync = true
             }

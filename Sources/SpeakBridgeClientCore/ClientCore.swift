@@ -10,7 +10,7 @@ import SpeakBridgeSupport
 /// 2. On each session: `resume`; the desktop's `delivered` drops what it has, `OutboxWindow` resends the rest in
 ///    order and keeps at most `maxInFlight` unacknowledged. Lines the shell journaled come in as `appended`. When no
 ///    chunk held can have gone out before (a run's first connection, usually), they go right behind the `resume`
-///    without waiting for its answer, which then only acknowledges (`resumedAhead`).
+///    without waiting for its answer, which then only acknowledges (the window is open already).
 /// 3. Acks (and `delivered`) are journaled (`ackJournal`) and drop chunks. A `held` notice is reported once per
 ///    (sink, reason); the line stays journaled and the ack is still awaited, untimed until an ack moves or the
 ///    connection ends (step 4's ack timeout is for dead connections, and a desktop that says why it holds is not).
@@ -115,9 +115,6 @@ public struct ClientCore {
     var refusals = 0
     /// This connection's `resume` is out and its answer has not come: only that answer resends what is in flight.
     var awaitingResume = false
-    /// This connection's window opened right after its `resume` (`OutboxWindow.sendsBeforeResumeAnswer`): chunks
-    /// went out before the answer, which is then only an ack.
-    var resumedAhead = false
     var errorsReported = 0
     /// When each attempt sent message 1 (its WebSocket opened): one without an answer after
     /// `LinkCore.handshakeTimeout` is closed on the tick.
@@ -277,13 +274,11 @@ public struct ClientCore {
                 out += transmit([.resume(session: window.session, delivered: nil)])
                 // Chunks no connection carried yet go right behind it, without waiting for the answer (one round
                 // trip less for a run's first line); the answer then only acknowledges.
-                resumedAhead = window.sendsBeforeResumeAnswer
-                if resumedAhead { out += transmit(outgoing: window.resumeAheadOutgoing(now: now)) }
+                if window.sendsBeforeResumeAnswer { out += transmit(outgoing: window.resumeAheadOutgoing(now: now)) }
             case .received(let message):
                 out += receive(message, now: now)
             case .lost(let reason):
                 awaitingResume = false
-                resumedAhead = false
                 desktopHolds = false
                 window.connectionLost()
                 redial.active(now: now)
@@ -337,8 +332,9 @@ public struct ClientCore {
             guard awaitingResume else { return acknowledge(delivered ?? 0, now: now, resume: false) + checkDone() }
             awaitingResume = false
             Trace.mark("resumed")
-            // Resumed ahead: what is in flight went out on this connection after the `resume`; nothing to resend.
-            var out = acknowledge(delivered ?? 0, now: now, resume: !resumedAhead)
+            // Opened ahead of the answer: what is in flight went out on this connection after the `resume`; nothing
+            // to resend.
+            var out = acknowledge(delivered ?? 0, now: now, resume: !window.isOpen)
             out += checkDone()
             return out
         case let .ack(session, seq) where session == window.session:

@@ -91,6 +91,10 @@ public struct OutboxWindow: Sendable {
         return total
     }
 
+    /// Chunks may go out on this connection: the answer to `resume` came, or the window opened ahead of it
+    /// (`resumeAheadOutgoing`).
+    public var isOpen: Bool { nextToSend != nil }
+
     /// A new connection is up: nothing is in flight on it until the desktop answers `resume`.
     public mutating func connectionLost() {
         nextToSend = nil
